@@ -1,0 +1,161 @@
+// The graph IR and its builder API. Every node is shape-checked when it is
+// added; errors name the node, the op and what is wrong.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "rlx/dtype.h"
+#include "rlx/enums.h"
+#include "rlx/error.h"
+
+namespace rlx {
+
+using Shape = std::vector<int64_t>;
+int64_t numel(const Shape& s);
+std::string shape_str(const Shape& s);
+
+// ---- attribute structs, one per op family (see ops.def) ----
+struct NoAttrs {};
+struct MatMulAttrs {
+  bool trans_a = false, trans_b = false;
+  Activation act = Activation::None;  // applied after the optional bias (3rd input)
+};
+struct NormAttrs {
+  NormKind kind = NormKind::Layer;
+  float eps = 1e-5f;
+};
+// q: [B, Sq, *], k/v: [B, Skv, *]; head h of q is columns
+// [offset + h*head_dim, +head_dim) of a row; a row is `stride` elements apart
+// (0 = the tensor's own last dim). Narrow fuses into these offsets/strides.
+struct AttentionAttrs {
+  int q_heads = 1, kv_heads = 1, head_dim = 1;
+  float scale = 1.f;
+  MaskKind mask = MaskKind::None;  // Padding: 4th input, i32 [B, Skv], 1 = keep
+  int64_t q_offset = 0, k_offset = 0, v_offset = 0;
+  int64_t q_stride = 0, k_stride = 0, v_stride = 0;
+};
+// x: [B, S, *] (heads packed per row), positions: i32 [B, S] or [S].
+struct RopeAttrs {
+  int heads = 1, head_dim = 1, n_rot = 0;  // n_rot 0 = head_dim
+  float theta = 10000.f;
+  bool interleaved = false;  // false: rotate halves (NeoX/HF); true: pairs (GPT-J/GGUF)
+  int64_t offset = 0, stride = 0;  // like AttentionAttrs
+};
+struct NarrowAttrs { int axis = 0; int64_t start = 0, length = 0; };
+struct AxisAttrs { int axis = 0; };
+struct PermuteAttrs { std::vector<int> perm; };
+struct ReduceAttrs { int axis = -1; ReduceKind kind = ReduceKind::Sum; bool keepdim = false; };
+
+using Attrs = std::variant<NoAttrs, MatMulAttrs, NormAttrs, AttentionAttrs, RopeAttrs, NarrowAttrs,
+                           AxisAttrs, PermuteAttrs, ReduceAttrs>;
+
+enum class OpKind : uint8_t {
+#define X(e, n, a) e,
+#include "rlx/ops.def"
+#undef X
+};
+const char* op_name(OpKind k);
+constexpr int kNumOps = 0
+#define X(e, n, a) +1
+#include "rlx/ops.def"
+#undef X
+    ;
+
+using ValueId = int32_t;
+
+struct Value {
+  Shape shape;
+  DType dtype = DType::F32;
+  int32_t producer = -1;  // node index
+  int32_t index = 0;      // which output of the producer
+};
+
+struct Node {
+  OpKind op;
+  std::vector<ValueId> inputs, outputs;
+  Attrs attrs;
+  std::string name;  // Input/Param names are their binding names
+  std::shared_ptr<const std::vector<uint8_t>> data;  // Constant payload
+  bool dead = false;  // removed by a pass; kept so node ids stay stable
+};
+
+// A graph and its builder. Ops return the id of their (first) output value.
+class Graph {
+ public:
+  ValueId input(const std::string& name, Shape shape, DType dt);
+  ValueId param(const std::string& name, Shape shape, DType dt);
+  ValueId constant(Shape shape, DType dt, std::vector<uint8_t> bytes, const std::string& name = "");
+  ValueId constant_f32(Shape shape, DType dt, const std::vector<float>& values, const std::string& name = "");
+
+  ValueId matmul(ValueId a, ValueId b, bool trans_a = false, bool trans_b = false);
+  // a @ b (+ bias) then act: the fused form the MatMul fusion pass produces.
+  ValueId linear(ValueId a, ValueId b, ValueId bias, Activation act, bool trans_b = true);
+  ValueId add(ValueId a, ValueId b);
+  ValueId sub(ValueId a, ValueId b);
+  ValueId mul(ValueId a, ValueId b);
+  ValueId div(ValueId a, ValueId b);
+  ValueId gelu(ValueId x);
+  ValueId gelu_tanh(ValueId x);
+  ValueId silu(ValueId x);
+  ValueId relu(ValueId x);
+  ValueId tanh(ValueId x);
+  ValueId activation(ValueId x, Activation act);
+  ValueId layer_norm(ValueId x, ValueId gamma, ValueId beta, float eps);  // beta may be -1
+  ValueId rms_norm(ValueId x, ValueId gamma, float eps);
+  // Fused residual + norm: returns {x + residual, norm(x + residual)}.
+  std::pair<ValueId, ValueId> add_norm(ValueId x, ValueId residual, ValueId gamma, ValueId beta,
+                                       NormKind kind, float eps);
+  ValueId softmax(ValueId x);
+  ValueId attention(ValueId q, ValueId k, ValueId v, ValueId mask, const AttentionAttrs& a);
+  ValueId rope(ValueId x, ValueId positions, const RopeAttrs& a);
+  ValueId gather(ValueId table, ValueId ids);
+  ValueId narrow(ValueId x, int axis, int64_t start, int64_t length);
+  ValueId concat(const std::vector<ValueId>& xs, int axis);
+  ValueId permute(ValueId x, std::vector<int> perm);
+  ValueId transpose(ValueId x, int a0, int a1);
+  ValueId reshape(ValueId x, Shape shape);  // one dim may be -1
+  ValueId cast(ValueId x, DType dt);
+  ValueId reduce(ValueId x, int axis, ReduceKind kind, bool keepdim = false);
+  ValueId softmax_cross_entropy(ValueId logits, ValueId labels);  // per-row loss [N]
+
+  void output(const std::string& name, ValueId v);
+
+  // Generic node creation: infers output shapes, checks inputs. Passes use it.
+  std::vector<ValueId> add_node(OpKind op, std::vector<ValueId> inputs, Attrs attrs,
+                                const std::string& name = "");
+
+  const Value& value(ValueId v) const;
+  Value& value_mut(ValueId v) { return values_.at(size_t(v)); }
+  const Node& node(int32_t n) const { return nodes_.at(size_t(n)); }
+  Node& node_mut(int32_t n) { return nodes_.at(size_t(n)); }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<Value>& values() const { return values_; }
+  const std::vector<std::pair<std::string, ValueId>>& outputs() const { return outputs_; }
+  std::vector<std::pair<std::string, ValueId>>& outputs_mut() { return outputs_; }
+  size_t live_node_count() const;
+
+  // Replace every use of `from` (node inputs and graph outputs) by `to`.
+  void replace_uses(ValueId from, ValueId to);
+  // Nodes using value v as an input (live nodes only).
+  std::vector<int32_t> users(ValueId v) const;
+  // "node 12 (matmul 'l0.q')": how errors name a node.
+  std::string describe(int32_t node) const;
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<Value> values_;
+  std::vector<std::pair<std::string, ValueId>> outputs_;
+};
+
+// Output shapes/dtypes of a node (throws rlx::Error naming the node).
+std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<ValueId>& inputs,
+                                 const Attrs& attrs, const std::string& label);
+
+// Full-graph verifier: every live node's inputs exist, are live, and its
+// stored output types equal what shape inference says; names are unique.
+void verify(const Graph& g);
+
+}  // namespace rlx

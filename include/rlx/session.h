@@ -1,0 +1,84 @@
+// Compile a graph into an executable; set params; run with named inputs.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rlx/graph.h"
+
+namespace rlx {
+
+struct HostTensor {
+  DType dtype = DType::F32;
+  Shape shape;
+  std::vector<uint8_t> bytes;
+
+  static HostTensor from_f32(Shape shape, const std::vector<float>& v, DType dt = DType::F32);
+  static HostTensor from_i32(Shape shape, const std::vector<int32_t>& v);
+  std::vector<float> to_f32() const;
+  std::vector<int32_t> to_i32() const;
+  int64_t numel() const { return rlx::numel(shape); }
+};
+
+enum class Device { Auto, Cpu, Cuda };
+enum class ExecMode { Auto, PerOp, Graph, Segmented };
+
+struct CompileOptions {
+  Device device = Device::Cpu;
+  bool fuse = true;              // run the fusion passes
+  ExecMode mode = ExecMode::Auto;  // CUDA only; RLX_EXEC overrides
+  int threads = 0;               // CPU threads, 0 = all cores
+  int ring = 4;                  // CUDA: in-flight slots for submit/wait
+  std::string trace_json;        // CUDA: write a Chrome trace of per-thunk GPU times here
+};
+
+struct CompileReport {
+  size_t nodes_before = 0, nodes_after = 0;
+  std::map<std::string, int> thunk_histogram;
+  size_t thunk_count = 0;
+  std::string schedule;
+  std::string backend;
+  uint64_t arena_bytes = 0, peak_live_bytes = 0, intermediate_bytes = 0, param_bytes = 0;
+};
+
+class BackendExecutable;
+struct Schedule;
+
+class Executable {
+ public:
+  Executable(std::unique_ptr<Schedule> s, std::unique_ptr<BackendExecutable> be, CompileReport r);
+  ~Executable();
+
+  // Shape must match; host data of another float dtype is converted.
+  void set_param(const std::string& name, const HostTensor& t);
+  void set_param_f32(const std::string& name, const float* data, size_t count);
+  std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs);
+
+  // Pipelined runs: submit returns at once; wait returns that run's outputs.
+  uint64_t submit(const std::map<std::string, HostTensor>& inputs);
+  std::map<std::string, HostTensor> wait(uint64_t ticket);
+  std::vector<std::map<std::string, HostTensor>> run_pipelined(
+      const std::vector<std::map<std::string, HostTensor>>& batches);
+
+  const CompileReport& report() const { return report_; }
+  std::vector<std::string> param_names() const;
+  std::vector<std::string> input_names() const;
+  std::vector<std::string> output_names() const;
+  const Schedule& schedule() const { return *schedule_; }
+  BackendExecutable& backend() { return *backend_; }
+
+ private:
+  std::vector<const void*> check_inputs(const std::map<std::string, HostTensor>& inputs) const;
+  std::unique_ptr<Schedule> schedule_;
+  std::unique_ptr<BackendExecutable> backend_;
+  CompileReport report_;
+  std::vector<bool> param_set_;
+};
+
+std::unique_ptr<Executable> compile(const Graph& g, const CompileOptions& opts = {});
+
+bool cuda_available();  // a CUDA device is present and the backend was built
+
+}  // namespace rlx

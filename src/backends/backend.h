@@ -1,0 +1,42 @@
+// What a backend provides. Support claims come from each backend's registry
+// of implementations (one entry per thunk kind x dtype), never a list by hand.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rlx/session.h"
+#include "thunks/thunk.h"
+
+namespace rlx {
+
+// A prepared schedule on one backend: the arena lives here.
+class BackendExecutable {
+ public:
+  virtual ~BackendExecutable() = default;
+  // Host -> arena at a binding (strided for grouped params).
+  virtual void write_binding(const Binding& b, const void* src) = 0;
+  // One forward pass: inputs/outputs in the schedule's binding order, host memory.
+  virtual void run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs) = 0;
+  // Pipelined form; the default runs synchronously at submit.
+  virtual uint64_t submit(const std::vector<const void*>& inputs);
+  virtual void wait(uint64_t ticket, const std::vector<void*>& outputs);
+
+ private:
+  std::map<uint64_t, std::vector<std::vector<uint8_t>>> done_;
+  uint64_t next_ticket_ = 1;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual bool supports(ThunkKind k, DType dt) const = 0;
+  virtual std::unique_ptr<BackendExecutable> prepare(const Schedule& s, const CompileOptions& o) = 0;
+};
+
+Backend& cpu_backend();
+Backend* cuda_backend();  // nullptr when not built or no device
+
+}  // namespace rlx

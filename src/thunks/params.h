@@ -1,0 +1,130 @@
+// Params structs: the single source of truth for what a kernel receives.
+// Plain, trivially copyable, included by host and device code. Every buffer
+// is a byte offset into the arena; element strides and sizes are in elements.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "rlx/dtype.h"
+#include "rlx/enums.h"
+
+namespace rlx {
+
+constexpr int kMaxRank = 6;
+constexpr uint64_t kNoBuffer = ~uint64_t(0);
+
+// out[b] = act(op(A[b]) @ op(B[b]) + bias); row-major; op = transpose if flagged.
+// A is [m,k] ([k,m] if trans_a) with row length lda; B is [k,n] ([n,k] if trans_b).
+// Batch strides of 0 broadcast that operand.
+struct MatMulParams {
+  uint64_t a, b, bias, out;
+  int64_t batch, m, n, k;
+  int64_t lda, ldb, ldc;
+  int64_t stride_a, stride_b, stride_out;
+  DType dtype;
+  Activation act;
+  uint8_t trans_a, trans_b;
+};
+
+// out = a (op) b with numpy broadcasting: out is contiguous with `shape`;
+// a/b strides are 0 along broadcast dims.
+struct BinaryParams {
+  uint64_t a, b, out;
+  int64_t n;
+  int32_t rank;
+  int64_t shape[kMaxRank];
+  int64_t stride_a[kMaxRank], stride_b[kMaxRank];
+  DType dtype;
+  BinaryOp op;
+};
+
+struct UnaryParams {
+  uint64_t x, out;
+  int64_t n;
+  DType dtype;
+  Activation act;
+};
+
+// Row-wise over the last axis. With a residual: sum_out = x + residual, and
+// out = norm(sum_out). beta only for LayerNorm (kNoBuffer = none).
+struct NormParams {
+  uint64_t x, residual, gamma, beta, out, sum_out;
+  int64_t rows, cols;
+  float eps;
+  DType dtype;
+  NormKind kind;
+};
+
+struct SoftmaxParams {
+  uint64_t x, out;
+  int64_t rows, cols;
+  DType dtype;
+};
+
+// Rows of q are (b*sq + i)*q_stride + q_offset; head h is the next head_dim
+// elements after h*head_dim. Query head h reads kv head h / (q_heads/kv_heads).
+// out is dense [batch, sq, q_heads*head_dim]. mask: i32 [batch, skv], 0 = pad.
+// Causal masking aligns the last query with the last key (j <= i + skv - sq).
+struct AttentionParams {
+  uint64_t q, k, v, mask, out;
+  int64_t batch, sq, skv;
+  int64_t q_offset, k_offset, v_offset;
+  int64_t q_stride, k_stride, v_stride;
+  int32_t q_heads, kv_heads, head_dim;
+  float scale;
+  MaskKind mask_kind;
+  DType dtype;
+};
+
+// Rotary embedding on [batch, seq, heads*head_dim] rows (offset/stride as in
+// attention); out is dense. Dims >= n_rot of each head are copied unchanged.
+// pos is i32 [batch, seq] (pos_batched) or [seq].
+struct RopeParams {
+  uint64_t x, pos, out;
+  int64_t batch, seq, offset, stride;
+  int32_t heads, head_dim, n_rot;
+  float theta;
+  uint8_t interleaved, pos_batched;
+  DType dtype;
+};
+
+// out[i, :] = table[ids[i], :]; ids outside [0, vocab) give a zero row.
+struct GatherParams {
+  uint64_t table, ids, out;
+  int64_t n_ids, vocab, row;
+  DType dtype;
+};
+
+// Strided copy with conversion: dst[idx . dst_stride] = src[idx . src_stride]
+// for every idx in `shape`. Narrow, permute, cast and concat lower to this.
+struct CopyParams {
+  uint64_t src, dst;
+  int64_t n;
+  int32_t rank;
+  int64_t shape[kMaxRank];
+  int64_t src_stride[kMaxRank], dst_stride[kMaxRank];
+  DType src_dtype, dst_dtype;
+};
+
+// x viewed as [outer, len, inner], reduced over len -> out [outer, inner].
+struct ReduceParams {
+  uint64_t x, out;
+  int64_t outer, len, inner;
+  ReduceKind kind;
+  DType dtype;
+};
+
+// out[r] = logsumexp(logits[r,:]) - logits[r, labels[r]]; bad labels give NaN.
+struct SoftmaxCEParams {
+  uint64_t logits, labels, out;
+  int64_t rows, classes;
+  DType dtype;
+};
+
+#define X(e, n, P)                                                      \
+  static_assert(std::is_trivially_copyable_v<P>, #P " must be plain"); \
+  static_assert(sizeof(P) <= 512, #P " too large for a kernel argument");
+#include "thunks/thunks.def"
+#undef X
+
+}  // namespace rlx
