@@ -68,8 +68,17 @@ struct IndexCheck {
   std::string what;  // "token ids of gather 'embeddings'"
 };
 
+// A scratch value's slot and its live range in thunk indices [first, last].
+// Views share their parent's slot. Kept for the plan verifier and reports.
+struct PlannedValue {
+  ValueId value = -1;
+  uint64_t offset = 0, size = 0;
+  int32_t first = 0, last = 0;
+};
+
 struct Schedule {
   std::vector<Thunk> thunks;
+  std::vector<PlannedValue> planned;  // scratch values only
   uint64_t arena_bytes = 0;
   Region params, inputs, outputs, scratch;
   std::vector<Binding> param_bindings, input_bindings, output_bindings;

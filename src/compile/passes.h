@@ -1,0 +1,21 @@
+// Graph passes, one per file in src/compile/passes/. Each rewrites the graph
+// in place: removed nodes are marked dead, new nodes are appended (lowering
+// orders nodes topologically), uses are redirected with Graph::replace_uses.
+#pragma once
+#include "rlx/graph.h"
+
+namespace rlx {
+
+struct CompileOptions;
+
+void eliminate_dead_code(Graph& g);        // nodes no output depends on
+void merge_sibling_matmuls(Graph& g);      // x@Wq, x@Wk, x@Wv -> x@concat(W) + narrows
+void fold_constants(Graph& g);             // constant-only subgraphs evaluated once
+void fuse_matmul_epilogue(Graph& g);       // matmul + bias add + activation
+void fuse_add_norm(Graph& g);              // residual add + layer/rms norm -> add_norm
+void fuse_narrow(Graph& g);                // narrow(last axis) into rope/attention strides
+
+// The pipeline compile() runs (fusions only when opts.fuse).
+void run_passes(Graph& g, const CompileOptions& opts);
+
+}  // namespace rlx
