@@ -204,7 +204,7 @@ ValueId Graph::transpose(ValueId x, int a0, int a1) {
   if (a1 < 0) a1 += r;
   RLX_CHECK(a0 >= 0 && a0 < r && a1 >= 0 && a1 < r,
             "transpose: axes out of range for rank " << std::to_string(r));
-  std::vector<int> perm(size_t(r));
+  std::vector<int> perm(static_cast<size_t>(r));
   for (int i = 0; i < r; ++i) perm[size_t(i)] = i;
   std::swap(perm[size_t(a0)], perm[size_t(a1)]);
   return permute(x, perm);
