@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "compile/passes.h"
+#include "fusion_check.h"
 #include "pass_test_graphs.h"
 
 namespace rlx {
@@ -78,6 +79,38 @@ TEST(AddNormFusion, NormOfSomethingElseIsLeftAlone) {
   g.output("y", g.layer_norm(g.mul(x, x), gamma, -1, 1e-5f));
   fuse_add_norm(g);
   EXPECT_EQ(count_live(g, OpKind::AddNorm), 0);
+}
+
+
+TEST(AddNormFusion, NumericPostNormLayerNormMatchesUnfused) {
+  Graph g;
+  ValueId x = g.input("x", {2, 7, 33}, DType::F32);
+  ValueId r = g.input("r", {2, 7, 33}, DType::F32);
+  ValueId gamma = g.param("gamma", {33}, DType::F32), beta = g.param("beta", {33}, DType::F32);
+  ValueId gamma2 = g.param("gamma2", {33}, DType::F32);
+  ValueId y = g.layer_norm(g.add(x, r), gamma, beta, 1e-5f);
+  g.output("y", y);
+  g.output("z", g.layer_norm(g.add(y, x), gamma2, -1, 1e-3f));  // no beta
+  auto run = test::expect_fusion_preserves_outputs(g, 301);
+  EXPECT_EQ(test::thunks_of(*run.unfused, "binary"), 2);
+  EXPECT_EQ(test::thunks_of(*run.fused, "binary"), 0);
+  EXPECT_EQ(test::thunks_of(*run.fused, "norm"), 2);
+}
+
+TEST(AddNormFusion, NumericPreNormSumUsedTwiceMatchesUnfused) {
+  Graph g;
+  ValueId x = g.input("x", {3, 129}, DType::F32);
+  ValueId r = g.input("r", {3, 129}, DType::F32);
+  ValueId gamma = g.param("gamma", {129}, DType::F32);
+  ValueId w = g.param("w", {129, 129}, DType::F32);
+  ValueId h = g.add(x, r);
+  ValueId n = g.rms_norm(h, gamma, 1e-6f);
+  g.output("next", g.add(h, g.matmul(n, w)));
+  g.output("sum", h);
+  g.output("normed", n);
+  auto run = test::expect_fusion_preserves_outputs(g, 302);
+  EXPECT_EQ(test::thunks_of(*run.fused, "binary"), 1);
+  EXPECT_EQ(test::thunks_of(*run.fused, "norm"), 1);
 }
 
 }  // namespace

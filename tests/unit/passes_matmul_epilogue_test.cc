@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "compile/passes.h"
+#include "fusion_check.h"
 #include "pass_test_graphs.h"
 
 namespace rlx {
@@ -117,6 +118,41 @@ TEST(MatmulEpilogue, SubIsNotABiasAdd) {
   g.output("y", g.sub(g.matmul(x, w), b));
   fuse_matmul_epilogue(g);
   EXPECT_EQ(count_live(g, OpKind::Sub), 1);
+}
+
+
+TEST(MatmulEpilogue, NumericEveryActivationMatchesUnfused) {
+  const std::pair<ValueId (Graph::*)(ValueId), const char*> acts[] = {
+      {&Graph::gelu, "gelu"}, {&Graph::gelu_tanh, "gelu_tanh"}, {&Graph::silu, "silu"},
+      {&Graph::relu, "relu"}, {&Graph::tanh, "tanh"}};
+  uint64_t seed = 200;
+  for (const auto& [op, label] : acts) {
+    SCOPED_TRACE(label);
+    Graph g;
+    ValueId x = g.input("x", {2, 7, 33}, DType::F32);
+    ValueId w = g.param("w", {9, 33}, DType::F32);
+    ValueId b = g.param("b", {9}, DType::F32);
+    g.output("y", (g.*op)(g.add(g.matmul(x, w, false, true), b)));
+    auto r = test::expect_fusion_preserves_outputs(g, ++seed);
+    EXPECT_EQ(test::thunks_of(*r.fused, "matmul"), 1);
+    EXPECT_EQ(test::thunks_of(*r.fused, "binary"), 0);
+    EXPECT_EQ(test::thunks_of(*r.fused, "unary"), 0);
+    EXPECT_EQ(test::thunks_of(*r.unfused, "unary"), 1);
+  }
+}
+
+TEST(MatmulEpilogue, NumericRowShapedBiasAndNoBiasMatchUnfused) {
+  Graph g;
+  ValueId x = g.input("x", {7, 5}, DType::F32);
+  ValueId w = g.param("w", {5, 1}, DType::F32);
+  ValueId b = g.param("b", {1, 1}, DType::F32);
+  ValueId x2 = g.input("x2", {7, 5}, DType::F32);  // not x: siblings of x would be merged first
+  ValueId w2 = g.param("w2", {5, 3}, DType::F32);
+  g.output("y", g.add(b, g.matmul(x, w)));
+  g.output("z", g.relu(g.matmul(x2, w2)));
+  auto r = test::expect_fusion_preserves_outputs(g, 210);
+  EXPECT_EQ(test::thunks_of(*r.fused, "binary"), 0);
+  EXPECT_EQ(test::thunks_of(*r.fused, "unary"), 0);
 }
 
 }  // namespace

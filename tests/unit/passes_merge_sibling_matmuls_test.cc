@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "compile/passes.h"
+#include "fusion_check.h"
 #include "pass_test_graphs.h"
 
 namespace rlx {
@@ -158,6 +159,56 @@ TEST(MergeSiblingMatmuls, ActivationOrTransposedAKeepsAMatmulOut) {
   merge_sibling_matmuls(g);
   EXPECT_EQ(count_live(g, OpKind::MatMul), 3);
   EXPECT_EQ(count_live(g, OpKind::Concat), 0);
+}
+
+
+TEST(MergeSiblingMatmuls, SiblingsOfAMergedOutputMergeToo) {
+  // y1 and y2 are siblings; z1 and z2 read y1, which the first merge replaces
+  // by a narrow: the second merge must read that narrow, not the dead y1.
+  Graph original;
+  ValueId x = original.input("x", {5, 8}, DType::F32);
+  ValueId y1 = original.matmul(x, original.param("w1", {6, 8}, DType::F32), false, true);
+  ValueId y2 = original.matmul(x, original.param("w2", {3, 8}, DType::F32), false, true);
+  ValueId z1 = original.matmul(y1, original.param("v1", {4, 6}, DType::F32), false, true);
+  ValueId z2 = original.matmul(y1, original.param("v2", {2, 6}, DType::F32), false, true);
+  original.output("y2", y2);
+  original.output("z1", z1);
+  original.output("z2", z2);
+  Graph g = original;
+  merge_sibling_matmuls(g);
+  eliminate_dead_code(g);
+  verify(g);
+  EXPECT_EQ(count_live(g, OpKind::MatMul), 2);
+  EXPECT_EQ(count_live(g, OpKind::Narrow), 4);
+  auto r = test::expect_fusion_preserves_outputs(original, 103);
+  EXPECT_EQ(test::thunks_of(*r.fused, "matmul"), 2);
+}
+
+TEST(MergeSiblingMatmuls, NumericQkvWithBiasesMatchesUnfused) {
+  Graph g;
+  ValueId x = g.input("x", {3, 7, 13}, DType::F32);
+  const int64_t n[] = {13, 5, 9};
+  const char* names[] = {"q", "k", "v"};
+  for (int i = 0; i < 3; ++i) {
+    ValueId w = g.param(std::string("w") + names[i], {n[i], 13}, DType::F32);
+    ValueId b = g.param(std::string("b") + names[i], {n[i]}, DType::F32);
+    g.output(names[i], g.add(g.matmul(x, w, false, true), b));
+  }
+  auto r = test::expect_fusion_preserves_outputs(g, 101);
+  EXPECT_EQ(test::thunks_of(*r.unfused, "matmul"), 3);
+  EXPECT_EQ(test::thunks_of(*r.fused, "matmul"), 1);
+}
+
+TEST(MergeSiblingMatmuls, NumericGateUpColumnsMatchUnfused) {
+  Graph g;
+  ValueId x = g.input("x", {1, 33}, DType::F32);
+  ValueId gate = g.param("gate", {33, 7}, DType::F32);
+  ValueId up = g.param("up", {33, 7}, DType::F32);
+  ValueId gated = g.silu(g.matmul(x, gate));
+  ValueId upped = g.matmul(x, up);
+  g.output("y", g.mul(gated, upped));
+  auto r = test::expect_fusion_preserves_outputs(g, 102);
+  EXPECT_EQ(test::thunks_of(*r.fused, "matmul"), 1);
 }
 
 }  // namespace

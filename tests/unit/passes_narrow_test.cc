@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "compile/passes.h"
+#include "fusion_check.h"
 #include "pass_test_graphs.h"
 
 namespace rlx {
@@ -110,6 +111,47 @@ TEST(NarrowFusion, NarrowOfAnotherAxisIsLeftAlone) {
   fuse_narrow(g);
   EXPECT_EQ(count_live(g, OpKind::Narrow), 1);
   EXPECT_EQ(producer_of(g, producer_of(g, output_value(g, "y")).inputs[0]).op, OpKind::Narrow);
+}
+
+
+TEST(NarrowFusion, NumericAttentionOverQkvSlicesMatchesUnfused) {
+  Graph g;
+  const int heads = 3, kv_heads = 1, hd = 5, h = heads * hd, kv = kv_heads * hd;
+  ValueId qkv = g.input("qkv", {2, 7, h + 2 * kv + 3}, DType::F32);
+  ValueId mask = g.input("mask", {2, 7}, DType::I32);
+  AttentionAttrs at;
+  at.q_heads = heads;
+  at.kv_heads = kv_heads;
+  at.head_dim = hd;
+  at.scale = 0.45f;
+  at.mask = MaskKind::Padding;
+  ValueId q = g.narrow(qkv, 2, 0, h), k = g.narrow(qkv, 2, h, kv), v = g.narrow(qkv, 2, h + kv, kv);
+  g.output("y", g.attention(q, k, v, mask, at));
+  const std::vector<int32_t> keep = {1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1};
+  auto r = test::expect_fusion_preserves_outputs(g, 401, {{"mask", HostTensor::from_i32({2, 7}, keep)}});
+  EXPECT_GT(test::thunks_of(*r.unfused, "copy"), 0);
+  EXPECT_EQ(test::thunks_of(*r.fused, "copy"), 0);
+}
+
+TEST(NarrowFusion, NumericRopeOfChainedSlicesMatchesUnfused) {
+  Graph g;
+  ValueId x = g.input("x", {2, 9, 41}, DType::F32);
+  ValueId pos = g.input("pos", {2, 9}, DType::I32);
+  RopeAttrs ra;
+  ra.heads = 2;
+  ra.head_dim = 6;
+  ra.n_rot = 4;
+  ValueId inner = g.narrow(g.narrow(x, 2, 5, 30), 2, 7, 12);
+  g.output("y", g.rope(inner, pos, ra));
+  RopeAttrs rb = ra;
+  rb.interleaved = true;
+  rb.heads = 1;
+  g.output("z", g.rope(g.narrow(x, 2, 29, 6), pos, rb));
+  std::vector<int32_t> p(18);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = int32_t((i * 7) % 23);
+  auto r = test::expect_fusion_preserves_outputs(g, 402, {{"pos", HostTensor::from_i32({2, 9}, p)}});
+  EXPECT_EQ(test::thunks_of(*r.fused, "copy"), 0);
+  EXPECT_EQ(test::thunks_of(*r.fused, "rope"), 2);
 }
 
 }  // namespace

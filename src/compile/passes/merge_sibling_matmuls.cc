@@ -45,7 +45,10 @@ void find_bias(const Graph& g, ValueId out, Sibling& s) {
   s.bias = other;
 }
 
-void merge_group(Graph& g, ValueId a, bool trans_b, const std::vector<int32_t>& group) {
+void merge_group(Graph& g, bool trans_b, const std::vector<int32_t>& group) {
+  // Read A from the node, not the grouping key: merging an earlier group may
+  // have redirected it (A itself can be the output of a merged matmul).
+  const ValueId a = g.node(group[0]).inputs[0];
   std::vector<Sibling> sibs;
   for (int32_t m : group) {
     Sibling s;
@@ -106,7 +109,7 @@ void merge_sibling_matmuls(Graph& g) {
   }
   for (const auto& [key, group] : groups) {
     if (group.size() < 2) continue;
-    merge_group(g, std::get<0>(key), std::get<1>(key), group);
+    merge_group(g, std::get<1>(key), group);
   }
 }
 
