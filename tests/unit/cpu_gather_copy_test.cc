@@ -90,6 +90,23 @@ TEST_P(CpuCopy, PermuteThreeAxes) {
   expect_close(h.result("out"), ref, 0.0, "permute");
 }
 
+TEST_P(CpuCopy, LargePermuteSwapsOuterAxes) {
+  // x [33, 65, 41] -> out [65, 33, 41]: enough elements to run threaded.
+  const DType dt = GetParam();
+  const int64_t A = 33, B = 65, C = 41;
+  auto x = quantize(random_floats(size_t(A * B * C), 1105), dt);
+  ThunkHarness h;
+  CopyParams p = copy_params({B, A, C}, {C, B * C, 1}, {A * C, C, 1}, dt, dt);
+  p.src = h.input_f32("x", x, dt);
+  p.dst = h.output("out", dt, x.size());
+  h.run(p, cpu_backend());
+  std::vector<double> ref;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t a = 0; a < A; ++a)
+      for (int64_t c = 0; c < C; ++c) ref.push_back(x[size_t((a * B + b) * C + c)]);
+  expect_close(h.result("out"), ref, 0.0, "large permute");
+}
+
 TEST_P(CpuCopy, NarrowLastAxis) {
   // x [7, 33] -> x[:, 5:18]
   const DType dt = GetParam();

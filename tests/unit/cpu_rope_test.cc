@@ -60,6 +60,7 @@ TEST_P(CpuRope, FullRotationBothLayouts) {
   for (bool interleaved : {false, true}) {
     run_rope({2, 7, 3, 16, 16, interleaved, true}, GetParam(), 900);
     run_rope({1, 1, 1, 2, 2, interleaved, false}, GetParam(), 901);
+    run_rope({2, 33, 4, 64, 64, interleaved, true}, GetParam(), 902);  // threaded
   }
 }
 
