@@ -1,5 +1,6 @@
 // The one exception type rlx throws. Messages name the file, tensor or node.
 #pragma once
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -12,7 +13,19 @@ class Error : public std::runtime_error {
 
 }  // namespace rlx
 
-#define RLX_CHECK(cond, msg)                                   \
-  do {                                                         \
-    if (!(cond)) throw ::rlx::Error(std::string() + msg);      \
+// RLX_CHECK(cond, "node " << id << " is wrong"): the message is streamed.
+#define RLX_CHECK(cond, msg)               \
+  do {                                     \
+    if (!(cond)) {                         \
+      std::ostringstream rlx_os_;          \
+      rlx_os_ << msg;                      \
+      throw ::rlx::Error(rlx_os_.str());   \
+    }                                      \
+  } while (0)
+
+#define RLX_FAIL(msg)                    \
+  do {                                   \
+    std::ostringstream rlx_os_;          \
+    rlx_os_ << msg;                      \
+    throw ::rlx::Error(rlx_os_.str());   \
   } while (0)

@@ -47,10 +47,12 @@ struct RopeAttrs {
 struct NarrowAttrs { int axis = 0; int64_t start = 0, length = 0; };
 struct AxisAttrs { int axis = 0; };
 struct PermuteAttrs { std::vector<int> perm; };
+struct ShapeAttrs { Shape shape; };  // reshape target; one dim may be -1
+struct CastAttrs { DType to = DType::F32; };
 struct ReduceAttrs { int axis = -1; ReduceKind kind = ReduceKind::Sum; bool keepdim = false; };
 
 using Attrs = std::variant<NoAttrs, MatMulAttrs, NormAttrs, AttentionAttrs, RopeAttrs, NarrowAttrs,
-                           AxisAttrs, PermuteAttrs, ReduceAttrs>;
+                           AxisAttrs, PermuteAttrs, ShapeAttrs, CastAttrs, ReduceAttrs>;
 
 enum class OpKind : uint8_t {
 #define X(e, n, a) e,

@@ -2,6 +2,8 @@
 // of implementations (one entry per thunk kind x dtype), never a list by hand.
 #pragma once
 #include <cstdint>
+#include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +24,11 @@ class BackendExecutable {
   // Pipelined form; the default runs synchronously at submit.
   virtual uint64_t submit(const std::vector<const void*>& inputs);
   virtual void wait(uint64_t ticket, const std::vector<void*>& outputs);
+  // Byte size of each output, in binding order (set by the Executable).
+  void set_output_bytes(std::vector<size_t> b) { output_bytes_ = std::move(b); }
+
+ protected:
+  std::vector<size_t> output_bytes_;
 
  private:
   std::map<uint64_t, std::vector<std::vector<uint8_t>>> done_;

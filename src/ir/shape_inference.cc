@@ -1,0 +1,307 @@
+// Output shapes and dtypes of every op; errors name the node and the problem.
+#include <algorithm>
+
+#include "rlx/graph.h"
+
+namespace rlx {
+
+namespace {
+
+int norm_axis(int axis, size_t rank, const std::string& who) {
+  int r = int(rank);
+  int a = axis < 0 ? axis + r : axis;
+  RLX_CHECK(a >= 0 && a < r, who << ": axis " << axis << " out of range for rank " << r);
+  return a;
+}
+
+Shape broadcast(const Shape& a, const Shape& b, const std::string& who) {
+  size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    RLX_CHECK(da == db || da == 1 || db == 1,
+              who << ": shapes " << shape_str(a) << " and " << shape_str(b) << " do not broadcast");
+    out[i] = std::max(da, db);
+  }
+  return out;
+}
+
+void need_inputs(const std::vector<ValueId>& in, size_t lo, size_t hi, const std::string& who) {
+  RLX_CHECK(in.size() >= lo && in.size() <= hi,
+            who << ": takes " << lo << (hi > lo ? ".." + std::to_string(hi) : "") << " inputs, got "
+                << in.size());
+}
+
+void need_float(const Value& v, const std::string& who, const char* what) {
+  RLX_CHECK(is_float(v.dtype), who << ": " << what << " must be a float type, got "
+                                   << dtype_name(v.dtype));
+}
+
+void need_dtype(const Value& v, DType dt, const std::string& who, const char* what) {
+  RLX_CHECK(v.dtype == dt, who << ": " << what << " must be " << dtype_name(dt) << ", got "
+                               << dtype_name(v.dtype));
+}
+
+void need_vector(const Value& v, int64_t n, DType dt, const std::string& who, const char* what) {
+  RLX_CHECK(v.shape == Shape{n}, who << ": " << what << " must be [" << n << "], got "
+                                     << shape_str(v.shape));
+  need_dtype(v, dt, who, what);
+}
+
+// Row layout of a q/k/v or rope input: `width` used columns from `offset`.
+void check_rows(const Value& v, int64_t offset, int64_t stride, int64_t width, const std::string& who,
+                const char* what) {
+  RLX_CHECK(v.shape.size() == 3, who << ": " << what << " must be [batch, seq, features], got "
+                                     << shape_str(v.shape));
+  int64_t row = v.shape[2];
+  RLX_CHECK(stride == 0 || stride == row,
+            who << ": " << what << " row stride " << stride << " != its last dim " << row);
+  RLX_CHECK(offset >= 0 && offset + width <= row,
+            who << ": " << what << " columns [" << offset << ", " << offset + width
+                << ") exceed its last dim " << row);
+  RLX_CHECK(stride != 0 || offset != 0 || width == row,
+            who << ": " << what << " has " << row << " features, expected " << width);
+}
+
+}  // namespace
+
+std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<ValueId>& in,
+                                 const Attrs& attrs, const std::string& who) {
+  auto V = [&](size_t i) -> const Value& { return g.value(in.at(i)); };
+  auto out = [](Shape s, DType d) { return std::vector<Value>{Value{std::move(s), d, -1, 0}}; };
+
+  switch (op) {
+    case OpKind::Input:
+    case OpKind::Param:
+    case OpKind::Constant:
+      RLX_FAIL(who << ": leaves are created with input/param/constant, not add_node");
+
+    case OpKind::MatMul: {
+      need_inputs(in, 2, 3, who);
+      const auto& at = std::get<MatMulAttrs>(attrs);
+      const Value &a = V(0), &b = V(1);
+      need_float(a, who, "a");
+      need_dtype(b, a.dtype, who, "b");
+      RLX_CHECK(a.shape.size() >= 2 && b.shape.size() >= 2,
+                who << ": operands must have rank >= 2, got " << shape_str(a.shape) << " and "
+                    << shape_str(b.shape));
+      size_t ra = a.shape.size(), rb = b.shape.size();
+      int64_t m = at.trans_a ? a.shape[ra - 1] : a.shape[ra - 2];
+      int64_t ka = at.trans_a ? a.shape[ra - 2] : a.shape[ra - 1];
+      int64_t kb = at.trans_b ? b.shape[rb - 1] : b.shape[rb - 2];
+      int64_t n = at.trans_b ? b.shape[rb - 2] : b.shape[rb - 1];
+      RLX_CHECK(ka == kb, who << ": inner dims differ: " << shape_str(a.shape)
+                              << (at.trans_a ? "^T" : "") << " @ " << shape_str(b.shape)
+                              << (at.trans_b ? "^T" : ""));
+      Shape ba(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
+      RLX_CHECK(ba.empty() || bb.empty() || ba == bb,
+                who << ": batch dims " << shape_str(ba) << " and " << shape_str(bb)
+                    << " must match (or one operand must be 2-D)");
+      Shape s = ba.empty() ? bb : ba;
+      s.push_back(m);
+      s.push_back(n);
+      if (in.size() == 3) need_vector(V(2), n, a.dtype, who, "bias");
+      return out(s, a.dtype);
+    }
+
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div: {
+      need_inputs(in, 2, 2, who);
+      need_float(V(0), who, "lhs");
+      need_dtype(V(1), V(0).dtype, who, "rhs");
+      RLX_CHECK(std::max(V(0).shape.size(), V(1).shape.size()) <= 6, who << ": rank above 6");
+      return out(broadcast(V(0).shape, V(1).shape, who), V(0).dtype);
+    }
+
+    case OpKind::Gelu:
+    case OpKind::GeluTanh:
+    case OpKind::Silu:
+    case OpKind::Relu:
+    case OpKind::Tanh:
+    case OpKind::Softmax:
+      need_inputs(in, 1, 1, who);
+      need_float(V(0), who, "input");
+      return out(V(0).shape, V(0).dtype);
+
+    case OpKind::LayerNorm:
+    case OpKind::RmsNorm:
+    case OpKind::AddNorm: {
+      bool add = op == OpKind::AddNorm;
+      const auto& at = std::get<NormAttrs>(attrs);
+      bool layer = op == OpKind::LayerNorm || (add && at.kind == NormKind::Layer);
+      size_t base = add ? 1 : 0;
+      need_inputs(in, 2 + base, (layer ? 3 : 2) + base, who);
+      const Value& x = V(0);
+      need_float(x, who, "input");
+      RLX_CHECK(!x.shape.empty(), who << ": input must have rank >= 1");
+      if (add)
+        RLX_CHECK(V(1).shape == x.shape && V(1).dtype == x.dtype,
+                  who << ": residual " << shape_str(V(1).shape) << " must match input "
+                      << shape_str(x.shape));
+      RLX_CHECK(at.eps >= 0, who << ": eps must be >= 0");
+      int64_t c = x.shape.back();
+      need_vector(V(base + 1), c, x.dtype, who, "gamma");
+      if (in.size() == base + 3) need_vector(V(base + 2), c, x.dtype, who, "beta");
+      if (add) return {Value{x.shape, x.dtype, -1, 0}, Value{x.shape, x.dtype, -1, 1}};
+      return out(x.shape, x.dtype);
+    }
+
+    case OpKind::Attention: {
+      const auto& at = std::get<AttentionAttrs>(attrs);
+      bool pad = at.mask == MaskKind::Padding;
+      need_inputs(in, pad ? 4 : 3, pad ? 4 : 3, who);
+      RLX_CHECK(at.q_heads > 0 && at.kv_heads > 0 && at.head_dim > 0 &&
+                    at.q_heads % at.kv_heads == 0,
+                who << ": q_heads " << at.q_heads << " must be a positive multiple of kv_heads "
+                    << at.kv_heads);
+      const Value &q = V(0), &k = V(1), &v = V(2);
+      need_float(q, who, "q");
+      need_dtype(k, q.dtype, who, "k");
+      need_dtype(v, q.dtype, who, "v");
+      check_rows(q, at.q_offset, at.q_stride, int64_t(at.q_heads) * at.head_dim, who, "q");
+      check_rows(k, at.k_offset, at.k_stride, int64_t(at.kv_heads) * at.head_dim, who, "k");
+      check_rows(v, at.v_offset, at.v_stride, int64_t(at.kv_heads) * at.head_dim, who, "v");
+      RLX_CHECK(k.shape[0] == q.shape[0] && v.shape[0] == q.shape[0] && v.shape[1] == k.shape[1],
+                who << ": q " << shape_str(q.shape) << ", k " << shape_str(k.shape) << ", v "
+                    << shape_str(v.shape) << " disagree on batch or key length");
+      if (pad) {
+        RLX_CHECK(V(3).shape == (Shape{q.shape[0], k.shape[1]}),
+                  who << ": padding mask must be [batch, kv_seq] = [" << q.shape[0] << ", "
+                      << k.shape[1] << "], got " << shape_str(V(3).shape));
+        need_dtype(V(3), DType::I32, who, "padding mask");
+      }
+      return out({q.shape[0], q.shape[1], int64_t(at.q_heads) * at.head_dim}, q.dtype);
+    }
+
+    case OpKind::Rope: {
+      need_inputs(in, 2, 2, who);
+      const auto& at = std::get<RopeAttrs>(attrs);
+      int n_rot = at.n_rot ? at.n_rot : at.head_dim;
+      RLX_CHECK(at.heads > 0 && at.head_dim > 0 && n_rot > 0 && n_rot <= at.head_dim &&
+                    n_rot % 2 == 0,
+                who << ": n_rot " << n_rot << " must be even and within head_dim " << at.head_dim);
+      const Value &x = V(0), &p = V(1);
+      need_float(x, who, "input");
+      check_rows(x, at.offset, at.stride, int64_t(at.heads) * at.head_dim, who, "input");
+      need_dtype(p, DType::I32, who, "positions");
+      RLX_CHECK(p.shape == (Shape{x.shape[1]}) || p.shape == (Shape{x.shape[0], x.shape[1]}),
+                who << ": positions must be [seq] or [batch, seq], got " << shape_str(p.shape));
+      return out({x.shape[0], x.shape[1], int64_t(at.heads) * at.head_dim}, x.dtype);
+    }
+
+    case OpKind::Gather: {
+      need_inputs(in, 2, 2, who);
+      const Value &t = V(0), &ids = V(1);
+      RLX_CHECK(t.shape.size() == 2, who << ": table must be [vocab, dim], got " << shape_str(t.shape));
+      need_dtype(ids, DType::I32, who, "ids");
+      Shape s = ids.shape;
+      s.push_back(t.shape[1]);
+      return out(s, t.dtype);
+    }
+
+    case OpKind::Narrow: {
+      need_inputs(in, 1, 1, who);
+      const auto& at = std::get<NarrowAttrs>(attrs);
+      Shape s = V(0).shape;
+      int a = norm_axis(at.axis, s.size(), who);
+      RLX_CHECK(at.start >= 0 && at.length > 0 && at.start + at.length <= s[size_t(a)],
+                who << ": [" << at.start << ", " << at.start + at.length << ") out of range for dim "
+                    << s[size_t(a)]);
+      s[size_t(a)] = at.length;
+      return out(s, V(0).dtype);
+    }
+
+    case OpKind::Concat: {
+      RLX_CHECK(!in.empty(), who << ": needs at least one input");
+      const auto& at = std::get<AxisAttrs>(attrs);
+      Shape s = V(0).shape;
+      int a = norm_axis(at.axis, s.size(), who);
+      for (size_t i = 1; i < in.size(); ++i) {
+        const Value& v = V(i);
+        need_dtype(v, V(0).dtype, who, "every input");
+        Shape t = v.shape;
+        RLX_CHECK(t.size() == s.size(), who << ": input " << i << " has rank " << t.size());
+        for (size_t d = 0; d < s.size(); ++d)
+          RLX_CHECK(d == size_t(a) || t[d] == s[d], who << ": input " << i << " " << shape_str(t)
+                                                        << " differs from " << shape_str(V(0).shape)
+                                                        << " off the concat axis");
+        s[size_t(a)] += t[size_t(a)];
+      }
+      return out(s, V(0).dtype);
+    }
+
+    case OpKind::Permute: {
+      need_inputs(in, 1, 1, who);
+      const auto& perm = std::get<PermuteAttrs>(attrs).perm;
+      const Shape& x = V(0).shape;
+      RLX_CHECK(perm.size() == x.size() && x.size() <= 6,
+                who << ": permutation of " << perm.size() << " axes for rank " << x.size());
+      std::vector<bool> seen(x.size());
+      Shape s;
+      for (int p : perm) {
+        RLX_CHECK(p >= 0 && size_t(p) < x.size() && !seen[size_t(p)], who << ": not a permutation");
+        seen[size_t(p)] = true;
+        s.push_back(x[size_t(p)]);
+      }
+      return out(s, V(0).dtype);
+    }
+
+    case OpKind::Reshape: {
+      need_inputs(in, 1, 1, who);
+      Shape s = std::get<ShapeAttrs>(attrs).shape;
+      int64_t known = 1;
+      int infer = -1;
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == -1) {
+          RLX_CHECK(infer < 0, who << ": more than one -1 in " << shape_str(s));
+          infer = int(i);
+        } else {
+          RLX_CHECK(s[i] > 0, who << ": bad target shape " << shape_str(s));
+          known *= s[i];
+        }
+      }
+      int64_t n = numel(V(0).shape);
+      if (infer >= 0) {
+        RLX_CHECK(known > 0 && n % known == 0, who << ": cannot reshape " << shape_str(V(0).shape)
+                                                   << " to " << shape_str(s));
+        s[size_t(infer)] = n / known;
+      }
+      RLX_CHECK(numel(s) == n, who << ": cannot reshape " << shape_str(V(0).shape) << " ("
+                                   << n << " elements) to " << shape_str(s));
+      return out(s, V(0).dtype);
+    }
+
+    case OpKind::Cast:
+      need_inputs(in, 1, 1, who);
+      return out(V(0).shape, std::get<CastAttrs>(attrs).to);
+
+    case OpKind::Reduce: {
+      need_inputs(in, 1, 1, who);
+      const auto& at = std::get<ReduceAttrs>(attrs);
+      need_float(V(0), who, "input");
+      Shape s = V(0).shape;
+      int a = norm_axis(at.axis, s.size(), who);
+      if (at.keepdim) s[size_t(a)] = 1;
+      else s.erase(s.begin() + a);
+      return out(s, V(0).dtype);
+    }
+
+    case OpKind::SoftmaxCrossEntropy: {
+      need_inputs(in, 2, 2, who);
+      const Value &l = V(0), &y = V(1);
+      need_float(l, who, "logits");
+      RLX_CHECK(l.shape.size() == 2, who << ": logits must be [rows, classes], got "
+                                         << shape_str(l.shape));
+      need_dtype(y, DType::I32, who, "labels");
+      RLX_CHECK(y.shape == Shape{l.shape[0]}, who << ": labels must be [" << l.shape[0] << "], got "
+                                                  << shape_str(y.shape));
+      return out({l.shape[0]}, l.dtype);
+    }
+  }
+  RLX_FAIL(who << ": unknown op");
+}
+
+}  // namespace rlx

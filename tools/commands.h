@@ -1,0 +1,7 @@
+// Subcommands of the `rlx` command line, one file each.
+#pragma once
+#include <CLI/CLI.hpp>
+
+void add_inspect_command(CLI::App& app);
+void add_embed_command(CLI::App& app);
+void add_bench_command(CLI::App& app);

@@ -1,0 +1,2 @@
+#include "tools/commands.h"
+void add_embed_command(CLI::App&) {}
