@@ -78,13 +78,14 @@ TEST_P(CpuElementwise, BinaryBroadcasting) {
   run_binary(BinaryOp::Div, {2, 3, 5, 7}, {false, true, false, true}, {true, false, true, false}, dt, 113);
   run_binary(BinaryOp::Add, {1}, {false}, {false}, dt, 114);
   run_binary(BinaryOp::Add, {129}, {false}, {true}, dt, 115);  // scalar broadcast on the inner axis
+  run_binary(BinaryOp::Mul, {3, 129, 129}, {false, false, false}, {true, false, false}, dt, 116);  // threaded
 }
 
 TEST_P(CpuElementwise, UnaryEachActivation) {
   const DType dt = GetParam();
   for (Activation act : {Activation::None, Activation::Gelu, Activation::GeluTanh, Activation::Silu,
                          Activation::Relu, Activation::Tanh}) {
-    for (int64_t n : {1, 7, 1029}) {
+    for (int64_t n : {1, 7, 1029, 40009}) {
       auto x = quantize(random_floats(size_t(n), 200 + uint64_t(n), -4.f, 4.f), dt);
       ThunkHarness h;
       UnaryParams p{};
@@ -103,7 +104,7 @@ TEST_P(CpuElementwise, UnaryEachActivation) {
 
 TEST_P(CpuElementwise, SoftmaxRows) {
   const DType dt = GetParam();
-  for (auto [rows, cols] : {std::pair{1, 1}, {7, 33}, {3, 129}}) {
+  for (auto [rows, cols] : {std::pair{1, 1}, {7, 33}, {3, 129}, {129, 129}}) {
     // Large offsets: an unstable softmax would overflow.
     auto x = quantize(random_floats(size_t(rows * cols), 300 + uint64_t(cols), 60.f, 80.f), dt);
     ThunkHarness h;
@@ -127,7 +128,7 @@ TEST_P(CpuElementwise, SoftmaxRows) {
 TEST_P(CpuElementwise, ReduceSumMeanMax) {
   const DType dt = GetParam();
   for (ReduceKind kind : {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max})
-    for (auto [outer, len, inner] : {std::tuple{1, 1, 1}, {3, 7, 33}, {1, 129, 1}, {7, 33, 1}, {1, 5, 129}}) {
+    for (auto [outer, len, inner] : {std::tuple{1, 1, 1}, {3, 7, 33}, {1, 129, 1}, {7, 33, 1}, {1, 5, 129}, {3, 129, 129}}) {
       auto x = quantize(random_floats(size_t(outer * len * inner), 400 + uint64_t(len * inner)), dt);
       ThunkHarness h;
       ReduceParams p{};

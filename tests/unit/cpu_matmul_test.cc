@@ -72,6 +72,17 @@ TEST_P(CpuMatMul, PlainOddSizes) {
     run_matmul_case({1, m, n, k, false, false, false, false, false, Activation::None, 0}, GetParam(), 10 + m);
 }
 
+// Large enough that the product is split over threads: by rows, and by
+// columns when there are few rows.
+TEST_P(CpuMatMul, SplitAcrossThreads) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "trans_a " << ta << " trans_b " << tb);
+      run_matmul_case({1, 65, 67, 129, ta, tb, false, false, true, Activation::Gelu, 1}, GetParam(), 60);
+      run_matmul_case({2, 3, 1025, 129, ta, tb, false, true, false, Activation::None, 0}, GetParam(), 61);
+    }
+}
+
 TEST_P(CpuMatMul, TransposeFlags) {
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {

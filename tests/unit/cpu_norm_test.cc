@@ -56,7 +56,7 @@ void run_norm(NormKind kind, bool residual, bool beta, int64_t rows, int64_t col
 TEST_P(CpuNorm, LayerNorm) {
   for (bool residual : {false, true})
     for (bool beta : {false, true})
-      for (auto [rows, cols] : {std::pair{1, 7}, {7, 33}, {3, 129}})
+      for (auto [rows, cols] : {std::pair{1, 7}, {7, 33}, {3, 129}, {129, 129}})
         run_norm(NormKind::Layer, residual, beta, rows, cols, GetParam(), 600 + uint64_t(cols));
 }
 

@@ -83,9 +83,6 @@ class CpuExecutable final : public BackendExecutable {
                                                      std::to_string(outputs_.size()));
     if (threads_ > 0) {
       omp_set_num_threads(threads_);
-#ifdef OPENBLAS_VERSION
-      openblas_set_num_threads(threads_);
-#endif
     }
     for (size_t i = 0; i < inputs.size(); ++i) write_binding(inputs_[i], inputs[i]);
     CpuContext& ctx = context();
@@ -152,6 +149,11 @@ DType registry_dtype(const ThunkParams& p) {
 }
 
 CpuBackend::CpuBackend() {
+#ifdef OPENBLAS_VERSION
+  // Matrix products are split over OpenMP threads (cpu_matmul.cc); each BLAS
+  // call runs on its caller's thread.
+  openblas_set_num_threads(1);
+#endif
   register_cpu_matmul(registry_);
   register_cpu_binary(registry_);
   register_cpu_unary(registry_);

@@ -1,6 +1,9 @@
 // Matrix products through cblas_sgemm. f16/bf16 operands are widened to f32
 // scratch first; bias and activation run as an epilogue over the output.
 #include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
 
 #include "backends/cpu/cpu_activation.h"
 #include "backends/cpu/cpu_registry.h"
@@ -28,10 +31,32 @@ void epilogue(const MatMulParams& p, const float* c, int64_t ldc_in, const T* bi
     }
 }
 
+// C = op(A) @ op(B) with BLAS single-threaded per call and the work split
+// over OpenMP threads: one thread pool for every kernel, so BLAS threads never
+// compete with OpenMP threads for the cores. Splits rows of C, or columns
+// when there are too few rows (decode).
 void sgemm(const MatMulParams& p, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
            int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, p.trans_a ? CblasTrans : CblasNoTrans, p.trans_b ? CblasTrans : CblasNoTrans,
-              int(p.m), int(p.n), int(p.k), 1.f, a, int(lda), b, int(ldb), 0.f, c, int(ldc));
+  const auto ta = p.trans_a ? CblasTrans : CblasNoTrans, tb = p.trans_b ? CblasTrans : CblasNoTrans;
+  const int64_t work = p.m * p.n * p.k;
+  const int threads = work < (int64_t(1) << 18) ? 1 : omp_get_max_threads();
+  const bool split_rows = p.m >= 8 * int64_t(threads) || p.m >= p.n;
+  const int64_t extent = split_rows ? p.m : p.n;
+  const int64_t blocks = std::min<int64_t>(threads, extent);
+#pragma omp parallel for num_threads(int(blocks)) if (blocks > 1)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t lo = extent * blk / blocks, len = extent * (blk + 1) / blocks - lo;
+    if (len == 0) continue;
+    if (split_rows) {  // rows lo.. of op(A) and C
+      const float* ab = p.trans_a ? a + lo : a + lo * lda;
+      cblas_sgemm(CblasRowMajor, ta, tb, int(len), int(p.n), int(p.k), 1.f, ab, int(lda), b, int(ldb), 0.f,
+                  c + lo * ldc, int(ldc));
+    } else {  // columns lo.. of op(B) and C
+      const float* bb = p.trans_b ? b + lo * ldb : b + lo;
+      cblas_sgemm(CblasRowMajor, ta, tb, int(p.m), int(len), int(p.k), 1.f, a, int(lda), bb, int(ldb), 0.f,
+                  c + lo, int(ldc));
+    }
+  }
 }
 
 void matmul_f32(const MatMulParams& p, CpuContext& ctx) {

@@ -13,8 +13,18 @@ struct Half { uint16_t bits; };
 struct BFloat { uint16_t bits; };
 static_assert(sizeof(Half) == 2 && sizeof(BFloat) == 2);
 
+// Every half value widened once: a lookup is several times faster than the
+// bit manipulation of half_to_float, and widening f16 weights is hot.
+struct HalfToFloatTable {
+  float value[65536];
+  HalfToFloatTable() {
+    for (uint32_t i = 0; i < 65536; ++i) value[i] = half_to_float(uint16_t(i));
+  }
+};
+inline const HalfToFloatTable kHalfToFloat;
+
 inline float to_f32(float v) { return v; }
-inline float to_f32(Half v) { return half_to_float(v.bits); }
+inline float to_f32(Half v) { return kHalfToFloat.value[v.bits]; }
 inline float to_f32(BFloat v) { return bf16_to_float(v.bits); }
 
 template <class T> inline T from_f32(float v);
