@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "rlx/graph.h"
 
 namespace rlx::test {
@@ -61,5 +63,18 @@ inline void write_safetensors(const std::filesystem::path& p,
   header += "}";
   write_safetensors_raw(p, header, body);
 }
+
+#ifdef RLX_SOURCE_DIR
+// The default model, fetched by scripts/setup. Tests need it and fail
+// (not skip) when it is absent: ASSERT_TRUE(test::minilm_present()).
+inline std::string minilm_dir() { return std::string(RLX_SOURCE_DIR) + "/models/all-MiniLM-L6-v2"; }
+inline ::testing::AssertionResult minilm_present() {
+  if (std::filesystem::exists(minilm_dir() + "/model.safetensors") &&
+      std::filesystem::exists(minilm_dir() + "/tokenizer.json"))
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "model directory " << minilm_dir()
+                                       << " is missing: run scripts/setup first";
+}
+#endif
 
 }  // namespace rlx::test
