@@ -1,0 +1,25 @@
+// Lowering: a (passed) graph -> a schedule of thunks over one planned arena.
+#pragma once
+#include <functional>
+#include <memory>
+
+#include "rlx/graph.h"
+#include "thunks/thunk.h"
+
+namespace rlx {
+
+std::unique_ptr<Schedule> lower(const Graph& g);
+
+// Emits the thunks of one compute node; `addr` gives a value's arena offset.
+// Views, leaves and grouped params emit nothing (lower.cc handles them).
+void lower_node(const Graph& g, int32_t node, const std::function<uint64_t(ValueId)>& addr,
+                std::vector<Thunk>& out);
+// Reshape, and a narrow that is one contiguous run: alias their input.
+bool is_view(const Graph& g, int32_t node);
+// How many thunks lower_node emits for this node.
+int thunk_count(const Graph& g, int32_t node);
+
+// Contiguous row-major strides (elements) of a shape.
+std::vector<int64_t> contiguous_strides(const Shape& s);
+
+}  // namespace rlx

@@ -1,0 +1,294 @@
+// One case per op: how a compute node becomes thunk params.
+#include <algorithm>
+
+#include "compile/lower.h"
+
+namespace rlx {
+
+std::vector<int64_t> contiguous_strides(const Shape& s) {
+  std::vector<int64_t> st(s.size());
+  int64_t acc = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+namespace {
+
+Activation activation_of(OpKind op) {
+  switch (op) {
+    case OpKind::Gelu: return Activation::Gelu;
+    case OpKind::GeluTanh: return Activation::GeluTanh;
+    case OpKind::Silu: return Activation::Silu;
+    case OpKind::Relu: return Activation::Relu;
+    case OpKind::Tanh: return Activation::Tanh;
+    default: return Activation::None;
+  }
+}
+
+// dst[idx] = src[idx] over `shape`, with given element strides.
+CopyParams copy_params(uint64_t src, DType sdt, const std::vector<int64_t>& sst, uint64_t dst,
+                       DType ddt, const std::vector<int64_t>& dstst, const Shape& shape) {
+  CopyParams p{};
+  p.src = src;
+  p.dst = dst;
+  p.n = numel(shape);
+  p.rank = int32_t(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) {
+    p.shape[i] = shape[i];
+    p.src_stride[i] = sst[i];
+    p.dst_stride[i] = dstst[i];
+  }
+  p.src_dtype = sdt;
+  p.dst_dtype = ddt;
+  return p;
+}
+
+}  // namespace
+
+bool is_view(const Graph& g, int32_t node) {
+  const Node& n = g.node(node);
+  if (n.op == OpKind::Reshape) return true;
+  if (n.op != OpKind::Narrow) return false;
+  const Shape& xs = g.value(n.inputs[0]).shape;
+  int axis = std::get<NarrowAttrs>(n.attrs).axis;
+  if (axis < 0) axis += int(xs.size());
+  return numel(Shape(xs.begin(), xs.begin() + axis)) == 1;  // one contiguous run
+}
+
+int thunk_count(const Graph& g, int32_t node) {
+  const Node& n = g.node(node);
+  if (is_view(g, node)) return 0;
+  switch (n.op) {
+    case OpKind::Input:
+    case OpKind::Param:
+    case OpKind::Constant:
+    case OpKind::Reshape: return 0;
+    case OpKind::Concat: return int(n.inputs.size());
+    default: return 1;
+  }
+}
+
+void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId)>& addr,
+                std::vector<Thunk>& out) {
+  const Node& n = g.node(id);
+  if (is_view(g, id)) return;
+  auto V = [&](size_t i) -> const Value& { return g.value(n.inputs.at(i)); };
+  const Value& y = g.value(n.outputs.at(0));
+  std::string label = std::string(op_name(n.op)) + (n.name.empty() ? "" : " '" + n.name + "'");
+  auto emit = [&](ThunkKind k, ThunkParams p) {
+    Thunk t;
+    t.kind = k;
+    t.params = p;
+    t.node = id;
+    t.label = label;
+    out.push_back(std::move(t));
+  };
+
+  switch (n.op) {
+    case OpKind::MatMul: {
+      const auto& at = std::get<MatMulAttrs>(n.attrs);
+      const Value &a = V(0), &b = V(1);
+      size_t ra = a.shape.size(), rb = b.shape.size();
+      int64_t M = at.trans_a ? a.shape[ra - 1] : a.shape[ra - 2];
+      int64_t K = at.trans_a ? a.shape[ra - 2] : a.shape[ra - 1];
+      int64_t N = at.trans_b ? b.shape[rb - 2] : b.shape[rb - 1];
+      int64_t batch_a = numel(a.shape) / (M * K), batch_b = numel(b.shape) / (K * N);
+      MatMulParams p{};
+      p.a = addr(n.inputs[0]);
+      p.b = addr(n.inputs[1]);
+      p.bias = n.inputs.size() > 2 ? addr(n.inputs[2]) : kNoBuffer;
+      p.out = addr(n.outputs[0]);
+      p.n = N;
+      p.k = K;
+      p.lda = at.trans_a ? M : K;
+      p.ldb = at.trans_b ? K : N;
+      p.ldc = N;
+      if (rb == 2 && !at.trans_a) {  // fold a's batch into rows: one larger GEMM
+        p.batch = 1;
+        p.m = M * batch_a;
+      } else {
+        p.m = M;
+        p.batch = std::max(batch_a, batch_b);
+        p.stride_a = ra == 2 ? 0 : M * K;
+        p.stride_b = rb == 2 ? 0 : K * N;
+        p.stride_out = M * N;
+      }
+      p.dtype = a.dtype;
+      p.act = at.act;
+      p.trans_a = at.trans_a;
+      p.trans_b = at.trans_b;
+      return emit(ThunkKind::MatMul, p);
+    }
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div: {
+      BinaryParams p{};
+      p.a = addr(n.inputs[0]);
+      p.b = addr(n.inputs[1]);
+      p.out = addr(n.outputs[0]);
+      p.n = numel(y.shape);
+      p.rank = int32_t(y.shape.size());
+      for (int side = 0; side < 2; ++side) {
+        const Shape& s = V(size_t(side)).shape;
+        std::vector<int64_t> st = contiguous_strides(s);
+        for (size_t i = 0; i < y.shape.size(); ++i) {
+          size_t lead = y.shape.size() - s.size();
+          int64_t stride = i < lead || s[i - lead] == 1 ? 0 : st[i - lead];
+          (side ? p.stride_b : p.stride_a)[i] = stride;
+        }
+      }
+      for (size_t i = 0; i < y.shape.size(); ++i) p.shape[i] = y.shape[i];
+      p.dtype = y.dtype;
+      p.op = n.op == OpKind::Add ? BinaryOp::Add
+             : n.op == OpKind::Sub ? BinaryOp::Sub
+             : n.op == OpKind::Mul ? BinaryOp::Mul
+                                   : BinaryOp::Div;
+      return emit(ThunkKind::Binary, p);
+    }
+    case OpKind::Gelu:
+    case OpKind::GeluTanh:
+    case OpKind::Silu:
+    case OpKind::Relu:
+    case OpKind::Tanh:
+      return emit(ThunkKind::Unary, UnaryParams{addr(n.inputs[0]), addr(n.outputs[0]), numel(y.shape),
+                                                y.dtype, activation_of(n.op)});
+    case OpKind::LayerNorm:
+    case OpKind::RmsNorm:
+    case OpKind::AddNorm: {
+      const auto& at = std::get<NormAttrs>(n.attrs);
+      bool add = n.op == OpKind::AddNorm;
+      size_t base = add ? 1 : 0;
+      NormParams p{};
+      p.x = addr(n.inputs[0]);
+      p.residual = add ? addr(n.inputs[1]) : kNoBuffer;
+      p.gamma = addr(n.inputs[base + 1]);
+      p.beta = n.inputs.size() > base + 2 ? addr(n.inputs[base + 2]) : kNoBuffer;
+      p.sum_out = add ? addr(n.outputs[0]) : kNoBuffer;
+      p.out = addr(n.outputs[add ? 1 : 0]);
+      p.cols = V(0).shape.back();
+      p.rows = numel(V(0).shape) / p.cols;
+      p.eps = at.eps;
+      p.dtype = V(0).dtype;
+      p.kind = n.op == OpKind::LayerNorm ? NormKind::Layer
+               : n.op == OpKind::RmsNorm ? NormKind::Rms
+                                         : at.kind;
+      return emit(ThunkKind::Norm, p);
+    }
+    case OpKind::Softmax: {
+      int64_t cols = y.shape.back();
+      return emit(ThunkKind::Softmax, SoftmaxParams{addr(n.inputs[0]), addr(n.outputs[0]),
+                                                    numel(y.shape) / cols, cols, y.dtype});
+    }
+    case OpKind::Attention: {
+      const auto& at = std::get<AttentionAttrs>(n.attrs);
+      AttentionParams p{};
+      p.q = addr(n.inputs[0]);
+      p.k = addr(n.inputs[1]);
+      p.v = addr(n.inputs[2]);
+      p.mask = n.inputs.size() > 3 ? addr(n.inputs[3]) : kNoBuffer;
+      p.out = addr(n.outputs[0]);
+      p.batch = V(0).shape[0];
+      p.sq = V(0).shape[1];
+      p.skv = V(1).shape[1];
+      p.q_offset = at.q_offset;
+      p.k_offset = at.k_offset;
+      p.v_offset = at.v_offset;
+      p.q_stride = at.q_stride ? at.q_stride : V(0).shape[2];
+      p.k_stride = at.k_stride ? at.k_stride : V(1).shape[2];
+      p.v_stride = at.v_stride ? at.v_stride : V(2).shape[2];
+      p.q_heads = at.q_heads;
+      p.kv_heads = at.kv_heads;
+      p.head_dim = at.head_dim;
+      p.scale = at.scale;
+      p.mask_kind = at.mask;
+      p.dtype = V(0).dtype;
+      return emit(ThunkKind::Attention, p);
+    }
+    case OpKind::Rope: {
+      const auto& at = std::get<RopeAttrs>(n.attrs);
+      RopeParams p{};
+      p.x = addr(n.inputs[0]);
+      p.pos = addr(n.inputs[1]);
+      p.out = addr(n.outputs[0]);
+      p.batch = V(0).shape[0];
+      p.seq = V(0).shape[1];
+      p.offset = at.offset;
+      p.stride = at.stride ? at.stride : V(0).shape[2];
+      p.heads = at.heads;
+      p.head_dim = at.head_dim;
+      p.n_rot = at.n_rot ? at.n_rot : at.head_dim;
+      p.theta = at.theta;
+      p.interleaved = at.interleaved;
+      p.pos_batched = V(1).shape.size() == 2;
+      p.dtype = V(0).dtype;
+      return emit(ThunkKind::Rope, p);
+    }
+    case OpKind::Gather:
+      return emit(ThunkKind::Gather,
+                  GatherParams{addr(n.inputs[0]), addr(n.inputs[1]), addr(n.outputs[0]),
+                               numel(V(1).shape), V(0).shape[0], V(0).shape[1], V(0).dtype});
+    case OpKind::Narrow: {
+      const auto& at = std::get<NarrowAttrs>(n.attrs);
+      const Shape& xs = V(0).shape;
+      int axis = at.axis < 0 ? at.axis + int(xs.size()) : at.axis;
+      std::vector<int64_t> st = contiguous_strides(xs);
+      uint64_t src = addr(n.inputs[0]) + uint64_t(at.start * st[size_t(axis)]) * dtype_size(y.dtype);
+      return emit(ThunkKind::Copy, copy_params(src, y.dtype, st, addr(n.outputs[0]), y.dtype,
+                                               contiguous_strides(y.shape), y.shape));
+    }
+    case OpKind::Permute: {
+      const auto& perm = std::get<PermuteAttrs>(n.attrs).perm;
+      std::vector<int64_t> in_st = contiguous_strides(V(0).shape), st(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) st[i] = in_st[size_t(perm[i])];
+      return emit(ThunkKind::Copy, copy_params(addr(n.inputs[0]), y.dtype, st, addr(n.outputs[0]),
+                                               y.dtype, contiguous_strides(y.shape), y.shape));
+    }
+    case OpKind::Cast: {
+      std::vector<int64_t> st = contiguous_strides(y.shape);
+      return emit(ThunkKind::Copy, copy_params(addr(n.inputs[0]), V(0).dtype, st, addr(n.outputs[0]),
+                                               y.dtype, st, y.shape));
+    }
+    case OpKind::Concat: {
+      int axis = std::get<AxisAttrs>(n.attrs).axis;
+      if (axis < 0) axis += int(y.shape.size());
+      std::vector<int64_t> yst = contiguous_strides(y.shape);
+      int64_t at = 0;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const Shape& s = V(i).shape;
+        uint64_t dst = addr(n.outputs[0]) + uint64_t(at * yst[size_t(axis)]) * dtype_size(y.dtype);
+        emit(ThunkKind::Copy, copy_params(addr(n.inputs[i]), y.dtype, contiguous_strides(s), dst,
+                                          y.dtype, yst, s));
+        at += s[size_t(axis)];
+      }
+      return;
+    }
+    case OpKind::Reduce: {
+      const auto& at = std::get<ReduceAttrs>(n.attrs);
+      const Shape& xs = V(0).shape;
+      int axis = at.axis < 0 ? at.axis + int(xs.size()) : at.axis;
+      ReduceParams p{};
+      p.x = addr(n.inputs[0]);
+      p.out = addr(n.outputs[0]);
+      p.len = xs[size_t(axis)];
+      p.outer = numel(Shape(xs.begin(), xs.begin() + axis));
+      p.inner = numel(xs) / (p.outer * p.len);
+      p.kind = at.kind;
+      p.dtype = y.dtype;
+      return emit(ThunkKind::Reduce, p);
+    }
+    case OpKind::SoftmaxCrossEntropy:
+      return emit(ThunkKind::SoftmaxCrossEntropy,
+                  SoftmaxCEParams{addr(n.inputs[0]), addr(n.inputs[1]), addr(n.outputs[0]),
+                                  V(0).shape[0], V(0).shape[1], V(0).dtype});
+    case OpKind::Input:
+    case OpKind::Param:
+    case OpKind::Constant:
+    case OpKind::Reshape: return;
+  }
+}
+
+}  // namespace rlx

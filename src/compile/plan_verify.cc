@@ -1,0 +1,59 @@
+#include "compile/plan_verify.h"
+
+#include <algorithm>
+
+namespace rlx {
+
+namespace {
+
+bool inside(uint64_t off, uint64_t size, uint64_t lo, uint64_t hi) {
+  return off >= lo && off + size <= hi;
+}
+
+}  // namespace
+
+void verify_plan(const Schedule& s) {
+  const auto& pv = s.planned;
+  for (const PlannedValue& p : pv) {
+    RLX_CHECK(p.offset % 256 == 0, "plan: value " << p.value << " at unaligned offset " << p.offset);
+    RLX_CHECK(inside(p.offset, p.size, s.scratch.offset, s.scratch.offset + s.scratch.size),
+              "plan: value " << p.value << " lies outside the scratch region");
+    RLX_CHECK(p.first <= p.last, "plan: value " << p.value << " has an empty live range");
+  }
+  // Sweep by offset: values that overlap in bytes must not overlap in time.
+  std::vector<size_t> idx(pv.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return pv[a].offset < pv[b].offset; });
+  for (size_t i = 0; i < idx.size(); ++i) {
+    const PlannedValue& a = pv[idx[i]];
+    for (size_t j = i + 1; j < idx.size() && pv[idx[j]].offset < a.offset + a.size; ++j) {
+      const PlannedValue& b = pv[idx[j]];
+      bool time = a.first <= b.last && b.first <= a.last;
+      RLX_CHECK(!time, "plan: values " << a.value << " and " << b.value
+                                       << " share bytes while both live (steps " << a.first << "-"
+                                       << a.last << " and " << b.first << "-" << b.last << ")");
+    }
+  }
+  const Region regions[] = {s.params, s.inputs, s.outputs};
+  for (size_t t = 0; t < s.thunks.size(); ++t) {
+    const Thunk& th = s.thunks[t];
+    RLX_CHECK(!th.uses.empty(), "plan: thunk " << t << " (" << th.label << ") declares no buffers");
+    for (const BufferUse& u : th.uses) {
+      RLX_CHECK(u.offset + u.size <= s.arena_bytes,
+                "plan: thunk " << t << " (" << th.label << ") touches bytes past the arena");
+      bool ok = false;
+      for (const Region& r : regions) ok = ok || inside(u.offset, u.size, r.offset, r.offset + r.size);
+      if (u.write && inside(u.offset, u.size, s.params.offset, s.params.offset + s.params.size) &&
+          s.params.size)
+        RLX_FAIL("plan: thunk " << t << " (" << th.label << ") writes into the params region");
+      for (const PlannedValue& p : pv)
+        ok = ok || (int32_t(t) >= p.first && int32_t(t) <= p.last &&
+                    inside(u.offset, u.size, p.offset, p.offset + p.size));
+      RLX_CHECK(ok, "plan: thunk " << t << " (" << th.label << ") " << (u.write ? "writes" : "reads")
+                                   << " bytes [" << u.offset << ", " << u.offset + u.size
+                                   << ") outside every live slot");
+    }
+  }
+}
+
+}  // namespace rlx

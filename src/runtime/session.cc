@@ -1,0 +1,232 @@
+// The public Session API: compile a graph, bind params, run with checks.
+#include "rlx/session.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "backends/backend.h"
+#include "compile/lower.h"
+#include "compile/passes.h"
+
+namespace rlx {
+
+HostTensor HostTensor::from_f32(Shape shape, const std::vector<float>& v, DType dt) {
+  RLX_CHECK(int64_t(v.size()) == rlx::numel(shape),
+            "HostTensor: " << v.size() << " values for shape " << shape_str(shape));
+  HostTensor t{dt, std::move(shape), std::vector<uint8_t>(v.size() * dtype_size(dt))};
+  for (size_t i = 0; i < v.size(); ++i) store_from_float(t.bytes.data(), dt, i, v[i]);
+  return t;
+}
+
+HostTensor HostTensor::from_i32(Shape shape, const std::vector<int32_t>& v) {
+  RLX_CHECK(int64_t(v.size()) == rlx::numel(shape),
+            "HostTensor: " << v.size() << " values for shape " << shape_str(shape));
+  HostTensor t{DType::I32, std::move(shape), std::vector<uint8_t>(v.size() * 4)};
+  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
+}
+
+std::vector<float> HostTensor::to_f32() const {
+  std::vector<float> r(static_cast<size_t>(numel()));
+  for (size_t i = 0; i < r.size(); ++i) r[i] = load_as_float(bytes.data(), dtype, i);
+  return r;
+}
+
+std::vector<int32_t> HostTensor::to_i32() const {
+  RLX_CHECK(dtype == DType::I32, "HostTensor::to_i32 on a " << dtype_name(dtype) << " tensor");
+  std::vector<int32_t> r(static_cast<size_t>(numel()));
+  std::memcpy(r.data(), bytes.data(), r.size() * 4);
+  return r;
+}
+
+bool cuda_available() { return cuda_backend() != nullptr; }
+
+std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& opts) {
+  Graph g = graph;
+  CompileReport rep;
+  rep.nodes_before = g.live_node_count();
+  RLX_CHECK(!g.outputs().empty(), "compile: the graph has no outputs");
+  verify(g);
+  run_passes(g, opts);
+  verify(g);
+  rep.nodes_after = g.live_node_count();
+  auto sched = lower(g);
+
+  Backend* be = nullptr;
+  if (opts.device == Device::Cuda) {
+    be = cuda_backend();
+    RLX_CHECK(be, "compile: device cuda requested but no CUDA device is available"
+#ifndef RLX_HAVE_CUDA
+                  " (rlx was built without the CUDA backend)"
+#endif
+    );
+  } else if (opts.device == Device::Auto) {
+    be = cuda_backend();
+  }
+  if (!be) be = &cpu_backend();
+  for (const Thunk& t : sched->thunks) {
+    DType dt = t.dtype();
+    RLX_CHECK(be->supports(t.kind, dt), "compile: backend '" << be->name() << "' has no "
+                                                             << thunk_name(t.kind) << " kernel for "
+                                                             << dtype_name(dt) << " (needed by "
+                                                             << graph.describe(t.node) << ")");
+    if (t.kind == ThunkKind::Copy) {
+      DType to = std::get<CopyParams>(t.params).dst_dtype;
+      RLX_CHECK(be->supports(t.kind, to), "compile: backend '" << be->name()
+                                                               << "' cannot copy into " << dtype_name(to));
+    }
+  }
+
+  rep.backend = be->name();
+  rep.thunk_histogram = sched->histogram();
+  rep.thunk_count = sched->thunks.size();
+  rep.schedule = sched->to_string();
+  rep.arena_bytes = sched->arena_bytes;
+  rep.peak_live_bytes = sched->peak_live_bytes;
+  rep.intermediate_bytes = sched->intermediate_bytes;
+  rep.param_bytes = sched->params.size;
+  const char* trace = std::getenv("RLX_TRACE");
+  if (trace && std::string(trace) == "schedule") {
+    std::cerr << "rlx: " << rep.thunk_count << " thunks on " << rep.backend << ":";
+    for (auto& [k, n] : rep.thunk_histogram) std::cerr << " " << k << "=" << n;
+    std::cerr << "\n" << rep.schedule;
+  }
+  auto prepared = be->prepare(*sched, opts);
+  std::vector<size_t> out_bytes;
+  for (const Binding& b : sched->output_bindings) out_bytes.push_back(b.bytes());
+  prepared->set_output_bytes(out_bytes);
+  return std::make_unique<Executable>(std::move(sched), std::move(prepared), std::move(rep));
+}
+
+Executable::Executable(std::unique_ptr<Schedule> s, std::unique_ptr<BackendExecutable> be, CompileReport r)
+    : schedule_(std::move(s)), backend_(std::move(be)), report_(std::move(r)),
+      param_set_(schedule_->param_bindings.size(), false) {}
+
+Executable::~Executable() = default;
+
+void Executable::set_param(const std::string& name, const HostTensor& t) {
+  for (size_t i = 0; i < schedule_->param_bindings.size(); ++i) {
+    const Binding& b = schedule_->param_bindings[i];
+    if (b.name != name) continue;
+    RLX_CHECK(t.shape == b.shape, "set_param '" << name << "': shape " << shape_str(t.shape)
+                                                << " does not match the param's " << shape_str(b.shape));
+    RLX_CHECK(t.bytes.size() == size_t(t.numel()) * dtype_size(t.dtype),
+              "set_param '" << name << "': " << t.bytes.size() << " bytes for shape "
+                            << shape_str(t.shape) << " of " << dtype_name(t.dtype));
+    if (t.dtype == b.dtype) {
+      backend_->write_binding(b, t.bytes.data());
+    } else {
+      RLX_CHECK(is_float(t.dtype) && is_float(b.dtype),
+                "set_param '" << name << "': cannot convert " << dtype_name(t.dtype) << " to "
+                              << dtype_name(b.dtype));
+      HostTensor c = HostTensor::from_f32(b.shape, t.to_f32(), b.dtype);
+      backend_->write_binding(b, c.bytes.data());
+    }
+    param_set_[i] = true;
+    return;
+  }
+  std::string known;
+  for (const Binding& b : schedule_->param_bindings) known += (known.empty() ? "" : ", ") + b.name;
+  RLX_FAIL("set_param: no param named '" << name << "' (params: " << known << ")");
+}
+
+void Executable::set_param_f32(const std::string& name, const float* data, size_t count) {
+  for (const Binding& b : schedule_->param_bindings) {
+    if (b.name != name) continue;
+    RLX_CHECK(int64_t(count) == rlx::numel(b.shape), "set_param '" << name << "': " << count
+                                                                   << " values for shape "
+                                                                   << shape_str(b.shape));
+    return set_param(name, HostTensor::from_f32(b.shape, std::vector<float>(data, data + count), DType::F32));
+  }
+  set_param(name, HostTensor{});  // reports the unknown name
+}
+
+std::vector<const void*> Executable::check_inputs(const std::map<std::string, HostTensor>& inputs) const {
+  for (size_t i = 0; i < param_set_.size(); ++i)
+    RLX_CHECK(param_set_[i], "run: param '" << schedule_->param_bindings[i].name << "' was never set");
+  for (auto& [name, t] : inputs) {
+    bool known = false;
+    for (const Binding& b : schedule_->input_bindings) known = known || b.name == name;
+    RLX_CHECK(known, "run: the graph has no input named '" << name << "'");
+  }
+  std::vector<const void*> ptrs;
+  for (const Binding& b : schedule_->input_bindings) {
+    auto it = inputs.find(b.name);
+    RLX_CHECK(it != inputs.end(), "run: input '" << b.name << "' is missing");
+    const HostTensor& t = it->second;
+    RLX_CHECK(t.shape == b.shape, "run: input '" << b.name << "' has shape " << shape_str(t.shape)
+                                                 << ", expected " << shape_str(b.shape));
+    RLX_CHECK(t.dtype == b.dtype, "run: input '" << b.name << "' is " << dtype_name(t.dtype)
+                                                 << ", expected " << dtype_name(b.dtype));
+    RLX_CHECK(t.bytes.size() == b.bytes(), "run: input '" << b.name << "' holds " << t.bytes.size()
+                                                          << " bytes, expected " << b.bytes());
+    ptrs.push_back(t.bytes.data());
+  }
+  for (const IndexCheck& c : schedule_->index_checks) {
+    const HostTensor& t = inputs.at(c.input);
+    const int32_t* v = reinterpret_cast<const int32_t*>(t.bytes.data());
+    for (int64_t i = 0; i < t.numel(); ++i)
+      RLX_CHECK(v[i] >= 0 && v[i] < c.limit, "run: input '" << c.input << "' [" << i << "] = " << v[i]
+                                                            << " is out of range [0, " << c.limit
+                                                            << ") (" << c.what << ")");
+  }
+  return ptrs;
+}
+
+namespace {
+
+std::map<std::string, HostTensor> empty_outputs(const Schedule& s, std::vector<void*>& ptrs) {
+  std::map<std::string, HostTensor> out;
+  for (const Binding& b : s.output_bindings)
+    out[b.name] = HostTensor{b.dtype, b.shape, std::vector<uint8_t>(b.bytes())};
+  for (const Binding& b : s.output_bindings) ptrs.push_back(out[b.name].bytes.data());
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, HostTensor> Executable::run(const std::map<std::string, HostTensor>& inputs) {
+  std::vector<const void*> in = check_inputs(inputs);
+  std::vector<void*> ptrs;
+  auto out = empty_outputs(*schedule_, ptrs);
+  backend_->run(in, ptrs);
+  return out;
+}
+
+uint64_t Executable::submit(const std::map<std::string, HostTensor>& inputs) {
+  return backend_->submit(check_inputs(inputs));
+}
+
+std::map<std::string, HostTensor> Executable::wait(uint64_t ticket) {
+  std::vector<void*> ptrs;
+  auto out = empty_outputs(*schedule_, ptrs);
+  backend_->wait(ticket, ptrs);
+  return out;
+}
+
+std::vector<std::map<std::string, HostTensor>> Executable::run_pipelined(
+    const std::vector<std::map<std::string, HostTensor>>& batches) {
+  std::vector<uint64_t> tickets;
+  for (const auto& b : batches) tickets.push_back(submit(b));
+  std::vector<std::map<std::string, HostTensor>> out;
+  for (uint64_t t : tickets) out.push_back(wait(t));
+  return out;
+}
+
+std::vector<std::string> Executable::param_names() const {
+  std::vector<std::string> r;
+  for (const Binding& b : schedule_->param_bindings) r.push_back(b.name);
+  return r;
+}
+std::vector<std::string> Executable::input_names() const {
+  std::vector<std::string> r;
+  for (const Binding& b : schedule_->input_bindings) r.push_back(b.name);
+  return r;
+}
+std::vector<std::string> Executable::output_names() const {
+  std::vector<std::string> r;
+  for (const Binding& b : schedule_->output_bindings) r.push_back(b.name);
+  return r;
+}
+
+}  // namespace rlx
