@@ -1,5 +1,7 @@
-// Subcommands of the `rlx` command line; rlx_main.cc registers each one.
+// Subcommands of the `rlx` command line, one file each.
 #pragma once
 #include <CLI/CLI.hpp>
 
+void add_inspect_command(CLI::App& app);
 void add_embed_command(CLI::App& app);
+void add_bench_command(CLI::App& app);

@@ -23,4 +23,9 @@ class Error : public std::runtime_error {
     }                                      \
   } while (0)
 
-#define RLX_FAIL(msg) RLX_CHECK(false, msg)
+#define RLX_FAIL(msg)                    \
+  do {                                   \
+    std::ostringstream rlx_os_;          \
+    rlx_os_ << msg;                      \
+    throw ::rlx::Error(rlx_os_.str());   \
+  } while (0)

@@ -1,0 +1,179 @@
+#include "backends/cpu/cpu_backend.h"
+
+#include <omp.h>
+
+#include <cblas.h>
+#include <cstdlib>
+#include <cstring>
+
+namespace rlx {
+namespace cpu {
+namespace {
+
+const char* kind_name(ThunkKind k) {
+  switch (k) {
+#define X(e, n, P) \
+  case ThunkKind::e: return n;
+#include "thunks/thunks.def"
+#undef X
+  }
+  return "?";
+}
+
+std::string describe(const Thunk& t, size_t index) {
+  std::string s = "thunk " + std::to_string(index) + " (" + kind_name(t.kind);
+  if (!t.label.empty()) s += " '" + t.label + "'";
+  return s + ")";
+}
+
+struct AlignedFree {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+
+constexpr uint64_t kArenaAlign = 256;
+
+class CpuExecutable final : public BackendExecutable {
+ public:
+  CpuExecutable(const Schedule& s, const CpuRegistry& registry, int threads)
+      : registry_(registry), threads_(threads) {
+    arena_bytes_ = s.arena_bytes;
+    uint64_t alloc = (arena_bytes_ + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+    if (alloc == 0) alloc = kArenaAlign;
+    arena_.reset(static_cast<uint8_t*>(std::aligned_alloc(kArenaAlign, alloc)));
+    RLX_CHECK(arena_, "cpu: cannot allocate an arena of " + std::to_string(alloc) + " bytes");
+    std::memset(arena_.get(), 0, alloc);
+    for (const auto& [offset, data] : s.constants) {
+      RLX_CHECK(data && offset + data->size() <= arena_bytes_,
+                "cpu: constant at offset " + std::to_string(offset) + " lies outside the arena");
+      std::memcpy(arena_.get() + offset, data->data(), data->size());
+    }
+    for (size_t i = 0; i < s.thunks.size(); ++i) {
+      const Thunk& t = s.thunks[i];
+      RLX_CHECK(ThunkKind(t.params.index()) == t.kind,
+                "cpu: " + describe(t, i) + " carries the params of another thunk kind");
+      DType dt = registry_dtype(t.params);
+      RLX_CHECK(registry_.has(t.kind, dt), "cpu: " + describe(t, i) + " is not supported for dtype " +
+                                               std::string(dtype_name(dt)));
+      for (const BufferUse& u : t.uses)
+        RLX_CHECK(u.offset + u.size <= arena_bytes_,
+                  "cpu: " + describe(t, i) + " uses bytes outside the arena");
+      thunks_.push_back({t.kind, dt, t.params});
+    }
+    inputs_ = s.input_bindings;
+    outputs_ = s.output_bindings;
+    for (const auto& b : inputs_) check_binding(b);
+    for (const auto& b : outputs_) check_binding(b);
+    for (const auto& b : s.param_bindings) check_binding(b);
+  }
+
+  void write_binding(const Binding& b, const void* src) override {
+    check_binding(b);
+    const auto* from = static_cast<const uint8_t*>(src);
+    for (int64_t r = 0; r < b.outer; ++r)
+      std::memcpy(arena_.get() + b.offset + uint64_t(r) * b.outer_stride_bytes,
+                  from + uint64_t(r) * b.inner_bytes, b.inner_bytes);
+  }
+
+  void run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs) override {
+    RLX_CHECK(inputs.size() == inputs_.size(), "cpu: run got " + std::to_string(inputs.size()) +
+                                                   " inputs, the schedule has " +
+                                                   std::to_string(inputs_.size()));
+    RLX_CHECK(outputs.size() == outputs_.size(), "cpu: run got " + std::to_string(outputs.size()) +
+                                                     " outputs, the schedule has " +
+                                                     std::to_string(outputs_.size()));
+    if (threads_ > 0) {
+      omp_set_num_threads(threads_);
+#ifdef OPENBLAS_VERSION
+      openblas_set_num_threads(threads_);
+#endif
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) write_binding(inputs_[i], inputs[i]);
+    CpuContext& ctx = context();
+    for (const auto& t : thunks_) registry_.run(t.kind, t.dtype, t.params, ctx);
+    for (size_t i = 0; i < outputs.size(); ++i) read_binding(outputs_[i], outputs[i]);
+  }
+
+ private:
+  struct Prepared {
+    ThunkKind kind;
+    DType dtype;
+    ThunkParams params;
+  };
+
+  void check_binding(const Binding& b) const {
+    uint64_t end = b.outer <= 0 ? b.offset
+                                : b.offset + uint64_t(b.outer - 1) * b.outer_stride_bytes + b.inner_bytes;
+    RLX_CHECK(b.outer >= 1 && end <= arena_bytes_,
+              "cpu: binding '" + b.name + "' lies outside the arena");
+  }
+
+  void read_binding(const Binding& b, void* dst) const {
+    auto* to = static_cast<uint8_t*>(dst);
+    for (int64_t r = 0; r < b.outer; ++r)
+      std::memcpy(to + uint64_t(r) * b.inner_bytes,
+                  arena_.get() + b.offset + uint64_t(r) * b.outer_stride_bytes, b.inner_bytes);
+  }
+
+  CpuContext& context() {
+    if (!ctx_) ctx_ = std::make_unique<CpuContext>(arena_.get());
+    return *ctx_;
+  }
+
+  const CpuRegistry& registry_;
+  int threads_;
+  uint64_t arena_bytes_ = 0;
+  std::unique_ptr<uint8_t, AlignedFree> arena_;
+  std::unique_ptr<CpuContext> ctx_;
+  std::vector<Prepared> thunks_;
+  std::vector<Binding> inputs_, outputs_;
+};
+
+}  // namespace
+
+float* CpuContext::scratch(int slot, size_t n) {
+  auto& buf = scratch_.at(size_t(slot));
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+DType registry_dtype(const ThunkParams& p) {
+  return std::visit(
+      [](const auto& q) -> DType {
+        using P = std::decay_t<decltype(q)>;
+        if constexpr (std::is_same_v<P, std::monostate>) {
+          throw Error("cpu: a thunk without params");
+        } else if constexpr (std::is_same_v<P, CopyParams>) {
+          return q.src_dtype;
+        } else {
+          return q.dtype;
+        }
+      },
+      p);
+}
+
+CpuBackend::CpuBackend() {
+  register_cpu_matmul(registry_);
+  register_cpu_binary(registry_);
+  register_cpu_unary(registry_);
+  register_cpu_norm(registry_);
+  register_cpu_softmax(registry_);
+  register_cpu_attention(registry_);
+  register_cpu_rope(registry_);
+  register_cpu_gather(registry_);
+  register_cpu_copy(registry_);
+  register_cpu_reduce(registry_);
+  register_cpu_softmax_xent(registry_);
+}
+
+std::unique_ptr<BackendExecutable> CpuBackend::prepare(const Schedule& s, const CompileOptions& o) {
+  return std::make_unique<CpuExecutable>(s, registry_, o.threads);
+}
+
+}  // namespace cpu
+
+Backend& cpu_backend() {
+  static cpu::CpuBackend backend;
+  return backend;
+}
+
+}  // namespace rlx

@@ -1,0 +1,23 @@
+// The CPU backend: the reference implementation of every thunk kind.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "backends/backend.h"
+#include "backends/cpu/cpu_registry.h"
+
+namespace rlx::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend();
+  std::string name() const override { return "cpu"; }
+  bool supports(ThunkKind k, DType dt) const override { return registry_.has(k, dt); }
+  std::unique_ptr<BackendExecutable> prepare(const Schedule& s, const CompileOptions& o) override;
+  const CpuRegistry& registry() const { return registry_; }
+
+ private:
+  CpuRegistry registry_;
+};
+
+}  // namespace rlx::cpu

@@ -1,0 +1,51 @@
+// Elementwise a (op) b with broadcasting strides; out is contiguous.
+#include "backends/cpu/cpu_registry.h"
+#include "backends/cpu/cpu_storage.h"
+
+namespace rlx::cpu {
+namespace {
+
+inline float apply(BinaryOp op, float a, float b) {
+  switch (op) {
+    case BinaryOp::Add: return a + b;
+    case BinaryOp::Sub: return a - b;
+    case BinaryOp::Mul: return a * b;
+    case BinaryOp::Div: return a / b;
+  }
+  return a;
+}
+
+template <class T> void binary(const BinaryParams& p, CpuContext& ctx) {
+  const T* a = at<T>(ctx.arena(), p.a);
+  const T* b = at<T>(ctx.arena(), p.b);
+  T* out = at<T>(ctx.arena(), p.out);
+  if (p.n == 0) return;
+  // Rows over every dim but the last; the last dim is the inner loop.
+  const int rank = p.rank;
+  const int64_t inner = rank > 0 ? p.shape[rank - 1] : 1;
+  const int64_t sa = rank > 0 ? p.stride_a[rank - 1] : 0, sb = rank > 0 ? p.stride_b[rank - 1] : 0;
+  const int64_t rows = p.n / inner;
+#pragma omp parallel for if (p.n > 32768)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t rest = r, oa = 0, ob = 0;
+    for (int d = rank - 2; d >= 0; --d) {
+      int64_t i = rest % p.shape[d];
+      rest /= p.shape[d];
+      oa += i * p.stride_a[d];
+      ob += i * p.stride_b[d];
+    }
+    T* o = out + r * inner;
+    for (int64_t c = 0; c < inner; ++c)
+      o[c] = from_f32<T>(apply(p.op, to_f32(a[oa + c * sa]), to_f32(b[ob + c * sb])));
+  }
+}
+
+}  // namespace
+
+void register_cpu_binary(CpuRegistry& r) {
+  r.add<BinaryParams>(DType::F32, binary<float>);
+  r.add<BinaryParams>(DType::F16, binary<Half>);
+  r.add<BinaryParams>(DType::BF16, binary<BFloat>);
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,35 @@
+// Row-wise softmax over the last axis, max-subtracted for stability.
+#include <cmath>
+#include <limits>
+
+#include "backends/cpu/cpu_registry.h"
+#include "backends/cpu/cpu_storage.h"
+
+namespace rlx::cpu {
+namespace {
+
+template <class T> void softmax(const SoftmaxParams& p, CpuContext& ctx) {
+  const T* x = at<T>(ctx.arena(), p.x);
+  T* out = at<T>(ctx.arena(), p.out);
+  const int64_t cols = p.cols;
+#pragma omp parallel for if (p.rows * cols > 16384)
+  for (int64_t r = 0; r < p.rows; ++r) {
+    const T* xr = x + r * cols;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t c = 0; c < cols; ++c) mx = std::fmax(mx, to_f32(xr[c]));
+    float sum = 0.f;
+    for (int64_t c = 0; c < cols; ++c) sum += std::exp(to_f32(xr[c]) - mx);
+    const float inv = 1.f / sum;
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = from_f32<T>(std::exp(to_f32(xr[c]) - mx) * inv);
+  }
+}
+
+}  // namespace
+
+void register_cpu_softmax(CpuRegistry& r) {
+  r.add<SoftmaxParams>(DType::F32, softmax<float>);
+  r.add<SoftmaxParams>(DType::F16, softmax<Half>);
+  r.add<SoftmaxParams>(DType::BF16, softmax<BFloat>);
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,2 @@
+#include "tools/commands.h"
+void add_bench_command(CLI::App&) {}

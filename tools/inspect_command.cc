@@ -1,0 +1,50 @@
+// `rlx inspect`: what the compiler makes of a graph.
+#include <iostream>
+
+#include "models/encoder_demo.h"
+#include "rlx/session.h"
+#include "tools/commands.h"
+
+namespace {
+
+std::string mib(uint64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", double(b) / (1 << 20));
+  return buf;
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("inspect", "Compile a graph and print its schedule and memory plan");
+  auto shape = std::make_shared<rlx::EncoderShape>();
+  auto no_fuse = std::make_shared<bool>(false);
+  auto full = std::make_shared<bool>(false);
+  cmd->add_option("--layers", shape->layers, "encoder layers of the demo graph");
+  cmd->add_option("--hidden", shape->hidden, "hidden size");
+  cmd->add_option("--heads", shape->heads, "attention heads");
+  cmd->add_option("--ffn", shape->ffn, "feed-forward size");
+  cmd->add_option("--batch", shape->batch, "batch");
+  cmd->add_option("--seq", shape->seq, "sequence length");
+  cmd->add_flag("--no-fuse", *no_fuse, "skip the fusion passes");
+  cmd->add_flag("--schedule", *full, "print every thunk");
+  cmd->callback([=] {
+    rlx::Graph g = rlx::build_encoder_demo(*shape);
+    rlx::CompileOptions o;
+    o.device = rlx::Device::Cpu;
+    o.fuse = !*no_fuse;
+    auto exe = rlx::compile(g, o);
+    const auto& r = exe->report();
+    std::cout << "graph: BERT-shaped encoder, " << shape->layers << " layers, hidden " << shape->hidden
+              << ", heads " << shape->heads << ", ffn " << shape->ffn << ", batch " << shape->batch
+              << ", seq " << shape->seq << "\n";
+    std::cout << "nodes: " << r.nodes_before << " before passes, " << r.nodes_after << " after\n";
+    std::cout << "thunks: " << r.thunk_count << " (" << double(r.thunk_count) / shape->layers
+              << " per layer)\n";
+    for (auto& [k, n] : r.thunk_histogram) std::cout << "  " << k << ": " << n << "\n";
+    std::cout << "arena: " << mib(r.arena_bytes) << " (params " << mib(r.param_bytes) << ")\n";
+    std::cout << "scratch: peak live " << mib(r.peak_live_bytes) << ", sum of intermediates "
+              << mib(r.intermediate_bytes) << "\n";
+    if (*full) std::cout << "schedule:\n" << r.schedule;
+  });
+}

@@ -1,0 +1,22 @@
+// The `rlx` command line.
+#include <iostream>
+
+#include "rlx/error.h"
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"rlx: a compiler and runtime for transformer inference"};
+  app.require_subcommand(1);
+  add_inspect_command(app);
+  add_embed_command(app);
+  add_bench_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const rlx::Error& e) {
+    std::cerr << "rlx: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
