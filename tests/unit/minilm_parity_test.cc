@@ -65,6 +65,28 @@ TEST(MiniLMParity, CpuMatchesSentenceTransformers) {
   EXPECT_GE(cosine(single_long[0], want.back()), 0.9999);
 }
 
+// f16/bf16 storage (f32 compute on the CPU) stays close to the f32 reference.
+TEST(MiniLMParity, ReducedPrecisionStaysClose) {
+  ASSERT_TRUE(test::minilm_present());
+  std::ifstream in(std::string(RLX_SOURCE_DIR) + "/tests/data/minilm_reference.json");
+  ASSERT_TRUE(in);
+  auto j = nlohmann::json::parse(in);
+  std::vector<std::string> texts;
+  std::vector<std::vector<float>> want;
+  for (size_t i = 0; i < 3; ++i) {
+    texts.push_back(j["cases"][i].at("text"));
+    want.push_back(j["cases"][i].at("embedding").get<std::vector<float>>());
+  }
+  for (auto [dt, min_cos] : {std::pair{DType::F16, 0.999}, std::pair{DType::BF16, 0.99}}) {
+    EmbedderOptions o;
+    o.dtype = dt;
+    Embedder e(test::minilm_dir(), o);
+    auto got = e.embed(texts);
+    for (size_t i = 0; i < texts.size(); ++i)
+      EXPECT_GE(cosine(got[i], want[i]), min_cos) << dtype_name(dt) << " '" << texts[i] << "'";
+  }
+}
+
 TEST(MiniLMParity, BucketsArePowersOfTwo) {
   EXPECT_EQ(Embedder::bucket_for(1, 3, 256, 32), (Bucket{1, 16}));
   EXPECT_EQ(Embedder::bucket_for(3, 17, 256, 32), (Bucket{4, 32}));
