@@ -1,2 +1,123 @@
+// `rlx bench`: the BERT-shaped demo encoder with random weights, run in every
+// execution mode of the chosen device; one table of latencies.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <random>
+
+#include "models/encoder_demo.h"
+#include "rlx/session.h"
+#include "thunks/thunk.h"
 #include "tools/commands.h"
-void add_bench_command(CLI::App&) {}
+
+namespace {
+
+struct Row {
+  std::string mode;
+  double median_us = 0, p90_us = 0, runs_per_s = 0;
+};
+
+std::map<std::string, rlx::HostTensor> demo_inputs(const rlx::EncoderShape& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids(size_t(s.batch * s.seq)), mask(ids.size(), 1);
+  for (auto& i : ids) i = int32_t(rng() % uint32_t(s.vocab));
+  for (int b = 1; b < s.batch; ++b)  // later rows padded a little, as real batches are
+    for (int t = s.seq - b % s.seq; t < s.seq; ++t) mask[size_t(b * s.seq + t)] = 0;
+  return {{"input_ids", rlx::HostTensor::from_i32({s.batch, s.seq}, ids)},
+          {"attention_mask", rlx::HostTensor::from_i32({s.batch, s.seq}, mask)}};
+}
+
+void fill_random_params(rlx::Executable& exe, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-0.05f, 0.05f);
+  for (const rlx::Binding& b : exe.schedule().param_bindings) {
+    std::vector<float> v(size_t(rlx::numel(b.shape)));
+    bool gamma = b.name.find("gamma") != std::string::npos;
+    for (auto& x : v) x = gamma ? 1.f + u(rng) : u(rng);
+    exe.set_param_f32(b.name, v.data(), v.size());
+  }
+}
+
+Row time_mode(const std::string& mode, rlx::Executable& exe, const std::map<std::string, rlx::HostTensor>& in,
+              int runs, int warmup, bool pipelined) {
+  using clk = std::chrono::steady_clock;
+  Row r{mode};
+  for (int i = 0; i < warmup; ++i) exe.run(in);
+  if (pipelined) {
+    std::vector<std::map<std::string, rlx::HostTensor>> batches(size_t(runs), in);
+    auto t0 = clk::now();
+    exe.run_pipelined(batches);
+    double s = std::chrono::duration<double>(clk::now() - t0).count();
+    r.runs_per_s = runs / s;
+    r.median_us = r.p90_us = s / runs * 1e6;
+    return r;
+  }
+  std::vector<double> us;
+  auto all0 = clk::now();
+  for (int i = 0; i < runs; ++i) {
+    auto t0 = clk::now();
+    exe.run(in);
+    us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
+  }
+  double total = std::chrono::duration<double>(clk::now() - all0).count();
+  std::sort(us.begin(), us.end());
+  r.median_us = us[us.size() / 2];
+  r.p90_us = us[std::min(us.size() - 1, us.size() * 9 / 10)];
+  r.runs_per_s = runs / total;
+  return r;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench", "Time the BERT-shaped demo encoder in every execution mode");
+  auto s = std::make_shared<rlx::EncoderShape>();
+  auto device = std::make_shared<std::string>("auto");
+  auto dtype = std::make_shared<std::string>("f32");
+  auto runs = std::make_shared<int>(50);
+  auto warmup = std::make_shared<int>(5);
+  cmd->add_option("--layers", s->layers, "encoder layers");
+  cmd->add_option("--hidden", s->hidden, "hidden size");
+  cmd->add_option("--heads", s->heads, "attention heads");
+  cmd->add_option("--ffn", s->ffn, "feed-forward size");
+  cmd->add_option("--batch", s->batch, "batch");
+  cmd->add_option("--seq", s->seq, "sequence length");
+  cmd->add_option("--device", *device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_option("--dtype", *dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  cmd->add_option("--runs", *runs, "timed runs per mode");
+  cmd->add_option("--warmup", *warmup, "untimed runs first");
+  cmd->callback([=] {
+    s->dtype = *dtype == "f16" ? rlx::DType::F16 : *dtype == "bf16" ? rlx::DType::BF16 : rlx::DType::F32;
+    bool gpu = *device == "cuda" || (*device == "auto" && rlx::cuda_available());
+    rlx::Graph g = rlx::build_encoder_demo(*s);
+    auto in = demo_inputs(*s, 7);
+    std::vector<Row> rows;
+    auto compile_mode = [&](rlx::ExecMode m) {
+      rlx::CompileOptions o;
+      o.device = gpu ? rlx::Device::Cuda : rlx::Device::Cpu;
+      o.mode = m;
+      auto exe = rlx::compile(g, o);
+      fill_random_params(*exe, 1);
+      return exe;
+    };
+    if (gpu) {
+      unsetenv("RLX_EXEC");  // each row is the mode it names
+      for (auto [name, m] : {std::pair{"perop", rlx::ExecMode::PerOp}, {"graph", rlx::ExecMode::Graph},
+                             {"segmented", rlx::ExecMode::Segmented}}) {
+        auto exe = compile_mode(m);
+        rows.push_back(time_mode(name, *exe, in, *runs, *warmup, false));
+        if (m == rlx::ExecMode::Graph) rows.push_back(time_mode("graph pipelined", *exe, in, *runs, *warmup, true));
+      }
+    } else {
+      auto exe = compile_mode(rlx::ExecMode::Auto);
+      rows.push_back(time_mode("cpu", *exe, in, *runs, *warmup, false));
+    }
+    std::printf("rlx bench: encoder %d layers, hidden %d, heads %d, ffn %d, batch %d, seq %d, %s, %s\n",
+                s->layers, s->hidden, s->heads, s->ffn, s->batch, s->seq, dtype->c_str(), gpu ? "cuda" : "cpu");
+    std::printf("%-16s %12s %12s %10s\n", "mode", "median_us", "p90_us", "runs/s");
+    for (const Row& r : rows)
+      std::printf("%-16s %12.1f %12.1f %10.1f\n", r.mode.c_str(), r.median_us, r.p90_us, r.runs_per_s);
+  });
+}

@@ -78,9 +78,10 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
   // Thunk index range of each node, known before placement.
   std::vector<int32_t> t_begin(g.nodes().size(), 0), t_end(g.nodes().size(), 0);
   int32_t t = 0;
+  auto emits = [&](int32_t id) { return is_param_group(g, g.node(id)) ? 0 : thunk_count(g, id); };
   for (int32_t id : order) {
     t_begin[size_t(id)] = t;
-    t += thunk_count(g, id);
+    t += emits(id);
     t_end[size_t(id)] = t;
   }
 
@@ -242,9 +243,10 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
   };
 
   for (int32_t id : order) {
+    if (emits(id) == 0) continue;
     size_t before = s->thunks.size();
     lower_node(g, id, addr, s->thunks);
-    RLX_CHECK(int32_t(s->thunks.size() - before) == thunk_count(g, id),
+    RLX_CHECK(int32_t(s->thunks.size() - before) == emits(id),
               g.describe(id) << ": lowering emitted an unexpected number of thunks");
     const Node& n = g.node(id);
     for (size_t k = before; k < s->thunks.size(); ++k) {

@@ -1,8 +1,21 @@
+// The pass pipeline compile() runs. Fusions (and the sibling-matmul merge,
+// which exists to feed them) run only when CompileOptions::fuse is set.
 #include "compile/passes.h"
 #include "rlx/session.h"
 
 namespace rlx {
 
-void run_passes(Graph& g, const CompileOptions& opts) { (void)g; (void)opts; }
+void run_passes(Graph& g, const CompileOptions& opts) {
+  eliminate_dead_code(g);
+  if (opts.fuse) merge_sibling_matmuls(g);
+  fold_constants(g);
+  if (opts.fuse) {
+    fuse_matmul_epilogue(g);
+    fuse_add_norm(g);
+    fuse_narrow(g);
+  }
+  eliminate_dead_code(g);
+  verify(g);
+}
 
 }  // namespace rlx

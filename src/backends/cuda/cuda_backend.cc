@@ -1,0 +1,32 @@
+// The CUDA backend: claims come from the kernel registry; prepare builds a
+// CudaExecutable. Absent (nullptr) when no device is present.
+#include <cuda_runtime.h>
+
+#include "backends/backend.h"
+#include "backends/cuda/cuda_executable.h"
+#include "backends/cuda/device_thunk.h"
+
+namespace rlx {
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  std::string name() const override { return "cuda"; }
+  bool supports(ThunkKind k, DType dt) const override { return cuda::kernel_supports(k, dt); }
+  std::unique_ptr<BackendExecutable> prepare(const Schedule& s, const CompileOptions& o) override {
+    return std::make_unique<cuda::CudaExecutable>(s, o);
+  }
+};
+
+}  // namespace
+
+Backend* cuda_backend() {
+  static const bool present = [] {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  }();
+  static CudaBackend backend;
+  return present ? &backend : nullptr;
+}
+
+}  // namespace rlx

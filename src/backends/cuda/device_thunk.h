@@ -1,0 +1,41 @@
+// A thunk made ready for the device: initialize happens in make_device_thunk
+// (at prepare), execute only enqueues work on the given stream. The same
+// execute runs per op and under stream capture, so a recorded graph is the
+// per-op path by construction.
+#pragma once
+#include <cublasLt.h>
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "backends/cuda/launch_context.h"
+#include "thunks/thunk.h"
+
+namespace rlx::cuda {
+
+class DeviceThunk {
+ public:
+  virtual ~DeviceThunk() = default;
+  virtual void execute(const LaunchContext& ctx) const = 0;
+};
+
+// What initialize may use: the arena (fixed for the executable's life), the
+// cuBLASLt handle and one matmul workspace shared by the thunks of a stream.
+struct DeviceResources {
+  uint8_t* arena = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
+std::unique_ptr<DeviceThunk> make_device_thunk(const Thunk& t, const DeviceResources& r);
+
+// The registry of implementations: one entry per thunk kind x dtype.
+const std::vector<std::pair<ThunkKind, DType>>& kernel_registry();
+bool kernel_supports(ThunkKind k, DType dt);
+// The dtype a thunk computes in (for a copy: its source; its destination is checked too).
+DType compute_dtype(const Thunk& t);
+const char* kind_name(ThunkKind k);
+
+}  // namespace rlx::cuda

@@ -1,0 +1,80 @@
+// Device-side element access: every kernel computes in f32 and converts on
+// load and store, so one template body serves f32, f16 and bf16.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "rlx/dtype.h"
+#include "rlx/enums.h"
+
+namespace rlx::cuda {
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f32(int32_t v) { return float(v); }
+
+template <class T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <> __device__ __forceinline__ int32_t from_f32<int32_t>(float v) { return int32_t(v); }
+
+// A typed pointer at a byte offset into the arena.
+template <class T>
+__device__ __forceinline__ T* at(uint8_t* arena, uint64_t offset) {
+  return reinterpret_cast<T*>(arena + offset);
+}
+
+__device__ __forceinline__ float apply_activation(Activation act, float x) {
+  switch (act) {
+    case Activation::None: return x;
+    case Activation::Gelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    case Activation::GeluTanh: {
+      float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+      return 0.5f * x * (1.f + tanhf(inner));
+    }
+    case Activation::Silu: return x / (1.f + expf(-x));
+    case Activation::Relu: return x > 0.f ? x : 0.f;
+    case Activation::Tanh: return tanhf(x);
+  }
+  return x;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Block-wide reductions for blocks of up to 1024 threads; every thread gets
+// the result. `scratch` holds 32 floats of shared memory.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < warps ? scratch[lane] : 0.f;
+  return warp_sum(v);
+}
+
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < warps ? scratch[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+}  // namespace rlx::cuda

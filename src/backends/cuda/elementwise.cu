@@ -1,0 +1,114 @@
+// Elementwise kernels: broadcasting binary ops, activations, and the strided
+// converting copy that narrow/permute/cast/concat lower to.
+#include "backends/cuda/device_types.cuh"
+#include "backends/cuda/dispatch.h"
+#include "backends/cuda/launch.cuh"
+#include "backends/cuda/kernels.h"
+
+namespace rlx::cuda {
+namespace {
+
+constexpr int kBlock = 256;
+
+template <class T>
+__global__ void binary_kernel(const BinaryParams p, uint8_t* arena) {
+  const T* a = at<const T>(arena, p.a);
+  const T* b = at<const T>(arena, p.b);
+  T* out = at<T>(arena, p.out);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rest = i, ia = 0, ib = 0;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      int64_t c = rest % p.shape[d];
+      rest /= p.shape[d];
+      ia += c * p.stride_a[d];
+      ib += c * p.stride_b[d];
+    }
+    float x = to_f32(a[ia]), y = to_f32(b[ib]), r;
+    switch (p.op) {
+      case BinaryOp::Add: r = x + y; break;
+      case BinaryOp::Sub: r = x - y; break;
+      case BinaryOp::Mul: r = x * y; break;
+      default: r = x / y; break;
+    }
+    out[i] = from_f32<T>(r);
+  }
+}
+
+template <class T>
+__global__ void unary_kernel(const UnaryParams p, uint8_t* arena) {
+  const T* x = at<const T>(arena, p.x);
+  T* out = at<T>(arena, p.out);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = from_f32<T>(apply_activation(p.act, to_f32(x[i])));
+}
+
+// Element offsets of index i in the source and destination.
+__device__ __forceinline__ void copy_offsets(const CopyParams& p, int64_t i, int64_t& is, int64_t& id) {
+  is = 0;
+  id = 0;
+  for (int d = p.rank - 1; d >= 0; --d) {
+    int64_t c = i % p.shape[d];
+    i /= p.shape[d];
+    is += c * p.src_stride[d];
+    id += c * p.dst_stride[d];
+  }
+}
+
+// Same dtype: move the bits (exact for i32 beyond 2^24 and for NaN payloads).
+template <class Bits>
+__global__ void copy_bits_kernel(const CopyParams p, uint8_t* arena) {
+  const Bits* src = at<const Bits>(arena, p.src);
+  Bits* dst = at<Bits>(arena, p.dst);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t is, id;
+    copy_offsets(p, i, is, id);
+    dst[id] = src[is];
+  }
+}
+
+template <class S, class D>
+__global__ void copy_convert_kernel(const CopyParams p, uint8_t* arena) {
+  const S* src = at<const S>(arena, p.src);
+  D* dst = at<D>(arena, p.dst);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t is, id;
+    copy_offsets(p, i, is, id);
+    dst[id] = from_f32<D>(to_f32(src[is]));
+  }
+}
+
+}  // namespace
+
+void run_binary(const BinaryParams& p, const LaunchContext& ctx) {
+  dispatch_float(p.dtype, ctx.label, [&]<class T>() {
+    launch(binary_kernel<T>, grid_for(p.n, kBlock), kBlock, 0, ctx, p);
+  });
+}
+
+void run_unary(const UnaryParams& p, const LaunchContext& ctx) {
+  dispatch_float(p.dtype, ctx.label, [&]<class T>() {
+    launch(unary_kernel<T>, grid_for(p.n, kBlock), kBlock, 0, ctx, p);
+  });
+}
+
+void run_copy(const CopyParams& p, const LaunchContext& ctx) {
+  unsigned grid = grid_for(p.n, kBlock);
+  if (p.src_dtype == p.dst_dtype) {
+    if (dtype_size(p.src_dtype) == 4)
+      launch(copy_bits_kernel<uint32_t>, grid, kBlock, 0, ctx, p);
+    else
+      launch(copy_bits_kernel<uint16_t>, grid, kBlock, 0, ctx, p);
+    return;
+  }
+  dispatch_any(p.src_dtype, ctx.label, [&]<class S>() {
+    dispatch_any(p.dst_dtype, ctx.label, [&]<class D>() {
+      launch(copy_convert_kernel<S, D>, grid, kBlock, 0, ctx, p);
+    });
+  });
+}
+
+}  // namespace rlx::cuda

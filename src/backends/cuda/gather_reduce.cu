@@ -1,0 +1,75 @@
+// Embedding gather (out-of-range ids give zero rows) and axis reductions.
+#include "backends/cuda/device_types.cuh"
+#include "backends/cuda/dispatch.h"
+#include "backends/cuda/launch.cuh"
+#include "backends/cuda/kernels.h"
+
+namespace rlx::cuda {
+namespace {
+
+template <class T>
+__global__ void gather_kernel(const GatherParams p, uint8_t* arena) {
+  const int64_t i = blockIdx.x;
+  const int32_t id = at<const int32_t>(arena, p.ids)[i];
+  const bool valid = id >= 0 && id < p.vocab;
+  const T* src = at<const T>(arena, p.table) + (valid ? int64_t(id) * p.row : 0);
+  T* dst = at<T>(arena, p.out) + i * p.row;
+  for (int64_t c = threadIdx.x; c < p.row; c += blockDim.x)
+    dst[c] = valid ? src[c] : from_f32<T>(0.f);
+}
+
+// inner > 1: one thread per output, reading along len (coalesced over inner).
+template <class T>
+__global__ void reduce_columns_kernel(const ReduceParams p, uint8_t* arena) {
+  const T* x = at<const T>(arena, p.x);
+  T* out = at<T>(arena, p.out);
+  const int64_t total = p.outer * p.inner;
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < total;
+       o += int64_t(gridDim.x) * blockDim.x) {
+    int64_t a = o / p.inner, c = o % p.inner;
+    const T* base = x + a * p.len * p.inner + c;
+    float acc = p.kind == ReduceKind::Max ? -INFINITY : 0.f;
+    for (int64_t l = 0; l < p.len; ++l) {
+      float v = to_f32(base[l * p.inner]);
+      acc = p.kind == ReduceKind::Max ? fmaxf(acc, v) : acc + v;
+    }
+    if (p.kind == ReduceKind::Mean) acc /= float(p.len);
+    out[o] = from_f32<T>(acc);
+  }
+}
+
+// inner == 1: one block per output row.
+template <class T>
+__global__ void reduce_rows_kernel(const ReduceParams p, uint8_t* arena) {
+  __shared__ float scratch[32];
+  const T* x = at<const T>(arena, p.x) + blockIdx.x * p.len;
+  const bool is_max = p.kind == ReduceKind::Max;
+  float acc = is_max ? -INFINITY : 0.f;
+  for (int64_t l = threadIdx.x; l < p.len; l += blockDim.x) {
+    float v = to_f32(x[l]);
+    acc = is_max ? fmaxf(acc, v) : acc + v;
+  }
+  acc = is_max ? block_max(acc, scratch) : block_sum(acc, scratch);
+  if (p.kind == ReduceKind::Mean) acc /= float(p.len);
+  if (threadIdx.x == 0) at<T>(arena, p.out)[blockIdx.x] = from_f32<T>(acc);
+}
+
+}  // namespace
+
+
+void run_gather(const GatherParams& p, const LaunchContext& ctx) {
+  dispatch_float(p.dtype, ctx.label, [&]<class T>() {
+    launch(gather_kernel<T>, dim3(unsigned(p.n_ids)), row_block(p.row), 0, ctx, p);
+  });
+}
+
+void run_reduce(const ReduceParams& p, const LaunchContext& ctx) {
+  dispatch_float(p.dtype, ctx.label, [&]<class T>() {
+    if (p.inner == 1)
+      launch(reduce_rows_kernel<T>, dim3(unsigned(p.outer)), row_block(p.len), 0, ctx, p);
+    else
+      launch(reduce_columns_kernel<T>, grid_for(p.outer * p.inner, 256), 256, 0, ctx, p);
+  });
+}
+
+}  // namespace rlx::cuda

@@ -1,0 +1,24 @@
+// Host entry points of the kernel families: each picks the element type and
+// launch shape for one thunk and launches through launch(). Matrix products
+// need per-thunk state and live in matmul.h.
+#pragma once
+#include "backends/cuda/launch_context.h"
+#include "thunks/params.h"
+
+namespace rlx::cuda {
+
+void run_binary(const BinaryParams& p, const LaunchContext& ctx);
+void run_unary(const UnaryParams& p, const LaunchContext& ctx);
+void run_copy(const CopyParams& p, const LaunchContext& ctx);
+void run_norm(const NormParams& p, const LaunchContext& ctx);
+void run_softmax(const SoftmaxParams& p, const LaunchContext& ctx);
+void run_softmax_xent(const SoftmaxCEParams& p, const LaunchContext& ctx);
+void run_attention(const AttentionParams& p, const LaunchContext& ctx);
+void run_rope(const RopeParams& p, const LaunchContext& ctx);
+void run_gather(const GatherParams& p, const LaunchContext& ctx);
+void run_reduce(const ReduceParams& p, const LaunchContext& ctx);
+
+// Threads per block for a kernel that gives one block to each row of cols.
+int row_block(int64_t cols);
+
+}  // namespace rlx::cuda

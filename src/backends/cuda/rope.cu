@@ -1,0 +1,53 @@
+// Rotary position embedding, half-split (NeoX) or interleaved (GPT-J) pairs.
+#include "backends/cuda/device_types.cuh"
+#include "backends/cuda/dispatch.h"
+#include "backends/cuda/launch.cuh"
+#include "backends/cuda/kernels.h"
+
+namespace rlx::cuda {
+namespace {
+
+// One thread per (row, head, pair-or-tail element): each head has n_rot/2
+// rotated pairs and head_dim - n_rot copied dims.
+template <class T>
+__global__ void rope_kernel(const RopeParams p, uint8_t* arena) {
+  const T* x = at<const T>(arena, p.x);
+  T* out = at<T>(arena, p.out);
+  const int32_t* pos = at<const int32_t>(arena, p.pos);
+  const int half = p.n_rot / 2, per_head = half + (p.head_dim - p.n_rot);
+  const int64_t total = p.batch * p.seq * p.heads * int64_t(per_head);
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    int j = int(t % per_head);
+    int64_t rh = t / per_head;
+    int h = int(rh % p.heads);
+    int64_t row = rh / p.heads;  // b * seq + s
+    const T* src = x + row * p.stride + p.offset + int64_t(h) * p.head_dim;
+    T* dst = out + (row * p.heads + h) * p.head_dim;
+    if (j >= half) {  // a copied tail dim
+      int d = p.n_rot + (j - half);
+      dst[d] = src[d];
+      continue;
+    }
+    int64_t s = row % p.seq;
+    float position = float(p.pos_batched ? pos[row] : pos[s]);
+    float inv_freq = powf(p.theta, -2.f * float(j) / float(p.n_rot));
+    float sn, cs;
+    sincosf(position * inv_freq, &sn, &cs);
+    int d0 = p.interleaved ? 2 * j : j, d1 = p.interleaved ? 2 * j + 1 : j + half;
+    float a = to_f32(src[d0]), b = to_f32(src[d1]);
+    dst[d0] = from_f32<T>(a * cs - b * sn);
+    dst[d1] = from_f32<T>(b * cs + a * sn);
+  }
+}
+
+}  // namespace
+
+void run_rope(const RopeParams& p, const LaunchContext& ctx) {
+  int64_t per_head = p.n_rot / 2 + (p.head_dim - p.n_rot);
+  dispatch_float(p.dtype, ctx.label, [&]<class T>() {
+    launch(rope_kernel<T>, grid_for(p.batch * p.seq * p.heads * per_head, 256), 256, 0, ctx, p);
+  });
+}
+
+}  // namespace rlx::cuda

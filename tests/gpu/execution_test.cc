@@ -1,0 +1,241 @@
+// Execution paths of the CUDA backend on multi-thunk schedules: segmented
+// recording, mode choice and override, replay after new inputs and params,
+// pipelined submit/wait through the ring, and the trace file.
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "gpu/gpu_harness.h"
+
+namespace rlx::gputest {
+namespace {
+
+constexpr int64_t kRows = 7, kCols = 129;
+
+// x (f32) -> cast f16 -> * w -> gelu -> layernorm -> softmax. The gelu is
+// marked not capture-safe so segmented mode has to split around it.
+void build_chain(Case& c, bool gelu_capture_safe) {
+  const int64_t n = kRows * kCols;
+  c.add("x", DType::F32, n, Role::Input);
+  c.add("w", DType::F16, kCols, Role::Param);
+  c.add("gamma", DType::F16, kCols, Role::Param);
+  c.add("beta", DType::F16, kCols, Role::Param);
+  c.add("t0", DType::F16, n, Role::Output);
+  c.add("t1", DType::F16, n, Role::Output);
+  c.add("t2", DType::F16, n, Role::Output);
+  c.add("t3", DType::F16, n, Role::Output);
+  c.add("out", DType::F16, n, Role::Output);
+  c.random("x", -2.f, 2.f);
+  c.random("w", 0.5f, 1.5f);
+  c.random("gamma", 0.5f, 1.5f);
+  c.random("beta");
+
+  CopyParams cp{};
+  cp.src = c.buf("x").offset; cp.dst = c.buf("t0").offset; cp.n = n; cp.rank = 1;
+  cp.shape[0] = n; cp.src_stride[0] = 1; cp.dst_stride[0] = 1;
+  cp.src_dtype = DType::F32; cp.dst_dtype = DType::F16;
+  c.thunk(ThunkKind::Copy, cp, "copy 'cast'");
+
+  BinaryParams bp{};
+  bp.a = c.buf("t0").offset; bp.b = c.buf("w").offset; bp.out = c.buf("t1").offset; bp.n = n; bp.rank = 2;
+  bp.shape[0] = kRows; bp.shape[1] = kCols;
+  bp.stride_a[0] = kCols; bp.stride_a[1] = 1; bp.stride_b[0] = 0; bp.stride_b[1] = 1;
+  bp.dtype = DType::F16; bp.op = BinaryOp::Mul;
+  c.thunk(ThunkKind::Binary, bp, "binary 'scale'");
+
+  UnaryParams up{};
+  up.x = c.buf("t1").offset; up.out = c.buf("t2").offset; up.n = n; up.dtype = DType::F16; up.act = Activation::Gelu;
+  c.thunk(ThunkKind::Unary, up, "unary 'gelu'", gelu_capture_safe);
+
+  NormParams np{};
+  np.x = c.buf("t2").offset; np.residual = kNoBuffer; np.gamma = c.buf("gamma").offset; np.beta = c.buf("beta").offset;
+  np.out = c.buf("t3").offset; np.sum_out = kNoBuffer; np.rows = kRows; np.cols = kCols; np.eps = 1e-5f;
+  np.dtype = DType::F16; np.kind = NormKind::Layer;
+  c.thunk(ThunkKind::Norm, np, "norm 'ln'");
+
+  SoftmaxParams sp{};
+  sp.x = c.buf("t3").offset; sp.out = c.buf("out").offset; sp.rows = kRows; sp.cols = kCols; sp.dtype = DType::F16;
+  c.thunk(ThunkKind::Softmax, sp, "softmax 'sm'");
+}
+
+// Reference for the chain, in double from the f16-rounded intermediates the
+// device stores.
+std::map<std::string, std::vector<double>> chain_reference(Case& c) {
+  auto round16 = [](double v) { return double(half_to_float(float_to_half(float(v)))); };
+  const int64_t n = kRows * kCols;
+  std::vector<double> t0(n), t1(n), t2(n), t3(n), out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    t0[i] = round16(c.in("x", i));
+    t1[i] = round16(t0[i] * c.in("w", i % kCols));
+    t2[i] = round16(act_ref(Activation::Gelu, t1[i]));
+  }
+  for (int64_t r = 0; r < kRows; ++r) {
+    double mean = 0, var = 0, m = -1e300, s = 0;
+    for (int64_t j = 0; j < kCols; ++j) mean += t2[r * kCols + j];
+    mean /= kCols;
+    for (int64_t j = 0; j < kCols; ++j) var += (t2[r * kCols + j] - mean) * (t2[r * kCols + j] - mean);
+    var /= kCols;
+    for (int64_t j = 0; j < kCols; ++j) {
+      double y = (t2[r * kCols + j] - mean) / std::sqrt(var + 1e-5) * c.in("gamma", j) + c.in("beta", j);
+      t3[r * kCols + j] = round16(y);
+      m = std::max(m, t3[r * kCols + j]);
+    }
+    for (int64_t j = 0; j < kCols; ++j) s += std::exp(t3[r * kCols + j] - m);
+    for (int64_t j = 0; j < kCols; ++j) out[r * kCols + j] = std::exp(t3[r * kCols + j] - m) / s;
+  }
+  return {{"t0", t0}, {"t1", t1}, {"t2", t2}, {"t3", t3}, {"out", out}};
+}
+
+void expect_chain(Case& c, BackendExecutable& exe, const std::string& what) {
+  auto got = c.run(exe);
+  auto want = chain_reference(c);
+  for (auto& [name, ref] : want) expect_close(got.at(name), ref, tol_for(DType::F16, 2.0), what + " " + name);
+}
+
+class Execution : public ::testing::Test {
+ protected:
+  void SetUp() override { RLX_REQUIRE_GPU(); }
+};
+
+TEST_F(Execution, SegmentedRecordsAroundUnsafeThunk) {
+  Case c;
+  build_chain(c, /*gelu_capture_safe=*/false);
+  auto exe = c.prepare(ExecMode::Segmented);
+  auto& cu = as_cuda(*exe);
+  EXPECT_EQ(cu.mode(), ExecMode::Segmented);
+  EXPECT_EQ(cu.schedule_string(), "++-++");
+  EXPECT_EQ(cu.segment_count(), 2);
+  ASSERT_EQ(cu.per_op_reasons().size(), 1u);
+  EXPECT_NE(cu.per_op_reasons()[0].find("unary 'gelu'"), std::string::npos) << cu.per_op_reasons()[0];
+  EXPECT_EQ(cu.graph_kernel_nodes(), 4);  // one kernel per recorded thunk
+  for (int round = 0; round < 3; ++round) {
+    c.random("x", -2.f, 2.f);
+    expect_chain(c, *exe, "segmented round " + std::to_string(round));
+  }
+  EXPECT_EQ(cu.counters().graph_launches, 3u * 2);
+  EXPECT_EQ(cu.counters().perop_launches, 3u * 1);
+}
+
+TEST_F(Execution, SegmentedSkipsRunsShorterThanTwo) {
+  Case c;
+  build_chain(c, true);
+  auto exe = c.prepare(ExecMode::Segmented);
+  EXPECT_EQ(as_cuda(*exe).schedule_string(), "+++++");
+  EXPECT_EQ(as_cuda(*exe).segment_count(), 1);
+  expect_chain(c, *exe, "segmented all safe");
+}
+
+TEST_F(Execution, AutoPicksGraphOnlyWhenEverythingIsCaptureSafe) {
+  Case safe, unsafe;
+  build_chain(safe, true);
+  build_chain(unsafe, false);
+  auto a = safe.prepare(ExecMode::Auto);
+  auto b = unsafe.prepare(ExecMode::Auto);
+  EXPECT_EQ(as_cuda(*a).mode(), ExecMode::Graph);
+  EXPECT_EQ(as_cuda(*b).mode(), ExecMode::Segmented);
+  expect_chain(safe, *a, "auto graph");
+  expect_chain(unsafe, *b, "auto segmented");
+  Case forced;
+  build_chain(forced, false);
+  EXPECT_THROW(forced.prepare(ExecMode::Graph), Error);
+}
+
+TEST_F(Execution, EnvironmentOverridesMode) {
+  Case c;
+  build_chain(c, true);
+  ::setenv("RLX_EXEC", "perop", 1);
+  auto exe = c.prepare(ExecMode::Graph);
+  ::unsetenv("RLX_EXEC");
+  EXPECT_EQ(as_cuda(*exe).mode(), ExecMode::PerOp);
+  expect_chain(c, *exe, "perop by env");
+  EXPECT_EQ(as_cuda(*exe).counters().graph_launches, 0u);
+  EXPECT_EQ(as_cuda(*exe).counters().perop_launches, 5u);
+}
+
+TEST_F(Execution, GraphReplaysWithNewInputsAndNewParams) {
+  Case c;
+  build_chain(c, true);
+  auto exe = c.prepare(ExecMode::Graph);
+  auto& cu = as_cuda(*exe);
+  EXPECT_EQ(cu.graph_kernel_nodes(), 5);
+  EXPECT_EQ(cu.graph_memcpy_nodes(), 1 + 5);  // one input, five outputs
+  expect_chain(c, *exe, "first");
+  c.random("x", -2.f, 2.f);
+  expect_chain(c, *exe, "new input");
+  c.random("w", -1.5f, -0.5f);  // params change after recording
+  c.random("gamma", 0.5f, 1.5f);
+  c.write_params(*exe);
+  expect_chain(c, *exe, "new params");
+  EXPECT_EQ(cu.counters().graph_launches, 3u);
+  EXPECT_EQ(cu.counters().perop_launches, 0u);
+}
+
+// >= 64 runs through a ring of 4 give exactly the sequential results, in
+// every mode, with waits both in order and after the ring has wrapped.
+TEST_F(Execution, PipelinedEqualsSequential) {
+  for (ExecMode mode : {ExecMode::Graph, ExecMode::PerOp, ExecMode::Segmented}) {
+    Case c;
+    build_chain(c, mode != ExecMode::Segmented);
+    auto exe = c.prepare(mode, 4);
+    const Schedule& s = c.prepared_schedule();
+    const int runs = 70;
+    std::vector<std::vector<uint8_t>> inputs;
+    std::vector<std::vector<std::vector<uint8_t>>> seq(runs);
+    auto alloc_outs = [&](std::vector<std::vector<uint8_t>>& o) {
+      std::vector<void*> ptrs;
+      for (const Binding& b : s.output_bindings) o.emplace_back(b.bytes(), 0);
+      for (auto& v : o) ptrs.push_back(v.data());
+      return ptrs;
+    };
+    for (int r = 0; r < runs; ++r) {
+      c.random("x", -3.f, 3.f);
+      inputs.push_back(c.buf("x").host);
+      exe->run({inputs.back().data()}, alloc_outs(seq[r]));
+    }
+    std::vector<std::vector<std::vector<uint8_t>>> piped(runs);
+    std::vector<uint64_t> tickets;
+    int waited = 0;
+    for (int r = 0; r < runs; ++r) {
+      tickets.push_back(exe->submit({inputs[r].data()}));
+      // Let up to 6 runs be outstanding, more than the ring holds.
+      if (r - waited >= 6) {
+        exe->wait(tickets[waited], alloc_outs(piped[waited]));
+        ++waited;
+      }
+    }
+    for (; waited < runs; ++waited) exe->wait(tickets[waited], alloc_outs(piped[waited]));
+    for (int r = 0; r < runs; ++r) {
+      bool nonzero = false;
+      for (size_t o = 0; o < seq[r].size(); ++o) {
+        EXPECT_EQ(seq[r][o], piped[r][o]) << mode_name(mode) << " run " << r << " output " << o;
+        for (uint8_t byte : seq[r][o]) nonzero |= byte != 0;
+      }
+      EXPECT_TRUE(nonzero) << mode_name(mode) << " run " << r;
+    }
+    // The sequential results are right, not merely equal: check the last.
+    auto want = chain_reference(c);
+    expect_close(Case::to_double(seq[runs - 1].back(), DType::F16), want["out"], tol_for(DType::F16, 2.0),
+                 std::string(mode_name(mode)) + " last sequential run");
+    EXPECT_THROW(exe->wait(tickets[0], alloc_outs(piped[0])), Error);  // already collected
+  }
+}
+
+TEST_F(Execution, TraceJsonHasOneEventPerThunk) {
+  Case c;
+  build_chain(c, true);
+  const std::string path = ::testing::TempDir() + "rlx_trace_test.json";
+  std::remove(path.c_str());
+  auto exe = c.prepare(ExecMode::Graph, 4, path);
+  expect_chain(c, *exe, "traced");
+  std::ifstream f(path);
+  ASSERT_TRUE(f.good()) << path;
+  auto j = nlohmann::json::parse(f);
+  ASSERT_EQ(j["traceEvents"].size(), 5u);
+  EXPECT_EQ(j["traceEvents"][3]["name"], "norm 'ln'");
+  double total = 0;
+  for (auto& e : j["traceEvents"]) total += e["dur"].get<double>();
+  EXPECT_GT(total, 0.0);
+}
+
+}  // namespace
+}  // namespace rlx::gputest

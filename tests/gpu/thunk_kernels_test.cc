@@ -1,0 +1,500 @@
+// Every thunk kind x {f32, f16, bf16} x {perop, graph, segmented} on the GPU,
+// against double-precision references on random data of odd sizes.
+#include <algorithm>
+#include <cmath>
+
+#include "gpu/gpu_harness.h"
+
+namespace rlx::gputest {
+namespace {
+
+using Param = std::tuple<DType, ExecMode>;
+
+class ThunkKernels : public ::testing::TestWithParam<Param> {
+ public:
+  void SetUp() override { RLX_REQUIRE_GPU(); }
+  DType dt() const { return std::get<0>(GetParam()); }
+  ExecMode mode() const { return std::get<1>(GetParam()); }
+
+  // Runs the case twice (the second time on fresh inputs where `refresh` is
+  // given), comparing each output to `reference`, and asserts the path taken.
+  template <class Ref>
+  void check(Case& c, Ref reference, double tol_scale = 1.0, std::vector<std::string> refresh = {}) {
+    auto exe = c.prepare(mode());
+    auto& cu = as_cuda(*exe);
+    const Schedule& s = c.prepared_schedule();
+    for (int round = 0; round < 2; ++round) {
+      if (round == 1)
+        for (const std::string& name : refresh) c.random(name);
+      auto got = c.run(*exe);
+      auto want = reference();
+      for (auto& [name, ref] : want)
+        expect_close(got.at(name), ref, tol_for(c.buf(name).dtype, tol_scale),
+                     name + " (" + std::string(dtype_name(dt())) + ", " + mode_name(mode()) + ", round " +
+                         std::to_string(round) + ")");
+    }
+    const uint64_t runs = 2, n = s.thunks.size();
+    EXPECT_EQ(cu.counters().forwards, runs);
+    if (mode() == ExecMode::Graph) {
+      EXPECT_EQ(cu.counters().graph_launches, runs);
+      EXPECT_EQ(cu.counters().perop_launches, 0u);
+      EXPECT_EQ(cu.schedule_string(), std::string(n, '+'));
+      int sum = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (s.thunks[i].kind != ThunkKind::MatMul) EXPECT_EQ(cu.thunk_kernel_nodes()[i], 1) << s.thunks[i].label;
+        else EXPECT_GE(cu.thunk_kernel_nodes()[i], 1) << s.thunks[i].label;
+        sum += cu.thunk_kernel_nodes()[i];
+      }
+      EXPECT_EQ(cu.graph_kernel_nodes(), sum);
+      int copies = 0;
+      for (const Binding& b : s.input_bindings) copies += b.bytes() > 0;
+      for (const Binding& b : s.output_bindings) copies += b.bytes() > 0;
+      EXPECT_EQ(cu.graph_memcpy_nodes(), copies);
+    } else {
+      // A single thunk is too short a run to record as a segment.
+      EXPECT_EQ(cu.counters().graph_launches, 0u);
+      EXPECT_EQ(cu.counters().perop_launches, runs * n);
+      EXPECT_EQ(cu.schedule_string(), std::string(n, '-'));
+    }
+  }
+};
+
+// ---- matmul ---------------------------------------------------------------
+
+struct MM {
+  int64_t batch, m, n, k;
+  bool ta, tb, bias, broadcast_a;
+  Activation act;
+};
+
+void matmul_case(ThunkKernels& t, DType dt, const MM& mm) {
+  Case c;
+  const int64_t lda = mm.ta ? mm.m : mm.k, ldb = mm.tb ? mm.k : mm.n, ldc = mm.n;
+  const int64_t sa = mm.broadcast_a ? 0 : mm.m * mm.k, sb = mm.k * mm.n, so = mm.m * mm.n;
+  MatMulParams p{};
+  p.a = c.add("a", dt, (mm.broadcast_a ? 1 : mm.batch) * mm.m * mm.k, Role::Input);
+  p.b = c.add("b", dt, mm.batch * sb, Role::Param);
+  p.bias = mm.bias ? c.add("bias", dt, mm.n, Role::Param) : kNoBuffer;
+  p.out = c.add("out", dt, mm.batch * so, Role::Output);
+  p.batch = mm.batch; p.m = mm.m; p.n = mm.n; p.k = mm.k;
+  p.lda = lda; p.ldb = ldb; p.ldc = ldc;
+  p.stride_a = sa; p.stride_b = sb; p.stride_out = so;
+  p.dtype = dt; p.act = mm.act; p.trans_a = mm.ta; p.trans_b = mm.tb;
+  c.random("a"); c.random("b");
+  if (mm.bias) c.random("bias");
+  c.thunk(ThunkKind::MatMul, p, "matmul 'mm'");
+  auto ref = [&] {
+    std::vector<double> out(static_cast<size_t>(mm.batch * so));
+    for (int64_t b = 0; b < mm.batch; ++b)
+      for (int64_t i = 0; i < mm.m; ++i)
+        for (int64_t j = 0; j < mm.n; ++j) {
+          double acc = mm.bias ? c.in("bias", j) : 0.0;
+          for (int64_t q = 0; q < mm.k; ++q) {
+            double x = c.in("a", b * sa + (mm.ta ? q * lda + i : i * lda + q));
+            double y = c.in("b", b * sb + (mm.tb ? j * ldb + q : q * ldb + j));
+            acc += x * y;
+          }
+          out[size_t(b * so + i * ldc + j)] = act_ref(mm.act, acc);
+        }
+    return std::map<std::string, std::vector<double>>{{"out", out}};
+  };
+  // TF32 (f32) and 16-bit inputs accumulate rounding over k terms.
+  t.check(c, ref, dt == DType::F32 ? 100.0 : 3.0, {"a"});
+}
+
+TEST_P(ThunkKernels, MatMulBiasGeluTanh) { matmul_case(*this, dt(), {1, 7, 33, 129, false, false, true, false, Activation::GeluTanh}); }
+TEST_P(ThunkKernels, MatMulBatchedTransBGeluErf) { matmul_case(*this, dt(), {3, 33, 8, 17, false, true, false, false, Activation::Gelu}); }
+TEST_P(ThunkKernels, MatMulBroadcastTransARelu) { matmul_case(*this, dt(), {2, 16, 24, 40, true, false, true, true, Activation::Relu}); }
+TEST_P(ThunkKernels, MatMulOddSilu) { matmul_case(*this, dt(), {1, 1, 7, 33, false, false, false, false, Activation::Silu}); }
+
+// ---- binary / unary / copy -----------------------------------------------
+
+TEST_P(ThunkKernels, BinaryBroadcastAllOps) {
+  for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div}) {
+    Case c;
+    BinaryParams p{};
+    const int64_t d0 = 3, d1 = 7, d2 = 33;
+    p.a = c.add("a", dt(), d0 * d1 * d2, Role::Input);
+    p.b = c.add("b", dt(), d1, Role::Input);  // shape [1, 7, 1]
+    p.out = c.add("out", dt(), d0 * d1 * d2, Role::Output);
+    p.n = d0 * d1 * d2;
+    p.rank = 3;
+    p.shape[0] = d0; p.shape[1] = d1; p.shape[2] = d2;
+    p.stride_a[0] = d1 * d2; p.stride_a[1] = d2; p.stride_a[2] = 1;
+    p.stride_b[0] = 0; p.stride_b[1] = 1; p.stride_b[2] = 0;
+    p.dtype = dt();
+    p.op = op;
+    c.random("a");
+    c.random("b", 0.5f, 1.5f);
+    c.thunk(ThunkKind::Binary, p, "binary 'x'");
+    auto ref = [&] {
+      std::vector<double> out(static_cast<size_t>(p.n));
+      for (int64_t i = 0; i < d0; ++i)
+        for (int64_t j = 0; j < d1; ++j)
+          for (int64_t k = 0; k < d2; ++k) {
+            double x = c.in("a", (i * d1 + j) * d2 + k), y = c.in("b", j);
+            double r = op == BinaryOp::Add ? x + y : op == BinaryOp::Sub ? x - y : op == BinaryOp::Mul ? x * y : x / y;
+            out[size_t((i * d1 + j) * d2 + k)] = r;
+          }
+      return std::map<std::string, std::vector<double>>{{"out", out}};
+    };
+    check(c, ref, 1.0, {"a", "b"});
+  }
+}
+
+TEST_P(ThunkKernels, UnaryAllActivations) {
+  for (Activation act : {Activation::None, Activation::Gelu, Activation::GeluTanh, Activation::Silu,
+                         Activation::Relu, Activation::Tanh}) {
+    Case c;
+    UnaryParams p{};
+    p.n = 129 * 7;
+    p.x = c.add("x", dt(), p.n, Role::Input);
+    p.out = c.add("out", dt(), p.n, Role::Output);
+    p.dtype = dt();
+    p.act = act;
+    c.random("x", -4.f, 4.f);
+    c.thunk(ThunkKind::Unary, p, "unary 'x'");
+    auto ref = [&] {
+      std::vector<double> out(static_cast<size_t>(p.n));
+      for (int64_t i = 0; i < p.n; ++i) out[size_t(i)] = act_ref(act, c.in("x", i));
+      return std::map<std::string, std::vector<double>>{{"out", out}};
+    };
+    check(c, ref, 1.0, {"x"});
+  }
+}
+
+// Transpose [7, 33] -> [33, 7] while converting f32 -> dt.
+TEST_P(ThunkKernels, CopyPermuteCast) {
+  Case c;
+  CopyParams p{};
+  const int64_t r = 7, k = 33;
+  p.src = c.add("src", DType::F32, r * k, Role::Input);
+  p.dst = c.add("dst", dt(), r * k, Role::Output);
+  p.n = r * k;
+  p.rank = 2;
+  p.shape[0] = k; p.shape[1] = r;  // iterate in destination order
+  p.src_stride[0] = 1; p.src_stride[1] = k;
+  p.dst_stride[0] = r; p.dst_stride[1] = 1;
+  p.src_dtype = DType::F32;
+  p.dst_dtype = dt();
+  c.random("src");
+  c.thunk(ThunkKind::Copy, p, "copy 'perm'");
+  auto ref = [&] {
+    std::vector<double> out(static_cast<size_t>(p.n));
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < r; ++j) out[size_t(i * r + j)] = c.in("src", j * k + i);
+    return std::map<std::string, std::vector<double>>{{"dst", out}};
+  };
+  check(c, ref, 1.0, {"src"});
+}
+
+// Narrow: every other column of [5, 12] into [5, 6], same dtype (bit copy).
+TEST_P(ThunkKernels, CopyNarrowSameType) {
+  Case c;
+  CopyParams p{};
+  p.src = c.add("src", dt(), 5 * 12, Role::Input);
+  p.dst = c.add("dst", dt(), 5 * 6, Role::Output);
+  p.n = 30;
+  p.rank = 2;
+  p.shape[0] = 5; p.shape[1] = 6;
+  p.src_stride[0] = 12; p.src_stride[1] = 2;
+  p.dst_stride[0] = 6; p.dst_stride[1] = 1;
+  p.src_dtype = p.dst_dtype = dt();
+  c.random("src");
+  c.thunk(ThunkKind::Copy, p, "copy 'narrow'");
+  auto ref = [&] {
+    std::vector<double> out(30);
+    for (int i = 0; i < 5; ++i)
+      for (int j = 0; j < 6; ++j) out[size_t(i * 6 + j)] = c.in("src", i * 12 + 2 * j);
+    return std::map<std::string, std::vector<double>>{{"dst", out}};
+  };
+  check(c, ref, 0.0, {"src"});  // a bit copy is exact
+}
+
+// ---- norm / softmax / xent -------------------------------------------------
+
+void norm_case(ThunkKernels& t, DType dt, NormKind kind, bool residual, int64_t rows, int64_t cols) {
+  Case c;
+  NormParams p{};
+  p.x = c.add("x", dt, rows * cols, Role::Input);
+  p.residual = residual ? c.add("res", dt, rows * cols, Role::Input) : kNoBuffer;
+  p.gamma = c.add("gamma", dt, cols, Role::Param);
+  p.beta = kind == NormKind::Layer ? c.add("beta", dt, cols, Role::Param) : kNoBuffer;
+  p.out = c.add("out", dt, rows * cols, Role::Output);
+  p.sum_out = residual ? c.add("sum", dt, rows * cols, Role::Output) : kNoBuffer;
+  p.rows = rows; p.cols = cols; p.eps = 1e-5f; p.dtype = dt; p.kind = kind;
+  c.random("x", -2.f, 3.f);
+  if (residual) c.random("res");
+  c.random("gamma", 0.5f, 1.5f);
+  if (kind == NormKind::Layer) c.random("beta");
+  c.thunk(ThunkKind::Norm, p, "norm 'ln'");
+  auto ref = [&] {
+    std::vector<double> out(static_cast<size_t>(rows * cols)), sum(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<double> v(static_cast<size_t>(cols));
+      for (int64_t j = 0; j < cols; ++j) {
+        double s = c.in("x", r * cols + j);
+        if (residual) {
+          s += c.in("res", r * cols + j);
+          std::vector<uint8_t> tmp(4);  // the kernel normalizes the sum as stored
+          store_from_float(tmp.data(), dt, 0, float(s));
+          s = load_as_float(tmp.data(), dt, 0);
+        }
+        v[size_t(j)] = s;
+        sum[size_t(r * cols + j)] = s;
+      }
+      double mean = 0, var = 0;
+      if (kind == NormKind::Layer) {
+        for (double x : v) mean += x;
+        mean /= double(cols);
+      }
+      for (double x : v) var += (x - mean) * (x - mean);
+      var /= double(cols);
+      for (int64_t j = 0; j < cols; ++j) {
+        double y = (v[size_t(j)] - mean) / std::sqrt(var + 1e-5) * c.in("gamma", j);
+        if (kind == NormKind::Layer) y += c.in("beta", j);
+        out[size_t(r * cols + j)] = y;
+      }
+    }
+    std::map<std::string, std::vector<double>> m{{"out", out}};
+    if (residual) m["sum"] = sum;
+    return m;
+  };
+  t.check(c, ref, 2.0, {"x"});
+}
+
+TEST_P(ThunkKernels, LayerNormResidual) { norm_case(*this, dt(), NormKind::Layer, true, 7, 769); }
+TEST_P(ThunkKernels, LayerNormPlain) { norm_case(*this, dt(), NormKind::Layer, false, 33, 33); }
+TEST_P(ThunkKernels, RmsNormResidual) { norm_case(*this, dt(), NormKind::Rms, true, 1, 129); }
+TEST_P(ThunkKernels, RmsNormPlain) { norm_case(*this, dt(), NormKind::Rms, false, 9, 1000); }
+
+TEST_P(ThunkKernels, Softmax) {
+  for (int64_t cols : {1, 7, 129, 1000}) {
+    Case c;
+    SoftmaxParams p{};
+    p.rows = 33; p.cols = cols; p.dtype = dt();
+    p.x = c.add("x", dt(), p.rows * cols, Role::Input);
+    p.out = c.add("out", dt(), p.rows * cols, Role::Output);
+    c.random("x", -6.f, 6.f);
+    c.thunk(ThunkKind::Softmax, p, "softmax 's'");
+    auto ref = [&] {
+      std::vector<double> out(static_cast<size_t>(p.rows * cols));
+      for (int64_t r = 0; r < p.rows; ++r) {
+        double m = -1e300, s = 0;
+        for (int64_t j = 0; j < cols; ++j) m = std::max(m, c.in("x", r * cols + j));
+        for (int64_t j = 0; j < cols; ++j) s += std::exp(c.in("x", r * cols + j) - m);
+        for (int64_t j = 0; j < cols; ++j) out[size_t(r * cols + j)] = std::exp(c.in("x", r * cols + j) - m) / s;
+      }
+      return std::map<std::string, std::vector<double>>{{"out", out}};
+    };
+    check(c, ref, 1.0, {"x"});
+  }
+}
+
+TEST_P(ThunkKernels, SoftmaxCrossEntropyWithBadLabels) {
+  Case c;
+  SoftmaxCEParams p{};
+  p.rows = 9; p.classes = 129; p.dtype = dt();
+  p.logits = c.add("logits", dt(), p.rows * p.classes, Role::Input);
+  p.labels = c.add("labels", DType::I32, p.rows, Role::Input);
+  p.out = c.add("loss", dt(), p.rows, Role::Output);
+  c.random("logits", -5.f, 5.f);
+  c.set_i32("labels", {0, 128, 5, -1, 64, 129, 7, 100, 1});
+  c.thunk(ThunkKind::SoftmaxCrossEntropy, p, "softmax_xent 'loss'");
+  auto ref = [&] {
+    std::vector<double> out(static_cast<size_t>(p.rows));
+    for (int64_t r = 0; r < p.rows; ++r) {
+      int64_t label = int64_t(c.in("labels", r));
+      double m = -1e300, s = 0;
+      for (int64_t j = 0; j < p.classes; ++j) m = std::max(m, c.in("logits", r * p.classes + j));
+      for (int64_t j = 0; j < p.classes; ++j) s += std::exp(c.in("logits", r * p.classes + j) - m);
+      out[size_t(r)] = label < 0 || label >= p.classes ? std::nan("")
+                                                       : m + std::log(s) - c.in("logits", r * p.classes + label);
+    }
+    return std::map<std::string, std::vector<double>>{{"loss", out}};
+  };
+  check(c, ref, 2.0, {"logits"});
+}
+
+// ---- attention -------------------------------------------------------------
+
+struct Att {
+  int64_t batch, sq, skv;
+  int32_t qh, kvh, d;
+  MaskKind mask;
+  bool packed;  // q, k, v read from one [.., 3 * heads * d] buffer with offsets
+};
+
+void attention_case(ThunkKernels& t, DType dt, const Att& a) {
+  Case c;
+  AttentionParams p{};
+  p.batch = a.batch; p.sq = a.sq; p.skv = a.skv;
+  p.q_heads = a.qh; p.kv_heads = a.kvh; p.head_dim = a.d;
+  p.scale = 1.f / std::sqrt(float(a.d));
+  p.mask_kind = a.mask;
+  p.dtype = dt;
+  const int64_t qw = int64_t(a.qh) * a.d, kw = int64_t(a.kvh) * a.d;
+  if (a.packed) {  // self-attention, sq == skv: one fused qkv row per token
+    const int64_t row = qw + 2 * kw + 5;  // padded row length
+    p.q = p.k = p.v = c.add("qkv", dt, a.batch * a.sq * row, Role::Input);
+    p.q_offset = 0; p.k_offset = qw; p.v_offset = qw + kw;
+    p.q_stride = p.k_stride = p.v_stride = row;
+    c.random("qkv", -2.f, 2.f);
+  } else {
+    p.q = c.add("q", dt, a.batch * a.sq * qw, Role::Input);
+    p.k = c.add("k", dt, a.batch * a.skv * kw, Role::Input);
+    p.v = c.add("v", dt, a.batch * a.skv * kw, Role::Input);
+    p.q_stride = qw; p.k_stride = kw; p.v_stride = kw;
+    c.random("q", -2.f, 2.f); c.random("k", -2.f, 2.f); c.random("v");
+  }
+  p.mask = kNoBuffer;
+  if (a.mask == MaskKind::Padding) {
+    p.mask = c.add("mask", DType::I32, a.batch * a.skv, Role::Input);
+    std::vector<int32_t> m(size_t(a.batch * a.skv));
+    for (int64_t b = 0; b < a.batch; ++b)
+      for (int64_t j = 0; j < a.skv; ++j)  // batch 0: all valid; 1: fully padded; others: a prefix
+        m[size_t(b * a.skv + j)] = b == 0 ? 1 : b == 1 ? 0 : j < a.skv - 3 * b ? 1 : 0;
+    c.set_i32("mask", m);
+  }
+  p.out = c.add("out", dt, a.batch * a.sq * qw, Role::Output);
+  c.thunk(ThunkKind::Attention, p, "attention 'att'");
+  auto ref = [&] {
+    const std::string qn = a.packed ? "qkv" : "q", kn = a.packed ? "qkv" : "k", vn = a.packed ? "qkv" : "v";
+    std::vector<double> out(static_cast<size_t>(a.batch * a.sq * qw));
+    for (int64_t b = 0; b < a.batch; ++b)
+      for (int h = 0; h < a.qh; ++h) {
+        const int kvh = h / (a.qh / a.kvh);
+        for (int64_t i = 0; i < a.sq; ++i) {
+          std::vector<double> s(static_cast<size_t>(a.skv));
+          double m = -INFINITY;
+          for (int64_t j = 0; j < a.skv; ++j) {
+            bool ok = true;
+            if (a.mask == MaskKind::Causal) ok = j <= i + a.skv - a.sq;
+            if (a.mask == MaskKind::Padding) ok = c.in("mask", b * a.skv + j) != 0;
+            double dot = 0;
+            for (int d = 0; d < a.d; ++d)
+              dot += c.in(qn, (b * a.sq + i) * p.q_stride + p.q_offset + h * a.d + d) *
+                     c.in(kn, (b * a.skv + j) * p.k_stride + p.k_offset + kvh * a.d + d);
+            s[size_t(j)] = ok ? dot * p.scale : -INFINITY;
+            m = std::max(m, s[size_t(j)]);
+          }
+          double l = 0;
+          for (auto& x : s) l += (x = m == -INFINITY ? 0 : std::exp(x - m));
+          for (int d = 0; d < a.d; ++d) {
+            double acc = 0;
+            for (int64_t j = 0; j < a.skv; ++j)
+              acc += s[size_t(j)] * c.in(vn, (b * a.skv + j) * p.v_stride + p.v_offset + kvh * a.d + d);
+            out[size_t(((b * a.sq + i) * a.qh + h) * a.d + d)] = l > 0 ? acc / l : 0.0;
+          }
+        }
+      }
+    return std::map<std::string, std::vector<double>>{{"out", out}};
+  };
+  t.check(c, ref, 3.0, {a.packed ? "qkv" : "q"});
+}
+
+TEST_P(ThunkKernels, AttentionPackedBertShape) { attention_case(*this, dt(), {2, 33, 33, 4, 4, 64, MaskKind::None, true}); }
+TEST_P(ThunkKernels, AttentionPaddingMaskFullyMaskedRow) { attention_case(*this, dt(), {3, 17, 17, 2, 2, 64, MaskKind::Padding, true}); }
+TEST_P(ThunkKernels, AttentionCausalGqaDecodeAlign) { attention_case(*this, dt(), {2, 7, 70, 4, 2, 128, MaskKind::Causal, false}); }
+TEST_P(ThunkKernels, AttentionCausalSquareOddDim) { attention_case(*this, dt(), {1, 129, 129, 2, 1, 40, MaskKind::Causal, false}); }
+TEST_P(ThunkKernels, AttentionLargeHeadDim) { attention_case(*this, dt(), {1, 5, 9, 1, 1, 256, MaskKind::None, false}); }
+
+// ---- rope / gather / reduce ------------------------------------------------
+
+void rope_case(ThunkKernels& t, DType dt, bool interleaved, bool batched, int32_t n_rot) {
+  Case c;
+  RopeParams p{};
+  p.batch = 2; p.seq = 7; p.heads = 3; p.head_dim = 16; p.n_rot = n_rot;
+  p.theta = 10000.f; p.interleaved = interleaved; p.pos_batched = batched; p.dtype = dt;
+  p.offset = 4; p.stride = p.heads * p.head_dim + 9;
+  p.x = c.add("x", dt, p.batch * p.seq * p.stride, Role::Input);
+  p.pos = c.add("pos", DType::I32, batched ? p.batch * p.seq : p.seq, Role::Input);
+  p.out = c.add("out", dt, p.batch * p.seq * p.heads * p.head_dim, Role::Output);
+  c.random("x");
+  std::vector<int32_t> pos;
+  for (int64_t i = 0; i < (batched ? p.batch * p.seq : p.seq); ++i) pos.push_back(int32_t((i * 37) % 101));
+  c.set_i32("pos", pos);
+  c.thunk(ThunkKind::Rope, p, "rope 'q'");
+  auto ref = [&] {
+    std::vector<double> out(static_cast<size_t>(p.batch * p.seq * p.heads * p.head_dim));
+    for (int64_t row = 0; row < p.batch * p.seq; ++row)
+      for (int h = 0; h < p.heads; ++h) {
+        auto x = [&](int d) { return c.in("x", row * p.stride + p.offset + h * p.head_dim + d); };
+        auto o = [&](int d) -> double& { return out[size_t((row * p.heads + h) * p.head_dim + d)]; };
+        double position = c.in("pos", batched ? row : row % p.seq);
+        for (int d = n_rot; d < p.head_dim; ++d) o(d) = x(d);
+        for (int i = 0; i < n_rot / 2; ++i) {
+          double ang = position * std::pow(10000.0, -2.0 * i / n_rot);
+          int d0 = interleaved ? 2 * i : i, d1 = interleaved ? 2 * i + 1 : i + n_rot / 2;
+          o(d0) = x(d0) * std::cos(ang) - x(d1) * std::sin(ang);
+          o(d1) = x(d1) * std::cos(ang) + x(d0) * std::sin(ang);
+        }
+      }
+    return std::map<std::string, std::vector<double>>{{"out", out}};
+  };
+  t.check(c, ref, 2.0, {"x"});
+}
+
+TEST_P(ThunkKernels, RopeHalfSplit) { rope_case(*this, dt(), false, false, 16); }
+TEST_P(ThunkKernels, RopeInterleavedPartialBatched) { rope_case(*this, dt(), true, true, 10); }
+TEST_P(ThunkKernels, RopeHalfSplitPartial) { rope_case(*this, dt(), false, true, 8); }
+
+TEST_P(ThunkKernels, GatherOutOfRangeIdsGiveZeroRows) {
+  Case c;
+  GatherParams p{};
+  p.vocab = 50; p.row = 33; p.n_ids = 9; p.dtype = dt();
+  p.table = c.add("table", dt(), p.vocab * p.row, Role::Param);
+  p.ids = c.add("ids", DType::I32, p.n_ids, Role::Input);
+  p.out = c.add("out", dt(), p.n_ids * p.row, Role::Output);
+  c.random("table");
+  c.set_i32("ids", {0, 49, 7, -1, 50, 3, 3, 1000000, 12});
+  c.thunk(ThunkKind::Gather, p, "gather 'emb'");
+  auto ref = [&] {
+    std::vector<double> out(static_cast<size_t>(p.n_ids * p.row));
+    for (int64_t i = 0; i < p.n_ids; ++i) {
+      int64_t id = int64_t(c.in("ids", i));
+      for (int64_t j = 0; j < p.row; ++j)
+        out[size_t(i * p.row + j)] = id >= 0 && id < p.vocab ? c.in("table", id * p.row + j) : 0.0;
+    }
+    return std::map<std::string, std::vector<double>>{{"out", out}};
+  };
+  check(c, ref, 0.0);
+}
+
+TEST_P(ThunkKernels, ReduceAllKinds) {
+  for (ReduceKind kind : {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max})
+    for (int64_t inner : {1, 7}) {
+      Case c;
+      ReduceParams p{};
+      p.outer = 5; p.len = 129; p.inner = inner; p.kind = kind; p.dtype = dt();
+      p.x = c.add("x", dt(), p.outer * p.len * inner, Role::Input);
+      p.out = c.add("out", dt(), p.outer * inner, Role::Output);
+      c.random("x");
+      c.thunk(ThunkKind::Reduce, p, "reduce 'r'");
+      auto ref = [&] {
+        std::vector<double> out(static_cast<size_t>(p.outer * inner));
+        for (int64_t o = 0; o < p.outer; ++o)
+          for (int64_t k = 0; k < inner; ++k) {
+            double acc = kind == ReduceKind::Max ? -INFINITY : 0;
+            for (int64_t l = 0; l < p.len; ++l) {
+              double v = c.in("x", (o * p.len + l) * inner + k);
+              acc = kind == ReduceKind::Max ? std::max(acc, v) : acc + v;
+            }
+            out[size_t(o * inner + k)] = kind == ReduceKind::Mean ? acc / double(p.len) : acc;
+          }
+        return std::map<std::string, std::vector<double>>{{"out", out}};
+      };
+      check(c, ref, kind == ReduceKind::Max ? 1.0 : 4.0, {"x"});
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTypesAllModes, ThunkKernels,
+    ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16),
+                       ::testing::Values(ExecMode::PerOp, ExecMode::Graph, ExecMode::Segmented)),
+    [](const ::testing::TestParamInfo<Param>& info) {
+      return std::string(dtype_name(std::get<0>(info.param))) + "_" + mode_name(std::get<1>(info.param));
+    });
+
+}  // namespace
+}  // namespace rlx::gputest
