@@ -1,0 +1,45 @@
+// BERT encoders from Hugging Face files: the graph (built with the public
+// builder API), weight validation and loading, and a one-call loader.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "models/hf_config.h"
+#include "models/safetensors.h"
+#include "rlx/graph.h"
+#include "rlx/session.h"
+
+namespace rlx {
+
+// Graph for a fixed [batch, seq]. Inputs: input_ids, attention_mask and
+// token_type_ids, all i32 [batch, seq]. Outputs: last_hidden_state
+// [batch, seq, hidden] and embedding [batch, hidden] (pooled, not normalized).
+// Params are named like the Hugging Face tensors without the "bert." prefix.
+Graph build_bert_graph(const BertConfig& cfg, Pooling pooling, int64_t batch, int64_t seq, DType dt);
+
+// The name a graph param has in the file ("bert." prefixed checkpoints too).
+class BertWeights {
+ public:
+  explicit BertWeights(const std::string& safetensors_path);
+  const SafetensorsFile& file() const { return file_; }
+  // Every param of g exists with its shape, else rlx::Error naming file + tensor.
+  void validate(const Graph& g) const;
+  void load_into(Executable& exe, const Graph& g) const;
+
+ private:
+  std::string file_name(const std::string& param) const { return prefix_ + param; }
+  SafetensorsFile file_;
+  std::string prefix_;
+};
+
+struct BertLoadOptions {
+  DType dtype = DType::F32;
+  Device device = Device::Cpu;
+  int64_t batch = 1, seq = 128;
+};
+
+// config.json + sentence-transformers pooling + model.safetensors -> a
+// compiled executable with its params set.
+std::unique_ptr<Executable> load_bert(const std::string& dir, const BertLoadOptions& opts);
+
+}  // namespace rlx

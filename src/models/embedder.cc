@@ -1,0 +1,132 @@
+#include "models/embedder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <numeric>
+
+#include "rlx/error.h"
+
+namespace rlx {
+namespace {
+
+int64_t next_pow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+bool tracing() { return std::getenv("RLX_TRACE") != nullptr; }
+
+}  // namespace
+
+void l2_normalize(std::vector<float>& v) {
+  double ss = 0;
+  for (float x : v) ss += double(x) * x;
+  // sentence-transformers clamps the norm at 1e-12 to keep zero vectors finite.
+  double n = std::max(std::sqrt(ss), 1e-12);
+  for (float& x : v) x = float(x / n);
+}
+
+Bucket Embedder::bucket_for(int64_t count, int64_t longest, int64_t max_seq, int64_t max_batch) {
+  RLX_CHECK(count >= 1 && longest >= 1, "embedder: empty bucket request");
+  RLX_CHECK(longest <= max_seq, "embedder: " << longest << " tokens exceed the limit " << max_seq);
+  return {std::min(next_pow2(count), max_batch), std::min(std::max<int64_t>(16, next_pow2(longest)), max_seq)};
+}
+
+Embedder::Embedder(const std::string& dir, const EmbedderOptions& opts)
+    : cfg_(load_bert_config(dir)),
+      sentence_(load_sentence_config(dir)),
+      tokenizer_(WordPiece::from_dir(dir)),
+      weights_((std::filesystem::path(dir) / "model.safetensors").string()),
+      opts_(opts) {
+  RLX_CHECK(opts_.max_batch >= 1 && (opts_.max_batch & (opts_.max_batch - 1)) == 0,
+            "embedder: max_batch " << opts_.max_batch << " must be a power of two");
+  max_len_ = cfg_.max_position_embeddings;
+  if (sentence_.max_seq_length > 0) max_len_ = std::min(max_len_, sentence_.max_seq_length);
+  if (opts_.max_len > 0) max_len_ = std::min(max_len_, opts_.max_len);
+  // Fail on missing or misshapen weights now, not at the first bucket.
+  weights_.validate(build_bert_graph(cfg_, sentence_.pooling, 1, 2, opts_.dtype));
+}
+
+Executable& Embedder::executable(const Bucket& b) {
+  auto it = exes_.find(b);
+  bool fresh = it == exes_.end();
+  if (fresh) {
+    Graph g = build_bert_graph(cfg_, sentence_.pooling, b.batch, b.seq, opts_.dtype);
+    CompileOptions co;
+    co.device = opts_.device;
+    auto exe = compile(g, co);
+    weights_.load_into(*exe, g);
+    it = exes_.emplace(b, std::move(exe)).first;
+  }
+  if (tracing())
+    std::fprintf(stderr, "rlx embed: bucket batch=%lld seq=%lld (%s)\n", (long long)b.batch,
+                 (long long)b.seq, fresh ? "compiled" : "cached");
+  used_.push_back(b);
+  return *it->second;
+}
+
+void Embedder::run_chunk(const std::vector<const Encoding*>& encs,
+                         std::vector<std::vector<float>*>& outs) {
+  int64_t longest = 0;
+  for (const Encoding* e : encs) longest = std::max<int64_t>(longest, int64_t(e->size()));
+  Bucket b = bucket_for(int64_t(encs.size()), longest, max_len_, opts_.max_batch);
+  Executable& exe = executable(b);
+  const size_t S = size_t(b.seq);
+  std::vector<int32_t> ids(size_t(b.batch) * S, 0), mask(ids.size(), 0), types(ids.size(), 0);
+  for (size_t r = 0; r < size_t(b.batch); ++r) {
+    if (r < encs.size()) {
+      const Encoding& e = *encs[r];
+      std::copy(e.ids.begin(), e.ids.end(), ids.begin() + long(r * S));
+      std::copy(e.attention_mask.begin(), e.attention_mask.end(), mask.begin() + long(r * S));
+      std::copy(e.type_ids.begin(), e.type_ids.end(), types.begin() + long(r * S));
+    } else {
+      // Filler rows keep one token so no row is fully masked; their results are dropped.
+      ids[r * S] = encs[0]->ids[0];
+      mask[r * S] = 1;
+    }
+  }
+  Shape shape{b.batch, b.seq};
+  auto result = exe.run({{"input_ids", HostTensor::from_i32(shape, ids)},
+                         {"attention_mask", HostTensor::from_i32(shape, mask)},
+                         {"token_type_ids", HostTensor::from_i32(shape, types)}});
+  auto it = result.find("embedding");
+  RLX_CHECK(it != result.end(), "embedder: the executable returned no 'embedding'");
+  std::vector<float> all = it->second.to_f32();
+  const size_t H = size_t(cfg_.hidden_size);
+  RLX_CHECK(all.size() == size_t(b.batch) * H, "embedder: embedding has " << all.size()
+                                                   << " values, expected " << b.batch * H);
+  for (size_t r = 0; r < encs.size(); ++r) {
+    outs[r]->assign(all.begin() + long(r * H), all.begin() + long((r + 1) * H));
+    if (sentence_.normalize) l2_normalize(*outs[r]);
+  }
+}
+
+std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& texts) {
+  std::vector<std::vector<float>> out(texts.size());
+  if (texts.empty()) return out;
+  std::vector<Encoding> encs;
+  encs.reserve(texts.size());
+  for (const auto& t : texts) encs.push_back(tokenizer_.encode(t, max_len_));
+  // Similar lengths share a chunk, so padding stays small.
+  std::vector<size_t> order(texts.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return encs[a].size() < encs[b].size(); });
+  for (size_t start = 0; start < order.size(); start += size_t(opts_.max_batch)) {
+    size_t end = std::min(order.size(), start + size_t(opts_.max_batch));
+    std::vector<const Encoding*> chunk;
+    std::vector<std::vector<float>*> dst;
+    for (size_t i = start; i < end; ++i) {
+      chunk.push_back(&encs[order[i]]);
+      dst.push_back(&out[order[i]]);
+    }
+    run_chunk(chunk, dst);
+  }
+  return out;
+}
+
+}  // namespace rlx

@@ -1,0 +1,65 @@
+// Sentence embeddings from a Hugging Face BERT-family directory: tokenizer +
+// model, one compiled executable per (batch, seq) bucket, built on first use.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/bert.h"
+#include "models/hf_config.h"
+#include "rlx/session.h"
+#include "tokenizers/wordpiece.h"
+
+namespace rlx {
+
+struct EmbedderOptions {
+  DType dtype = DType::F32;
+  Device device = Device::Cpu;
+  int max_batch = 32;  // a power of two; larger inputs are chunked
+  int max_len = 0;     // tokens per text incl. [CLS]/[SEP]; 0 = the model's own limit
+};
+
+struct Bucket {
+  int64_t batch = 0, seq = 0;
+  auto operator<=>(const Bucket&) const = default;
+};
+
+class Embedder {
+ public:
+  Embedder(const std::string& model_dir, const EmbedderOptions& opts = {});
+
+  // One embedding per text, in order; L2-normalized when the model's
+  // modules.json ends in a Normalize module.
+  std::vector<std::vector<float>> embed(const std::vector<std::string>& texts);
+
+  int dim() const { return cfg_.hidden_size; }
+  int max_len() const { return max_len_; }
+  bool normalizes() const { return sentence_.normalize; }
+  const WordPiece& tokenizer() const { return tokenizer_; }
+  const BertConfig& config() const { return cfg_; }
+  size_t compiled_buckets() const { return exes_.size(); }
+  const std::vector<Bucket>& buckets_used() const { return used_; }
+
+  // Smallest bucket holding `count` texts of up to `longest` tokens: powers
+  // of two, seq at least 16 and at most max_seq, batch at most max_batch.
+  static Bucket bucket_for(int64_t count, int64_t longest, int64_t max_seq, int64_t max_batch);
+
+ private:
+  Executable& executable(const Bucket& b);
+  void run_chunk(const std::vector<const Encoding*>& encs, std::vector<std::vector<float>*>& outs);
+
+  BertConfig cfg_;
+  SentenceConfig sentence_;
+  WordPiece tokenizer_;
+  BertWeights weights_;
+  EmbedderOptions opts_;
+  int max_len_ = 512;
+  std::map<Bucket, std::unique_ptr<Executable>> exes_;
+  std::vector<Bucket> used_;
+};
+
+void l2_normalize(std::vector<float>& v);
+
+}  // namespace rlx

@@ -1,0 +1,46 @@
+// Hugging Face model-directory configs: config.json for BERT-family encoders
+// and the sentence-transformers files (modules.json, pooling, normalize).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "rlx/enums.h"
+
+namespace rlx {
+
+struct BertConfig {
+  std::string model_type;
+  std::vector<std::string> architectures;
+  int vocab_size = 30522;
+  int hidden_size = 768;
+  int num_hidden_layers = 12;
+  int num_attention_heads = 12;
+  int intermediate_size = 3072;
+  Activation hidden_act = Activation::Gelu;
+  float layer_norm_eps = 1e-12f;
+  int max_position_embeddings = 512;
+  int type_vocab_size = 2;
+  int pad_token_id = 0;
+  int head_dim() const { return hidden_size / num_attention_heads; }
+};
+
+// Reads <dir>/config.json (or the file itself). Throws rlx::Error naming the
+// file for a missing file, bad JSON, inconsistent sizes or a model that is
+// not a BERT encoder.
+BertConfig load_bert_config(const std::string& dir_or_file);
+
+enum class Pooling { Mean, Cls };
+
+struct SentenceConfig {
+  bool present = false;       // modules.json was found
+  Pooling pooling = Pooling::Mean;
+  bool normalize = false;     // a Normalize module follows pooling
+  int max_seq_length = 0;     // sentence_bert_config.json; 0 = not given
+};
+
+// Reads modules.json, the pooling module's config.json and
+// sentence_bert_config.json when present; without modules.json the defaults
+// (mean pooling, no normalization) apply.
+SentenceConfig load_sentence_config(const std::string& dir);
+
+}  // namespace rlx

@@ -1,0 +1,180 @@
+#include "models/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "rlx/error.h"
+
+namespace rlx {
+namespace {
+
+// The format caps the header at 100 MB; anything larger is corruption.
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+
+bool parse_dtype(const std::string& s, DType& dt) {
+  if (s == "F32") { dt = DType::F32; return true; }
+  if (s == "F16") { dt = DType::F16; return true; }
+  if (s == "BF16") { dt = DType::BF16; return true; }
+  return false;
+}
+
+// Element size of dtypes rlx does not compute in, so offsets can still be checked.
+uint64_t other_dtype_size(const std::string& s) {
+  if (s == "F64" || s == "I64" || s == "U64") return 8;
+  if (s == "I32" || s == "U32") return 4;
+  if (s == "I16" || s == "U16") return 2;
+  if (s == "I8" || s == "U8" || s == "BOOL" || s == "F8_E4M3" || s == "F8_E5M2") return 1;
+  return 0;  // unknown: size not checked
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  RLX_CHECK(fd >= 0, "safetensors: cannot open '" << path << "': " << std::strerror(errno));
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    RLX_FAIL("safetensors: cannot stat '" << path << "'");
+  }
+  size_ = uint64_t(st.st_size);
+  if (size_ < 8) {
+    ::close(fd);
+    RLX_FAIL("safetensors: '" << path << "' is truncated (" << size_ << " bytes, no header length)");
+  }
+  void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  RLX_CHECK(m != MAP_FAILED, "safetensors: cannot map '" << path << "': " << std::strerror(errno));
+  map_ = static_cast<const uint8_t*>(m);
+  try {
+    uint64_t header_len = 0;
+    for (int i = 7; i >= 0; --i) header_len = header_len << 8 | map_[i];  // little-endian
+    parse_header(header_len);
+  } catch (...) {
+    ::munmap(const_cast<uint8_t*>(map_), size_);
+    map_ = nullptr;
+    throw;
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_) ::munmap(const_cast<uint8_t*>(map_), size_);
+}
+
+void SafetensorsFile::parse_header(uint64_t header_len) {
+  RLX_CHECK(header_len <= kMaxHeaderBytes,
+            "safetensors: '" << path_ << "' has a corrupt header length (" << header_len << " bytes)");
+  RLX_CHECK(header_len <= size_ - 8, "safetensors: '" << path_ << "' is truncated: header of "
+                                                      << header_len << " bytes but the file has "
+                                                      << size_ << " bytes");
+  data_start_ = 8 + header_len;
+  const char* text = reinterpret_cast<const char*>(map_ + 8);
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text, text + header_len);
+  } catch (const nlohmann::json::exception& e) {
+    RLX_FAIL("safetensors: '" << path_ << "' has a corrupt JSON header: " << e.what());
+  }
+  RLX_CHECK(header.is_object(), "safetensors: '" << path_ << "': header is not a JSON object");
+
+  const uint64_t data_size = size_ - data_start_;
+  for (auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    auto where = [&] { return "safetensors: '" + path_ + "', tensor '" + name + "': "; };
+    RLX_CHECK(entry.is_object() && entry.contains("dtype") && entry.contains("shape") &&
+                  entry.contains("data_offsets"),
+              where() << "entry needs dtype, shape and data_offsets");
+    SafetensorInfo info;
+    try {
+      info.dtype_name = entry["dtype"].get<std::string>();
+      auto offs = entry["data_offsets"].get<std::vector<uint64_t>>();
+      RLX_CHECK(offs.size() == 2, where() << "data_offsets must have two entries");
+      info.begin = offs[0];
+      info.end = offs[1];
+      for (const auto& d : entry["shape"]) {
+        RLX_CHECK(d.is_number_unsigned(), where() << "shape dims must be non-negative integers");
+        info.shape.push_back(int64_t(d.get<uint64_t>()));
+      }
+    } catch (const nlohmann::json::exception& e) {
+      RLX_FAIL(where() << "malformed entry: " << e.what());
+    }
+    RLX_CHECK(info.begin <= info.end && info.end <= data_size,
+              where() << "data offsets [" << info.begin << ", " << info.end
+                      << ") lie outside the data section of " << data_size << " bytes");
+    info.supported = parse_dtype(info.dtype_name, info.dtype);
+    uint64_t elem = info.supported ? dtype_size(info.dtype) : other_dtype_size(info.dtype_name);
+    if (elem) {
+      uint64_t count = 1;
+      for (int64_t d : info.shape) {
+        RLX_CHECK(d == 0 || count <= std::numeric_limits<uint64_t>::max() / uint64_t(d),
+                  where() << "shape overflows");
+        count *= uint64_t(d);
+      }
+      RLX_CHECK(count <= (info.end - info.begin) / elem && count * elem == info.end - info.begin,
+                where() << "shape " << shape_str(info.shape) << " of " << info.dtype_name << " needs "
+                        << "a different byte size than its offsets give (" << info.end - info.begin
+                        << " bytes)");
+    }
+    tensors_.emplace(name, std::move(info));
+  }
+
+  // No two tensors may share bytes.
+  std::vector<std::pair<const std::string*, const SafetensorInfo*>> order;
+  for (auto& [n, t] : tensors_) order.push_back({&n, &t});
+  std::sort(order.begin(), order.end(),
+            [](auto& a, auto& b) { return a.second->begin < b.second->begin; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    const auto* prev = order[i - 1].second;
+    const auto* cur = order[i].second;
+    RLX_CHECK(cur->begin >= prev->end || cur->begin == cur->end || prev->begin == prev->end,
+              "safetensors: '" << path_ << "': tensors '" << *order[i - 1].first << "' and '"
+                               << *order[i].first << "' overlap");
+  }
+}
+
+const SafetensorInfo& SafetensorsFile::info(const std::string& name) const {
+  auto it = tensors_.find(name);
+  RLX_CHECK(it != tensors_.end(), "safetensors: '" << path_ << "' has no tensor '" << name << "'");
+  RLX_CHECK(it->second.supported, "safetensors: '" << path_ << "', tensor '" << name << "': dtype "
+                                                   << it->second.dtype_name
+                                                   << " is not supported (F32, F16, BF16 are)");
+  return it->second;
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  for (auto& [n, t] : tensors_) out.push_back(n);
+  return out;
+}
+
+std::span<const uint8_t> SafetensorsFile::bytes(const std::string& name) const {
+  const SafetensorInfo& t = info(name);
+  return {map_ + data_start_ + t.begin, size_t(t.end - t.begin)};
+}
+
+std::vector<float> SafetensorsFile::to_f32(const std::string& name) const {
+  const SafetensorInfo& t = info(name);
+  auto raw = bytes(name);
+  size_t n = raw.size() / dtype_size(t.dtype);
+  std::vector<float> out(n);
+  if (t.dtype == DType::F32) {
+    std::memcpy(out.data(), raw.data(), raw.size());  // the mapping may be unaligned
+    return out;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, raw.data() + 2 * i, 2);
+    out[i] = t.dtype == DType::F16 ? half_to_float(h) : bf16_to_float(h);
+  }
+  return out;
+}
+
+}  // namespace rlx

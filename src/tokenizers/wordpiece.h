@@ -1,0 +1,66 @@
+// WordPiece tokenization as Hugging Face's BertTokenizerFast does it:
+// special tokens split out of the raw text, BERT normalization (clean text,
+// CJK spacing, accent stripping, lowercasing), whitespace + punctuation
+// pre-tokenization, greedy longest-match-first WordPiece, then
+// [CLS] ... [SEP], truncation and padding.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace rlx {
+
+struct Encoding {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> type_ids;
+  std::vector<int32_t> attention_mask;  // 1 = token, 0 = padding
+  size_t size() const { return ids.size(); }
+  size_t tokens() const;  // positions with mask 1
+};
+
+struct WordPieceOptions {
+  bool clean_text = true;
+  bool handle_chinese_chars = true;
+  bool strip_accents = true;
+  bool lowercase = true;
+  int max_input_chars_per_word = 100;
+  std::string unk = "[UNK]", cls = "[CLS]", sep = "[SEP]", pad = "[PAD]";
+  std::string continuing_prefix = "##";
+};
+
+class WordPiece {
+ public:
+  WordPiece(std::unordered_map<std::string, int32_t> vocab, WordPieceOptions opts,
+            std::vector<std::string> special_tokens);
+
+  // tokenizer.json when present, else vocab.txt + tokenizer_config.json.
+  static WordPiece from_dir(const std::string& dir);
+  static WordPiece from_tokenizer_json(const std::string& path);
+  static WordPiece from_vocab_txt(const std::string& vocab_path, const std::string& config_path = "");
+
+  // WordPiece tokens of the text, no special tokens added, no truncation.
+  std::vector<int32_t> tokenize(std::string_view text) const;
+  // [CLS] tokens [SEP], truncated to max_len tokens in all (max_len >= 2).
+  Encoding encode(std::string_view text, int max_len = 512) const;
+  // Each text encoded, then all padded to the longest (or to pad_to when larger).
+  std::vector<Encoding> encode_batch(const std::vector<std::string>& texts, int max_len = 512,
+                                     int pad_to = 0) const;
+  void pad(Encoding& e, size_t length) const;
+
+  int32_t id_of(const std::string& token) const;  // -1 when absent
+  size_t vocab_size() const { return vocab_.size(); }
+  const WordPieceOptions& options() const { return opts_; }
+
+ private:
+  void tokenize_plain(std::u32string_view text, std::vector<int32_t>& out) const;
+  void word_piece(const std::u32string& word, std::vector<int32_t>& out) const;
+
+  std::unordered_map<std::string, int32_t> vocab_;
+  WordPieceOptions opts_;
+  std::vector<std::pair<std::u32string, int32_t>> specials_;  // matched in the raw text
+  int32_t unk_id_ = -1, cls_id_ = -1, sep_id_ = -1, pad_id_ = 0;
+};
+
+}  // namespace rlx

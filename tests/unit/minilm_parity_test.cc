@@ -1,0 +1,99 @@
+// all-MiniLM-L6-v2 on the CPU backend against sentence-transformers
+// (tests/data/make_minilm_reference.py wrote the reference once).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "models/embedder.h"
+#include "models/test_files.h"  // tests/models
+
+namespace rlx {
+namespace {
+
+double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ab += double(a[i]) * b[i];
+    aa += double(a[i]) * a[i];
+    bb += double(b[i]) * b[i];
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
+TEST(MiniLMParity, CpuMatchesSentenceTransformers) {
+  ASSERT_TRUE(test::minilm_present());
+  std::ifstream in(std::string(RLX_SOURCE_DIR) + "/tests/data/minilm_reference.json");
+  ASSERT_TRUE(in) << "tests/data/minilm_reference.json is missing";
+  auto j = nlohmann::json::parse(in);
+  std::vector<std::string> texts;
+  std::vector<std::vector<float>> want;
+  for (const auto& c : j.at("cases")) {
+    texts.push_back(c.at("text"));
+    want.push_back(c.at("embedding").get<std::vector<float>>());
+  }
+  ASSERT_GE(texts.size(), 12u);
+
+  EmbedderOptions o;
+  o.max_batch = 8;  // 12 texts: two chunks, two buckets
+  Embedder e(test::minilm_dir(), o);
+  EXPECT_EQ(e.max_len(), j.at("max_seq_length").get<int>());
+  EXPECT_TRUE(e.normalizes());
+  auto got = e.embed(texts);
+  ASSERT_EQ(got.size(), texts.size());
+  EXPECT_GE(e.compiled_buckets(), 2u);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    ASSERT_EQ(got[i].size(), 384u) << texts[i];
+    double norm = 0, max_abs = 0;
+    for (float x : got[i]) {
+      ASSERT_TRUE(std::isfinite(x)) << texts[i];
+      norm += double(x) * x;
+      max_abs = std::max(max_abs, double(std::fabs(x)));
+    }
+    EXPECT_GT(max_abs, 0.01) << "all-zero embedding for '" << texts[i] << "'";
+    EXPECT_NEAR(norm, 1.0, 1e-5) << texts[i];
+    EXPECT_GE(cosine(got[i], want[i]), 0.9999) << "'" << texts[i] << "'";
+  }
+  // Distinct sentences must not collapse onto one vector.
+  EXPECT_LT(cosine(got[0], got[1]), 0.9);
+
+  // Alone, each text gives the same vector as inside a padded batch.
+  auto single = e.embed({texts[0]});
+  EXPECT_GE(cosine(single[0], got[0]), 0.99999);
+  auto single_long = e.embed({texts.back()});
+  EXPECT_GE(cosine(single_long[0], want.back()), 0.9999);
+}
+
+// f16/bf16 storage (f32 compute on the CPU) stays close to the f32 reference.
+TEST(MiniLMParity, ReducedPrecisionStaysClose) {
+  ASSERT_TRUE(test::minilm_present());
+  std::ifstream in(std::string(RLX_SOURCE_DIR) + "/tests/data/minilm_reference.json");
+  ASSERT_TRUE(in);
+  auto j = nlohmann::json::parse(in);
+  std::vector<std::string> texts;
+  std::vector<std::vector<float>> want;
+  for (size_t i = 0; i < 3; ++i) {
+    texts.push_back(j["cases"][i].at("text"));
+    want.push_back(j["cases"][i].at("embedding").get<std::vector<float>>());
+  }
+  for (auto [dt, min_cos] : {std::pair{DType::F16, 0.999}, std::pair{DType::BF16, 0.99}}) {
+    EmbedderOptions o;
+    o.dtype = dt;
+    Embedder e(test::minilm_dir(), o);
+    auto got = e.embed(texts);
+    for (size_t i = 0; i < texts.size(); ++i)
+      EXPECT_GE(cosine(got[i], want[i]), min_cos) << dtype_name(dt) << " '" << texts[i] << "'";
+  }
+}
+
+TEST(MiniLMParity, BucketsArePowersOfTwo) {
+  EXPECT_EQ(Embedder::bucket_for(1, 3, 256, 32), (Bucket{1, 16}));
+  EXPECT_EQ(Embedder::bucket_for(3, 17, 256, 32), (Bucket{4, 32}));
+  EXPECT_EQ(Embedder::bucket_for(33, 129, 256, 32), (Bucket{32, 256}));
+  EXPECT_EQ(Embedder::bucket_for(7, 300, 384, 32), (Bucket{8, 384}));  // capped at the limit
+  EXPECT_THROW(Embedder::bucket_for(1, 400, 384, 32), Error);
+}
+
+}  // namespace
+}  // namespace rlx
