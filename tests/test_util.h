@@ -13,8 +13,20 @@
 #include <vector>
 
 #include "rlx/dtype.h"
+#include "rlx/error.h"
 
 namespace rlx::test {
+
+// The message of the rlx::Error that f throws, or "" when it throws none.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // splitmix64: the same numbers on every platform and standard library.
 class Rng {

@@ -1,6 +1,8 @@
 // The BERT graph's structure and weight validation (no backend needed).
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <functional>
 
 #include "models/bert.h"
@@ -9,16 +11,10 @@
 namespace rlx {
 namespace {
 
+using test::error_of;
+
 using test::TempDir;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 BertConfig tiny_config() {
   BertConfig c;

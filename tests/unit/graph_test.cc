@@ -1,23 +1,13 @@
 // The builder infers shapes and rejects bad graphs with messages that name the node.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include "rlx/graph.h"
 
 using namespace rlx;
 
-namespace {
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
+using rlx::test::error_of;
 
 TEST(Graph, InfersShapes) {
   Graph g;

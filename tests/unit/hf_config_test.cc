@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <functional>
 
 #include "models/test_files.h"  // tests/models
@@ -10,17 +12,11 @@
 namespace rlx {
 namespace {
 
+using test::error_of;
+
 using test::TempDir;
 using test::write_text;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(HfConfig, ReadsMiniLM) {
   ASSERT_TRUE(test::minilm_present());

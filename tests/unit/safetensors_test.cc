@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,18 +16,11 @@
 namespace rlx {
 namespace {
 
+using test::error_of;
+
 using test::TempDir;
 using test::write_safetensors_raw;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Safetensors, ReadsF32F16Bf16Values) {
   TempDir dir;

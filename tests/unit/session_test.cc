@@ -12,15 +12,6 @@ using namespace rlx::test;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 CompileOptions cpu(bool fuse = true) {
   CompileOptions o;

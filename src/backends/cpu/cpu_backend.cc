@@ -10,18 +10,8 @@ namespace rlx {
 namespace cpu {
 namespace {
 
-const char* kind_name(ThunkKind k) {
-  switch (k) {
-#define X(e, n, P) \
-  case ThunkKind::e: return n;
-#include "thunks/thunks.def"
-#undef X
-  }
-  return "?";
-}
-
 std::string describe(const Thunk& t, size_t index) {
-  std::string s = "thunk " + std::to_string(index) + " (" + kind_name(t.kind);
+  std::string s = "thunk " + std::to_string(index) + " (" + thunk_name(t.kind);
   if (!t.label.empty()) s += " '" + t.label + "'";
   return s + ")";
 }
