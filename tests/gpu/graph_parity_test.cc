@@ -282,11 +282,10 @@ TEST_P(OpZooParity, MatchesCpu) {
   auto [dt, mode] = GetParam();
   Graph g = build_op_zoo(dt);
   Pair p(g, mode);
+  // run() rejects out-of-range ids and labels before launching anything;
+  // the kernels' own out-of-range behaviour is covered per thunk.
   auto labels = test::random_ints(21, 8, 0, 40);
-  labels[4] = 41;  // out of range: NaN loss on both backends
   auto ids = test::random_ints(10, 9, 0, 12);
-  ids[3] = 13;  // out of range: zero row
-  ids[7] = -1;
   Inputs in{{"x", random_tensor({3, 7, 33}, dt, 31, -2.f, 2.f)},
             {"y", random_tensor({7, 3, 33}, dt, 32, -2.f, 2.f)},
             {"ids", HostTensor::from_i32({5, 2}, ids)},
