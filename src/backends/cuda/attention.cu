@@ -161,7 +161,7 @@ constexpr size_t kTcMaxSmem = 200 * 1024;
 // 32-byte aligned.
 struct TcLayout {
   int skp, ldk, lds, ldp;
-  size_t k, v, q, s, p, total;
+  size_t k, v, q, s, p, m, total;  // m: key validity from the padding mask
 };
 __host__ __device__ inline TcLayout tc_layout(int64_t skv, int D) {
   TcLayout L;
@@ -175,7 +175,8 @@ __host__ __device__ inline TcLayout tc_layout(int64_t skv, int D) {
   L.q = L.v + up(size_t(L.skp) * L.ldk * 2);
   L.s = L.q + up(size_t(kTcRows) * L.ldk * 2);
   L.p = L.s + up(size_t(kTcWarps) * 16 * L.lds * 4);
-  L.total = L.p + up(size_t(kTcWarps) * 16 * L.ldp * 2);
+  L.m = L.p + up(size_t(kTcWarps) * 16 * L.ldp * 2);
+  L.total = L.m + up(size_t(L.skp) * 4);
   return L;
 }
 
@@ -186,18 +187,40 @@ template <class T>
 __device__ __forceinline__ void stage_rows(T* dst, int ld, const T* src, uint64_t src_byte_offset, int64_t row0,
                                            int64_t valid, int rows, int64_t stride, int64_t col0, int D) {
   const bool vec = stride % 8 == 0 && col0 % 8 == 0 && src_byte_offset % 16 == 0;
+  // Loads are issued in batches into registers before any shared store, so
+  // they are in flight together instead of one latency each (the compiler
+  // cannot move a global load past a store it may alias).
+  constexpr int kBatch = 8;
   if (vec) {
-    const int per_row = D / 8;
-    for (int idx = threadIdx.x; idx < rows * per_row; idx += blockDim.x) {
-      int r = idx / per_row, c = (idx % per_row) * 8;
-      uint4 val = make_uint4(0, 0, 0, 0);
-      if (r < valid) val = *reinterpret_cast<const uint4*>(src + (row0 + r) * stride + col0 + c);
-      *reinterpret_cast<uint4*>(dst + r * ld + c) = val;
+    const int per_row = D / 8, total = rows * per_row;
+    for (int base = threadIdx.x; base < total; base += blockDim.x * kBatch) {
+      uint4 val[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int idx = base + u * int(blockDim.x), r = idx / per_row, c = (idx % per_row) * 8;
+        val[u] = make_uint4(0, 0, 0, 0);
+        if (idx < total && r < valid) val[u] = __ldg(reinterpret_cast<const uint4*>(src + (row0 + r) * stride + col0 + c));
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int idx = base + u * int(blockDim.x), r = idx / per_row, c = (idx % per_row) * 8;
+        if (idx < total) *reinterpret_cast<uint4*>(dst + r * ld + c) = val[u];
+      }
     }
   } else {
-    for (int idx = threadIdx.x; idx < rows * D; idx += blockDim.x) {
-      int r = idx / D, c = idx % D;
-      dst[r * ld + c] = r < valid ? src[(row0 + r) * stride + col0 + c] : from_f32<T>(0.f);
+    const int total = rows * D;
+    for (int base = threadIdx.x; base < total; base += blockDim.x * kBatch) {
+      T val[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int idx = base + u * int(blockDim.x), r = idx / D, c = idx % D;
+        val[u] = idx < total && r < valid ? src[(row0 + r) * stride + col0 + c] : from_f32<T>(0.f);
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int idx = base + u * int(blockDim.x), r = idx / D, c = idx % D;
+        if (idx < total) dst[r * ld + c] = val[u];
+      }
     }
   }
 }
@@ -219,8 +242,12 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const Atten
   float* s_w = reinterpret_cast<float*>(smem + L.s) + warp * 16 * L.lds;
   T* p_w = reinterpret_cast<T*>(smem + L.p) + warp * 16 * L.ldp;
   const T* q_w = q_s + warp * 16 * L.ldk;
-  const int32_t* mask = p.mask_kind == MaskKind::Padding ? at<const int32_t>(arena, p.mask) + b * p.skv : nullptr;
+  int32_t* keep = reinterpret_cast<int32_t*>(smem + L.m);
   const int64_t causal_shift = p.skv - p.sq;
+  if (p.mask_kind == MaskKind::Padding) {
+    const int32_t* mask = at<const int32_t>(arena, p.mask) + b * p.skv;
+    for (int j = threadIdx.x; j < p.skv; j += blockDim.x) keep[j] = __ldg(mask + j);
+  }
 
   stage_rows(k_s, L.ldk, at<const T>(arena, p.k), p.k, b * p.skv, p.skv, L.skp, p.k_stride,
              p.k_offset + int64_t(kvh) * D, D);
@@ -252,7 +279,7 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const Atten
     float* srow = s_w + r * L.lds;
     float mx = -INFINITY;
     for (int j = lane; j < p.skv; j += 32) {
-      bool ok = !mask || mask[j] != 0;
+      bool ok = p.mask_kind != MaskKind::Padding || keep[j] != 0;
       if (p.mask_kind == MaskKind::Causal) ok = ok && j <= i + causal_shift;
       float sv = ok ? srow[j] * p.scale : -INFINITY;
       srow[j] = sv;

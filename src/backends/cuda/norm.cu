@@ -73,21 +73,37 @@ __global__ void __launch_bounds__(kNormWarps * 32) norm_warp_kernel(const NormPa
   const T* beta = p.beta != kNoBuffer ? at<const T>(arena, p.beta) : nullptr;
   const bool layer = p.kind == NormKind::Layer;
 
-  float v[VPL];
+  // All loads first, then the stores: arena pointers may alias as far as the
+  // compiler knows, so a load after a store would wait for it.
+  float v[VPL], r[VPL];
+#pragma unroll
+  for (int t = 0; t < VPL; ++t) {
+    const int64_t c = lane + 32 * t;
+    v[t] = c < p.cols ? to_f32(x[c]) : 0.f;
+    r[t] = res && c < p.cols ? to_f32(res[c]) : 0.f;
+  }
   float s = 0.f;
 #pragma unroll
   for (int t = 0; t < VPL; ++t) {
     const int64_t c = lane + 32 * t;
-    float val = 0.f;
-    if (c < p.cols) {
-      val = to_f32(x[c]);
-      if (res) {
-        val = to_f32(from_f32<T>(val + to_f32(res[c])));  // the sum as stored
-        if (sum_out) sum_out[c] = from_f32<T>(val);
-      }
-    }
-    v[t] = val;
-    s += layer ? val : val * val;
+    if (res && c < p.cols) v[t] = to_f32(from_f32<T>(v[t] + r[t]));  // the sum as stored
+    s += layer ? v[t] : v[t] * v[t];
+  }
+#pragma unroll
+  for (int t = 0; t < VPL; ++t) {
+    const int64_t c = lane + 32 * t;
+    r[t] = gamma && c < p.cols ? to_f32(gamma[c]) : 1.f;  // r now holds gamma
+  }
+  float bt[VPL];
+#pragma unroll
+  for (int t = 0; t < VPL; ++t) {
+    const int64_t c = lane + 32 * t;
+    bt[t] = beta && c < p.cols ? to_f32(beta[c]) : 0.f;
+  }
+  if (sum_out) {
+#pragma unroll
+    for (int t = 0; t < VPL; ++t)
+      if (lane + 32 * t < p.cols) sum_out[lane + 32 * t] = from_f32<T>(v[t]);
   }
   const float n = float(p.cols);
   float mean = 0.f, rstd;
@@ -107,10 +123,7 @@ __global__ void __launch_bounds__(kNormWarps * 32) norm_warp_kernel(const NormPa
   for (int t = 0; t < VPL; ++t) {
     const int64_t c = lane + 32 * t;
     if (c < p.cols) {
-      float y = (v[t] - mean) * rstd;
-      if (gamma) y *= to_f32(gamma[c]);
-      if (beta) y += to_f32(beta[c]);
-      out[c] = from_f32<T>(y);
+      out[c] = from_f32<T>((v[t] - mean) * rstd * r[t] + bt[t]);
     }
   }
 }
@@ -127,6 +140,7 @@ void run_norm(const NormParams& p, const LaunchContext& ctx) {
     const dim3 warp_grid(unsigned((p.rows + kNormWarps - 1) / kNormWarps));
     if (p.cols <= 256) return launch(norm_warp_kernel<T, 8>, warp_grid, kNormWarps * 32, 0, ctx, p);
     if (p.cols <= 512) return launch(norm_warp_kernel<T, 16>, warp_grid, kNormWarps * 32, 0, ctx, p);
+    if (p.cols <= 768) return launch(norm_warp_kernel<T, 24>, warp_grid, kNormWarps * 32, 0, ctx, p);
     if (p.cols <= 1024) return launch(norm_warp_kernel<T, 32>, warp_grid, kNormWarps * 32, 0, ctx, p);
     launch(norm_kernel<T>, dim3(unsigned(p.rows)), row_block(p.cols), 0, ctx, p);
   });
