@@ -78,6 +78,7 @@ void add_bench_command(CLI::App& app) {
   auto dtype = std::make_shared<std::string>("f32");
   auto runs = std::make_shared<int>(50);
   auto warmup = std::make_shared<int>(5);
+  auto trace_json = std::make_shared<std::string>();
   cmd->add_option("--layers", s->layers, "encoder layers");
   cmd->add_option("--hidden", s->hidden, "hidden size");
   cmd->add_option("--heads", s->heads, "attention heads");
@@ -88,6 +89,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--dtype", *dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--runs", *runs, "timed runs per mode");
   cmd->add_option("--warmup", *warmup, "untimed runs first");
+  cmd->add_option("--trace-json", *trace_json,
+                  "cuda: write a Chrome trace of per-thunk GPU times (measured per op) to this file");
   cmd->callback([=] {
     s->dtype = *dtype == "f16" ? rlx::DType::F16 : *dtype == "bf16" ? rlx::DType::BF16 : rlx::DType::F32;
     bool gpu = *device == "cuda" || (*device == "auto" && rlx::cuda_available());
@@ -98,6 +101,7 @@ void add_bench_command(CLI::App& app) {
       rlx::CompileOptions o;
       o.device = gpu ? rlx::Device::Cuda : rlx::Device::Cpu;
       o.mode = m;
+      if (m == rlx::ExecMode::Graph) o.trace_json = *trace_json;  // written after the first run
       auto exe = rlx::compile(g, o);
       fill_random_params(*exe, 1);
       return exe;

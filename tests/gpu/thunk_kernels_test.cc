@@ -266,6 +266,9 @@ void norm_case(ThunkKernels& t, DType dt, NormKind kind, bool residual, int64_t 
 TEST_P(ThunkKernels, LayerNormResidual) { norm_case(*this, dt(), NormKind::Layer, true, 7, 769); }
 TEST_P(ThunkKernels, LayerNormPlain) { norm_case(*this, dt(), NormKind::Layer, false, 33, 33); }
 TEST_P(ThunkKernels, RmsNormResidual) { norm_case(*this, dt(), NormKind::Rms, true, 1, 129); }
+// Rows longer than 1024 take the block-per-row kernel.
+TEST_P(ThunkKernels, LayerNormResidualLongRow) { norm_case(*this, dt(), NormKind::Layer, true, 3, 2051); }
+TEST_P(ThunkKernels, RmsNormLongRow) { norm_case(*this, dt(), NormKind::Rms, false, 2, 1100); }
 TEST_P(ThunkKernels, RmsNormPlain) { norm_case(*this, dt(), NormKind::Rms, false, 9, 1000); }
 
 TEST_P(ThunkKernels, Softmax) {

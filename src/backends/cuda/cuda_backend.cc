@@ -5,6 +5,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/cuda_executable.h"
 #include "backends/cuda/device_thunk.h"
+#include "backends/cuda/kernels.h"
 
 namespace rlx {
 namespace {
@@ -23,7 +24,9 @@ class CudaBackend final : public Backend {
 Backend* cuda_backend() {
   static const bool present = [] {
     int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return false;
+    cuda::prepare_attention_kernels();
+    return true;
   }();
   static CudaBackend backend;
   return present ? &backend : nullptr;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels.h"
 
 namespace rlx::cuda {
 namespace {
@@ -352,6 +353,9 @@ void CudaExecutable::write_trace_json() {
   trace_json_.clear();
   std::vector<cudaEvent_t> ev(thunks_.size() + 1);
   for (auto& e : ev) check(cudaEventCreate(&e), "trace event");
+  // Give the host time to queue every thunk before the device starts on them
+  // (20 us each is far more than a launch takes).
+  enqueue_gpu_delay(stream_, 20000ull * thunks_.size() + 100000);
   check(cudaEventRecord(ev[0], stream_), "trace event");
   for (size_t i = 0; i < thunks_.size(); ++i) {
     execute_thunk(i, false);

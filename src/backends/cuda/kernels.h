@@ -14,9 +14,15 @@ void run_norm(const NormParams& p, const LaunchContext& ctx);
 void run_softmax(const SoftmaxParams& p, const LaunchContext& ctx);
 void run_softmax_xent(const SoftmaxCEParams& p, const LaunchContext& ctx);
 void run_attention(const AttentionParams& p, const LaunchContext& ctx);
+// Raises the shared memory limit of the tensor-core attention kernels; once
+// per process, before anything is recorded.
+void prepare_attention_kernels();
 void run_rope(const RopeParams& p, const LaunchContext& ctx);
 void run_gather(const GatherParams& p, const LaunchContext& ctx);
 void run_reduce(const ReduceParams& p, const LaunchContext& ctx);
+
+// Holds the stream for about ns nanoseconds (timing passes only).
+void enqueue_gpu_delay(cudaStream_t stream, uint64_t ns);
 
 // Threads per block for a kernel that gives one block to each row of cols.
 int row_block(int64_t cols);

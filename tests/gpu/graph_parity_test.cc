@@ -1,0 +1,377 @@
+// Whole graphs through compile(): the same graph, params and inputs on the
+// CPU backend (the reference) and on the CUDA backend in every execution
+// mode, with the fusion passes on, so fused thunks (merged QKV, narrowed
+// attention and rope strides, add+norm, matmul epilogues) are what runs.
+// Also the execution path (one graph launch per forward), replay after
+// set_param, and two executables run interleaved.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cuda/cuda_executable.h"
+#include "models/encoder_demo.h"
+#include "rlx/session.h"
+#include "test_util.h"
+#include "thunks/thunk.h"
+
+namespace rlx {
+namespace {
+
+#define RLX_REQUIRE_GPU()                                                     \
+  do {                                                                        \
+    if (!::rlx::cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped"; \
+  } while (0)
+
+using Inputs = std::map<std::string, HostTensor>;
+
+// Relative (to max |ref|) tolerance of a whole-graph result: f32 runs with
+// TF32 matrix products on the GPU; f16/bf16 intermediates round differently
+// on each backend and the rounding compounds across layers.
+double graph_tol(DType dt) {
+  switch (dt) {
+    case DType::F32: return 1e-3;
+    case DType::F16: return 2e-2;
+    case DType::BF16: return 5e-2;
+    default: return 0;
+  }
+}
+
+const char* mode_name(ExecMode m) {
+  switch (m) {
+    case ExecMode::PerOp: return "perop";
+    case ExecMode::Graph: return "graph";
+    case ExecMode::Segmented: return "segmented";
+    default: return "auto";
+  }
+}
+
+uint64_t name_seed(const std::string& s, uint64_t salt) {
+  uint64_t h = 1469598103934665603ull ^ salt;
+  for (char c : s) h = (h ^ uint8_t(c)) * 1099511628211ull;
+  return h;
+}
+
+// Deterministic params by name: norm scales near 1, everything else small
+// enough that activations stay O(1) through the layers.
+void fill_params(Executable& exe, uint64_t salt) {
+  for (const Binding& b : exe.schedule().param_bindings) {
+    size_t n = size_t(numel(b.shape));
+    bool scale = b.name.find("gamma") != std::string::npos || b.name.find("norm") != std::string::npos;
+    auto v = test::random_floats(n, name_seed(b.name, salt), scale ? 0.8f : -0.15f, scale ? 1.2f : 0.15f);
+    exe.set_param_f32(b.name, v.data(), v.size());
+  }
+}
+
+CompileOptions cuda_opts(ExecMode m) {
+  CompileOptions o;
+  o.device = Device::Cuda;
+  o.mode = m;
+  return o;
+}
+
+int thunks_of(const Executable& exe, const std::string& kind) {
+  const auto& h = exe.report().thunk_histogram;
+  auto it = h.find(kind);
+  return it == h.end() ? 0 : it->second;
+}
+
+cuda::CudaExecutable& cuda_of(Executable& exe) { return dynamic_cast<cuda::CudaExecutable&>(exe.backend()); }
+
+// Every output of the device arena is overwritten with NaN so an output the
+// forward never writes shows up as NaN instead of a stale value.
+void poison_outputs(Executable& exe) {
+  for (const Binding& b : exe.schedule().output_bindings) {
+    auto nan = test::nan_bytes(size_t(numel(b.shape)), b.dtype);
+    exe.backend().write_binding(b, nan.data());
+  }
+}
+
+void compare_all(const std::map<std::string, HostTensor>& got, const std::map<std::string, HostTensor>& ref,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  for (const auto& [name, r] : ref) {
+    auto it = got.find(name);
+    ASSERT_NE(it, got.end()) << what << ": output " << name << " missing";
+    const HostTensor& g = it->second;
+    ASSERT_EQ(g.dtype, r.dtype) << what << ": " << name;
+    ASSERT_EQ(g.shape, r.shape) << what << ": " << name;
+    if (r.dtype == DType::I32) {
+      EXPECT_EQ(g.to_i32(), r.to_i32()) << what << ": " << name;
+      continue;
+    }
+    test::expect_close(g.to_f32(), test::to_double(r.to_f32()), graph_tol(r.dtype), what + ": " + name);
+  }
+}
+
+// The graph compiled for the CPU and for CUDA in `mode`, same params.
+struct Pair {
+  std::unique_ptr<Executable> cpu, gpu;
+  Pair(const Graph& g, ExecMode mode, uint64_t salt = 1) {
+    CompileOptions c;
+    c.device = Device::Cpu;
+    cpu = compile(g, c);
+    gpu = compile(g, cuda_opts(mode));
+    fill_params(*cpu, salt);
+    fill_params(*gpu, salt);
+  }
+  void check(const Inputs& in, const std::string& what) {
+    auto ref = cpu->run(in);
+    poison_outputs(*gpu);
+    auto got = gpu->run(in);
+    compare_all(got, ref, what);
+  }
+};
+
+HostTensor random_tensor(Shape s, DType dt, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  auto v = test::random_floats(size_t(numel(s)), seed, lo, hi);
+  return HostTensor::from_f32(std::move(s), v, dt);
+}
+
+// ---- the BERT-shaped demo encoder ----
+
+EncoderShape small_encoder(DType dt) {
+  EncoderShape s;
+  s.layers = 2, s.hidden = 96, s.heads = 4, s.ffn = 160, s.vocab = 211;
+  s.batch = 3, s.seq = 37, s.dtype = dt;
+  return s;
+}
+
+Inputs encoder_inputs(const EncoderShape& s, uint64_t seed) {
+  auto ids = test::random_ints(size_t(s.batch * s.seq), seed, 0, s.vocab - 1);
+  std::vector<int32_t> mask(ids.size(), 1);
+  for (int b = 0; b < s.batch; ++b)  // row b has 5*b padded positions at the end
+    for (int t = s.seq - 5 * b; t < s.seq; ++t) mask[size_t(b * s.seq + t)] = 0;
+  return {{"input_ids", HostTensor::from_i32({s.batch, s.seq}, ids)},
+          {"attention_mask", HostTensor::from_i32({s.batch, s.seq}, mask)}};
+}
+
+class EncoderParity : public ::testing::TestWithParam<std::tuple<DType, ExecMode>> {};
+
+TEST_P(EncoderParity, MatchesCpu) {
+  RLX_REQUIRE_GPU();
+  auto [dt, mode] = GetParam();
+  EncoderShape s = small_encoder(dt);
+  Graph g = build_encoder_demo(s);
+  Pair p(g, mode);
+  // The fusions this test is about must actually have fired.
+  EXPECT_GT(p.gpu->report().nodes_before, p.gpu->report().nodes_after);
+  // Per layer: merged QKV, attention output, FFN in (bias+GELU epilogue) and
+  // out products; attention reading the merged QKV through strides; two
+  // add+norms. Only the embedding sum stays a separate add.
+  const std::string sched = p.gpu->report().schedule;
+  EXPECT_EQ(thunks_of(*p.gpu, "binary"), 1) << sched;
+  EXPECT_EQ(thunks_of(*p.gpu, "matmul"), 4 * s.layers) << sched;
+  EXPECT_EQ(thunks_of(*p.gpu, "attention"), s.layers) << sched;
+  EXPECT_EQ(thunks_of(*p.gpu, "norm"), 1 + 2 * s.layers) << sched;
+  EXPECT_EQ(p.gpu->schedule().thunks.size(), size_t(4 + 7 * s.layers)) << sched;
+  std::string what = std::string("encoder ") + std::string(dtype_name(dt)) + " " + mode_name(mode);
+  p.check(encoder_inputs(s, 5), what);
+  p.check(encoder_inputs(s, 6), what + " (second inputs)");
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, EncoderParity,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16),
+                                            ::testing::Values(ExecMode::PerOp, ExecMode::Graph,
+                                                              ExecMode::Segmented)));
+
+// ---- a LLaMA-style pre-norm decoder block ----
+
+struct LlamaShape {
+  int64_t batch = 2, seq = 19, hidden = 96, q_heads = 6, kv_heads = 2, head_dim = 16, ffn = 136;
+};
+
+Graph build_llama_block(const LlamaShape& s, DType dt) {
+  Graph g;
+  const int64_t H = s.hidden, D = s.head_dim;
+  ValueId x = g.input("x", {s.batch, s.seq, H}, dt);
+  ValueId pos = g.input("positions", {s.batch, s.seq}, DType::I32);
+  ValueId h = g.rms_norm(x, g.param("attn_norm", {H}, dt), 1e-5f);
+  ValueId q = g.matmul(h, g.param("wq", {s.q_heads * D, H}, dt), false, true);
+  ValueId k = g.matmul(h, g.param("wk", {s.kv_heads * D, H}, dt), false, true);
+  ValueId v = g.matmul(h, g.param("wv", {s.kv_heads * D, H}, dt), false, true);
+  RopeAttrs rq;
+  rq.heads = int(s.q_heads), rq.head_dim = int(D), rq.theta = 10000.f;
+  RopeAttrs rk = rq;
+  rk.heads = int(s.kv_heads);
+  q = g.rope(q, pos, rq);
+  k = g.rope(k, pos, rk);
+  AttentionAttrs at;
+  at.q_heads = int(s.q_heads), at.kv_heads = int(s.kv_heads), at.head_dim = int(D);
+  at.scale = 1.f / std::sqrt(float(D));
+  at.mask = MaskKind::Causal;
+  ValueId a = g.attention(q, k, v, -1, at);
+  ValueId x2 = g.add(x, g.matmul(a, g.param("wo", {H, s.q_heads * D}, dt), false, true));
+  ValueId h2 = g.rms_norm(x2, g.param("ffn_norm", {H}, dt), 1e-5f);
+  ValueId gate = g.matmul(h2, g.param("w_gate", {s.ffn, H}, dt), false, true);
+  ValueId up = g.matmul(h2, g.param("w_up", {s.ffn, H}, dt), false, true);
+  ValueId f = g.mul(g.silu(gate), up);
+  ValueId out = g.add(x2, g.matmul(f, g.param("w_down", {H, s.ffn}, dt), false, true));
+  g.output("out", out);
+  return g;
+}
+
+Inputs llama_inputs(const LlamaShape& s, DType dt, uint64_t seed) {
+  std::vector<int32_t> pos(size_t(s.batch * s.seq));
+  for (int64_t b = 0; b < s.batch; ++b)  // row b continues a cache of 3*b tokens
+    for (int64_t t = 0; t < s.seq; ++t) pos[size_t(b * s.seq + t)] = int32_t(t + 3 * b);
+  return {{"x", random_tensor({s.batch, s.seq, s.hidden}, dt, seed)},
+          {"positions", HostTensor::from_i32({s.batch, s.seq}, pos)}};
+}
+
+class LlamaParity : public ::testing::TestWithParam<std::tuple<DType, ExecMode>> {};
+
+TEST_P(LlamaParity, MatchesCpu) {
+  RLX_REQUIRE_GPU();
+  auto [dt, mode] = GetParam();
+  LlamaShape s;
+  Graph g = build_llama_block(s, dt);
+  Pair p(g, mode);
+  // q/k/v merged into one product and gate/up into another; rope reads the
+  // narrowed q and k in place; the residual add fuses into the second norm.
+  EXPECT_EQ(thunks_of(*p.gpu, "matmul"), 4) << p.gpu->report().schedule;
+  EXPECT_EQ(thunks_of(*p.gpu, "rope"), 2) << p.gpu->report().schedule;
+  EXPECT_EQ(thunks_of(*p.gpu, "norm"), 2) << p.gpu->report().schedule;
+  std::string what = std::string("llama block ") + std::string(dtype_name(dt)) + " " + mode_name(mode);
+  p.check(llama_inputs(s, dt, 21), what);
+  p.check(llama_inputs(s, dt, 22), what + " (second inputs)");
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, LlamaParity,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16),
+                                            ::testing::Values(ExecMode::PerOp, ExecMode::Graph,
+                                                              ExecMode::Segmented)));
+
+// ---- every remaining op through compile ----
+
+Graph build_op_zoo(DType dt) {
+  Graph g;
+  ValueId x = g.input("x", {3, 7, 33}, dt);
+  ValueId y = g.input("y", {7, 3, 33}, dt);
+  ValueId ids = g.input("ids", {5, 2}, DType::I32);
+  ValueId labels = g.input("labels", {21}, DType::I32);
+  ValueId table = g.param("table", {13, 33}, dt);
+
+  ValueId p = g.permute(y, {1, 0, 2});                          // [3, 7, 33]
+  ValueId s = g.sub(x, p);
+  ValueId d = g.div(g.add(x, g.relu(p)), g.add(g.mul(p, p), g.constant_f32({1}, dt, {2.f})));
+  ValueId c = g.concat({s, g.tanh(d), g.gelu_tanh(x)}, 2);     // [3, 7, 99]
+  g.output("concat", c);
+  g.output("transposed", g.transpose(g.narrow(c, 2, 5, 17), 0, 1));  // strided narrow + permute
+  g.output("cast_f32", g.cast(g.gelu(s), DType::F32));
+  g.output("sum", g.reduce(c, -1, ReduceKind::Sum));
+  g.output("mean", g.reduce(c, 1, ReduceKind::Mean, true));
+  g.output("max", g.reduce(c, 0, ReduceKind::Max));
+  g.output("softmax", g.softmax(c));
+  ValueId logits = g.reshape(g.narrow(c, 2, 0, 41), {21, 41});
+  g.output("xent", g.softmax_cross_entropy(logits, labels));
+  g.output("gathered", g.gather(table, ids));                 // [5, 2, 33]
+  ValueId ln = g.layer_norm(x, g.param("ln_gamma", {33}, dt), -1, 1e-5f);
+  g.output("ln_no_beta", ln);
+  return g;
+}
+
+class OpZooParity : public ::testing::TestWithParam<std::tuple<DType, ExecMode>> {};
+
+TEST_P(OpZooParity, MatchesCpu) {
+  RLX_REQUIRE_GPU();
+  auto [dt, mode] = GetParam();
+  Graph g = build_op_zoo(dt);
+  Pair p(g, mode);
+  // run() rejects out-of-range ids and labels before launching anything;
+  // the kernels' own out-of-range behaviour is covered per thunk.
+  auto labels = test::random_ints(21, 8, 0, 40);
+  auto ids = test::random_ints(10, 9, 0, 12);
+  Inputs in{{"x", random_tensor({3, 7, 33}, dt, 31, -2.f, 2.f)},
+            {"y", random_tensor({7, 3, 33}, dt, 32, -2.f, 2.f)},
+            {"ids", HostTensor::from_i32({5, 2}, ids)},
+            {"labels", HostTensor::from_i32({21}, labels)}};
+  p.check(in, std::string("op zoo ") + std::string(dtype_name(dt)) + " " + mode_name(mode));
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, OpZooParity,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16),
+                                            ::testing::Values(ExecMode::PerOp, ExecMode::Graph,
+                                                              ExecMode::Segmented)));
+
+// ---- execution path, replay and interleaving ----
+
+TEST(GraphPath, OneGraphLaunchPerForwardAndReplayAfterSetParam) {
+  RLX_REQUIRE_GPU();
+  EncoderShape s = small_encoder(DType::F16);
+  Graph g = build_encoder_demo(s);
+  Pair p(g, ExecMode::Graph);
+  auto& ce = cuda_of(*p.gpu);
+  ASSERT_EQ(ce.mode(), ExecMode::Graph);
+  EXPECT_EQ(ce.schedule_string(), std::string(p.gpu->schedule().thunks.size(), '+'));
+  EXPECT_GE(ce.graph_kernel_nodes(), int(p.gpu->schedule().thunks.size()));
+
+  Inputs in = encoder_inputs(s, 11);
+  const cuda::ExecCounters c0 = ce.counters();
+  p.check(in, "graph mode, first params");
+  const cuda::ExecCounters c1 = ce.counters();
+  EXPECT_EQ(c1.graph_launches - c0.graph_launches, 1u) << "one forward must be one graph launch";
+  EXPECT_EQ(c1.perop_launches, c0.perop_launches) << "nothing may run outside the graph";
+  EXPECT_EQ(c1.forwards - c0.forwards, 1u);
+  auto before = p.gpu->run(in);
+
+  // New params: the recorded graph reads the arena, so a replay must see them.
+  fill_params(*p.cpu, 2);
+  fill_params(*p.gpu, 2);
+  p.check(in, "graph mode, replay after set_param");
+  auto after = p.gpu->run(in);
+  auto b = before.at("hidden").to_f32(), a = after.at("hidden").to_f32();
+  size_t changed = 0;
+  for (size_t i = 0; i < a.size(); ++i) changed += a[i] != b[i];
+  EXPECT_GT(changed, a.size() / 2) << "replay after set_param returned the old result";
+
+  // Only the word embedding changes: a single param, written in place.
+  std::vector<float> emb(size_t(s.vocab) * size_t(s.hidden), 0.f);
+  p.cpu->set_param_f32("word_embeddings", emb.data(), emb.size());
+  p.gpu->set_param_f32("word_embeddings", emb.data(), emb.size());
+  p.check(in, "graph mode, replay after one set_param");
+  EXPECT_EQ(ce.counters().perop_launches, c0.perop_launches);
+}
+
+// Two executables, each with its own arena and graph; the second is larger
+// so its arena lands elsewhere. Interleaved runs must each read their own.
+TEST(GraphPath, TwoExecutablesInterleaved) {
+  RLX_REQUIRE_GPU();
+  EncoderShape s1 = small_encoder(DType::F16);
+  EncoderShape s2 = s1;
+  s2.layers = 3, s2.hidden = 128, s2.ffn = 256, s2.seq = 45;
+  Graph g1 = build_encoder_demo(s1), g2 = build_encoder_demo(s2);
+  Pair p1(g1, ExecMode::Graph, 3);
+  Pair p2(g2, ExecMode::Graph, 4);
+  ASSERT_NE(cuda_of(*p1.gpu).arena(), cuda_of(*p2.gpu).arena());
+  for (int round = 0; round < 3; ++round) {
+    std::string r = " round " + std::to_string(round);
+    p1.check(encoder_inputs(s1, 40 + round), "first executable" + r);
+    p2.check(encoder_inputs(s2, 50 + round), "second executable" + r);
+    p1.check(encoder_inputs(s1, 60 + round), "first executable again" + r);
+  }
+  EXPECT_EQ(cuda_of(*p1.gpu).counters().perop_launches, 0u);
+  EXPECT_EQ(cuda_of(*p2.gpu).counters().perop_launches, 0u);
+}
+
+// Pipelined submit/wait through the whole-graph path equals the CPU result
+// for every run, inputs differing per run.
+TEST(GraphPath, PipelinedEncoderMatchesCpu) {
+  RLX_REQUIRE_GPU();
+  EncoderShape s = small_encoder(DType::F16);
+  Graph g = build_encoder_demo(s);
+  Pair p(g, ExecMode::Graph);
+  std::vector<Inputs> batches;
+  for (int i = 0; i < 9; ++i) batches.push_back(encoder_inputs(s, 100 + uint64_t(i)));
+  auto outs = p.gpu->run_pipelined(batches);
+  ASSERT_EQ(outs.size(), batches.size());
+  for (size_t i = 0; i < batches.size(); ++i)
+    compare_all(outs[i], p.cpu->run(batches[i]), "pipelined run " + std::to_string(i));
+}
+
+}  // namespace
+}  // namespace rlx
