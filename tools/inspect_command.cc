@@ -1,4 +1,5 @@
 // `rlx inspect`: what the compiler makes of a graph.
+#include <algorithm>
 #include <iostream>
 
 #include "models/encoder_demo.h"
@@ -39,12 +40,17 @@ void add_inspect_command(CLI::App& app) {
               << ", heads " << shape->heads << ", ffn " << shape->ffn << ", batch " << shape->batch
               << ", seq " << shape->seq << "\n";
     std::cout << "nodes: " << r.nodes_before << " before passes, " << r.nodes_after << " after\n";
-    std::cout << "thunks: " << r.thunk_count << " (" << double(r.thunk_count) / shape->layers
-              << " per layer)\n";
+    // Thunks per encoder layer: the difference to the same graph with no layers.
+    rlx::EncoderShape none = *shape;
+    none.layers = 0;
+    size_t base = rlx::compile(rlx::build_encoder_demo(none), o)->report().thunk_count;
+    std::cout << "thunks: " << r.thunk_count << " (" << base << " outside the layers, "
+              << double(r.thunk_count - base) / std::max(shape->layers, 1) << " per encoder layer)\n";
     for (auto& [k, n] : r.thunk_histogram) std::cout << "  " << k << ": " << n << "\n";
     std::cout << "arena: " << mib(r.arena_bytes) << " (params " << mib(r.param_bytes) << ")\n";
-    std::cout << "scratch: peak live " << mib(r.peak_live_bytes) << ", sum of intermediates "
-              << mib(r.intermediate_bytes) << "\n";
+    std::cout << "scratch: " << mib(r.scratch_bytes) << " for intermediates that would take "
+              << mib(r.intermediate_bytes) << " without reuse (peak live " << mib(r.peak_live_bytes)
+              << ")\n";
     if (*full) std::cout << "schedule:\n" << r.schedule;
   });
 }

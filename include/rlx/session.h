@@ -41,6 +41,7 @@ struct CompileReport {
   std::string schedule;
   std::string backend;
   uint64_t arena_bytes = 0, peak_live_bytes = 0, intermediate_bytes = 0, param_bytes = 0;
+  uint64_t scratch_bytes = 0;  // the reused region for intermediates
 };
 
 class BackendExecutable;

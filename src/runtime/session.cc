@@ -85,6 +85,7 @@ std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& op
   rep.peak_live_bytes = sched->peak_live_bytes;
   rep.intermediate_bytes = sched->intermediate_bytes;
   rep.param_bytes = sched->params.size;
+  rep.scratch_bytes = sched->scratch.size;
   const char* trace = std::getenv("RLX_TRACE");
   if (trace && std::string(trace) == "schedule") {
     std::cerr << "rlx: " << rep.thunk_count << " thunks on " << rep.backend << ":";
