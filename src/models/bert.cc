@@ -118,6 +118,7 @@ std::unique_ptr<Executable> load_bert(const std::string& dir, const BertLoadOpti
   w.validate(g);
   CompileOptions co;
   co.device = o.device;
+  co.mode = o.mode;
   auto exe = compile(g, co);
   w.load_into(*exe, g);
   return exe;

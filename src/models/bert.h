@@ -36,6 +36,7 @@ struct BertLoadOptions {
   DType dtype = DType::F32;
   Device device = Device::Cpu;
   int64_t batch = 1, seq = 128;
+  ExecMode mode = ExecMode::Auto;  // CUDA execution mode
 };
 
 // config.json + sentence-transformers pooling + model.safetensors -> a
