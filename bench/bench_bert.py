@@ -99,10 +99,14 @@ def torch_times(model, batch, seq, dtype, runs, warmup, use_compile):
     return res
 
 
-def rlx_times(rlx, model_dir, batch, seq, dtype, runs, warmup):
+def rlx_times(rlx, model_dir, batch, seq, dtype, runs, warmup, trace=None):
     cmd = [rlx, "bench", "--model", model_dir, "--device", "cuda", "--batch", str(batch), "--seq", str(seq),
            "--dtype", dtype, "--runs", str(runs), "--warmup", str(warmup), "--json"]
+    if trace:
+        cmd += ["--trace", trace]
     p = subprocess.run(cmd, capture_output=True, text=True)
+    if trace and p.returncode == 0:
+        print(p.stderr.rstrip(), flush=True)  # per-kind GPU time of the graph executable
     if p.returncode != 0:
         print(f"rlx bench failed ({' '.join(cmd)}):\n{p.stdout}{p.stderr}", file=sys.stderr, flush=True)
         return {}
@@ -124,6 +128,7 @@ def main():
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--compile", action="store_true", help="also torch.compile (max-autotune; slow)")
+    ap.add_argument("--trace", action="store_true", help="print rlx's per-thunk-kind GPU time for each row")
     args = ap.parse_args()
     assert args.runs >= 50, "medians over at least 50 runs"
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -140,7 +145,8 @@ def main():
             for batch in [int(b) for b in args.batches.split(",")]:
                 t0 = time.time()
                 t = torch_times(model, batch, args.seq, dtype, args.runs, args.warmup, args.compile)
-                r = rlx_times(args.rlx, model_dir, batch, args.seq, dtype, args.runs, args.warmup)
+                trace = os.path.join(work, f"{name}_b{batch}_{dtype}.trace.json") if args.trace else None
+                r = rlx_times(args.rlx, model_dir, batch, args.seq, dtype, args.runs, args.warmup, trace)
                 row = dict(shape=name, batch=batch, dtype=dtype, eager=t.get("eager"), tgraph=t.get("graph"),
                            compile=t.get("compile"), perop=r.get("perop"), graph=r.get("graph"),
                            pipelined=r.get("graph pipelined"))

@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "models/bert.h"
@@ -71,6 +73,36 @@ Row time_mode(const std::string& mode, rlx::Executable& exe, const std::map<std:
   return r;
 }
 
+// GPU time per thunk kind from a trace written by the backend, largest first,
+// and the slowest thunks: where a forward pass spends its time.
+void print_trace_summary(const std::string& path) {
+  std::ifstream in(path);
+  RLX_CHECK(in, "bench: no trace was written to '" << path << "'");
+  nlohmann::json j = nlohmann::json::parse(in);
+  std::map<std::string, std::pair<double, int>> by_kind;
+  std::vector<std::pair<double, std::string>> thunks;
+  double total = 0;
+  for (const auto& e : j["traceEvents"]) {
+    double us = e["dur"].get<double>();
+    auto& k = by_kind[e["cat"].get<std::string>()];
+    k.first += us;
+    ++k.second;
+    thunks.emplace_back(us, e["name"].get<std::string>());
+    total += us;
+  }
+  std::vector<std::pair<double, std::string>> kinds;
+  for (const auto& [name, v] : by_kind)
+    kinds.emplace_back(v.first, name + " x" + std::to_string(v.second));
+  std::sort(kinds.rbegin(), kinds.rend());
+  std::sort(thunks.rbegin(), thunks.rend());
+  std::fprintf(stderr, "rlx bench: per-op GPU time %.1f us over %zu thunks (trace %s)\n", total, thunks.size(),
+               path.c_str());
+  for (const auto& [us, name] : kinds)
+    std::fprintf(stderr, "  %-22s %10.1f us %5.1f%%\n", name.c_str(), us, 100 * us / std::max(total, 1e-9));
+  for (size_t i = 0; i < std::min<size_t>(6, thunks.size()); ++i)
+    std::fprintf(stderr, "  slowest: %-40s %8.1f us\n", thunks[i].second.c_str(), thunks[i].first);
+}
+
 // Random ids below the vocabulary, every row unpadded, token types zero.
 std::map<std::string, rlx::HostTensor> model_inputs(int64_t vocab, int64_t batch, int64_t seq, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -109,6 +141,7 @@ void add_bench_command(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   auto runs = std::make_shared<int>(50);
   auto warmup = std::make_shared<int>(5);
+  auto trace = std::make_shared<std::string>();
   cmd->add_option("--model", *model, "Hugging Face BERT directory; without it, the demo encoder");
   cmd->add_option("--layers", s->layers, "encoder layers (demo encoder)");
   cmd->add_option("--hidden", s->hidden, "hidden size (demo encoder)");
@@ -121,6 +154,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--runs", *runs, "timed runs per mode");
   cmd->add_option("--warmup", *warmup, "untimed runs first");
   cmd->add_flag("--json", *json, "one JSON object per row instead of the table");
+  cmd->add_option("--trace", *trace,
+                  "with --model on CUDA: write per-thunk GPU times of the graph executable here (Chrome "
+                  "trace) and print a summary by thunk kind on stderr");
   cmd->callback([=] {
     s->dtype = *dtype == "f16" ? rlx::DType::F16 : *dtype == "bf16" ? rlx::DType::BF16 : rlx::DType::F32;
     RLX_CHECK(*device != "cuda" || rlx::cuda_available(),
@@ -133,13 +169,14 @@ void add_bench_command(CLI::App& app) {
     if (!model->empty()) {
       rlx::BertConfig cfg = rlx::load_bert_config(*model);
       auto in = model_inputs(cfg.vocab_size, s->batch, s->seq, 7);
-      auto load = [&](rlx::ExecMode m) {
+      auto load = [&](rlx::ExecMode m, const std::string& trace_json = "") {
         rlx::BertLoadOptions o;
         o.dtype = s->dtype;
         o.device = gpu ? rlx::Device::Cuda : rlx::Device::Cpu;
         o.mode = m;
         o.batch = s->batch;
         o.seq = s->seq;
+        o.trace_json = trace_json;
         return rlx::load_bert(*model, o);
       };
       if (gpu) {
@@ -147,9 +184,10 @@ void add_bench_command(CLI::App& app) {
           auto exe = load(rlx::ExecMode::PerOp);
           rows.push_back(time_mode("perop", *exe, in, *runs, *warmup, false));
         }
-        auto exe = load(rlx::ExecMode::Graph);
+        auto exe = load(rlx::ExecMode::Graph, *trace);
         rows.push_back(time_mode("graph", *exe, in, *runs, *warmup, false));
         rows.push_back(time_mode("graph pipelined", *exe, in, *runs, *warmup, true));
+        if (!trace->empty()) print_trace_summary(*trace);
       } else {
         auto exe = load(rlx::ExecMode::Auto);
         rows.push_back(time_mode("cpu", *exe, in, *runs, *warmup, false));

@@ -119,6 +119,7 @@ std::unique_ptr<Executable> load_bert(const std::string& dir, const BertLoadOpti
   CompileOptions co;
   co.device = o.device;
   co.mode = o.mode;
+  co.trace_json = o.trace_json;
   auto exe = compile(g, co);
   w.load_into(*exe, g);
   return exe;
