@@ -4,10 +4,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 
+#include "models/bert.h"
 #include "models/encoder_demo.h"
+#include "rlx/error.h"
 #include "rlx/session.h"
 #include "thunks/thunk.h"
 #include "tools/commands.h"
@@ -69,59 +73,161 @@ Row time_mode(const std::string& mode, rlx::Executable& exe, const std::map<std:
   return r;
 }
 
+// GPU time per thunk kind from a trace written by the backend, largest first,
+// and the slowest thunks: where a forward pass spends its time.
+void print_trace_summary(const std::string& path) {
+  std::ifstream in(path);
+  RLX_CHECK(in, "bench: no trace was written to '" << path << "'");
+  nlohmann::json j = nlohmann::json::parse(in);
+  std::map<std::string, std::pair<double, int>> by_kind;
+  std::vector<std::pair<double, std::string>> thunks;
+  double total = 0;
+  for (const auto& e : j["traceEvents"]) {
+    double us = e["dur"].get<double>();
+    auto& k = by_kind[e["cat"].get<std::string>()];
+    k.first += us;
+    ++k.second;
+    thunks.emplace_back(us, e["name"].get<std::string>());
+    total += us;
+  }
+  std::vector<std::pair<double, std::string>> kinds;
+  for (const auto& [name, v] : by_kind)
+    kinds.emplace_back(v.first, name + " x" + std::to_string(v.second));
+  std::sort(kinds.rbegin(), kinds.rend());
+  std::sort(thunks.rbegin(), thunks.rend());
+  std::fprintf(stderr, "rlx bench: per-op GPU time %.1f us over %zu thunks (trace %s)\n", total, thunks.size(),
+               path.c_str());
+  for (const auto& [us, name] : kinds)
+    std::fprintf(stderr, "  %-22s %10.1f us %5.1f%%\n", name.c_str(), us, 100 * us / std::max(total, 1e-9));
+  for (size_t i = 0; i < std::min<size_t>(6, thunks.size()); ++i)
+    std::fprintf(stderr, "  slowest: %-40s %8.1f us\n", thunks[i].second.c_str(), thunks[i].first);
+}
+
+// Random ids below the vocabulary, every row unpadded, token types zero.
+std::map<std::string, rlx::HostTensor> model_inputs(int64_t vocab, int64_t batch, int64_t seq, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids(size_t(batch * seq)), mask(ids.size(), 1), types(ids.size(), 0);
+  for (auto& i : ids) i = int32_t(rng() % uint32_t(vocab));
+  return {{"input_ids", rlx::HostTensor::from_i32({batch, seq}, ids)},
+          {"attention_mask", rlx::HostTensor::from_i32({batch, seq}, mask)},
+          {"token_type_ids", rlx::HostTensor::from_i32({batch, seq}, types)}};
+}
+
+void print_rows(const std::vector<Row>& rows, const std::string& title, bool json, int batch, int seq,
+                const std::string& dtype, bool gpu) {
+  if (json) {
+    for (const Row& r : rows)
+      std::printf("{\"mode\": \"%s\", \"median_us\": %.2f, \"p90_us\": %.2f, \"runs_per_s\": %.2f, "
+                  "\"batch\": %d, \"seq\": %d, \"dtype\": \"%s\", \"device\": \"%s\"}\n",
+                  r.mode.c_str(), r.median_us, r.p90_us, r.runs_per_s, batch, seq, dtype.c_str(),
+                  gpu ? "cuda" : "cpu");
+    return;
+  }
+  std::printf("%s\n", title.c_str());
+  std::printf("%-16s %12s %12s %10s\n", "mode", "median_us", "p90_us", "runs/s");
+  for (const Row& r : rows)
+    std::printf("%-16s %12.1f %12.1f %10.1f\n", r.mode.c_str(), r.median_us, r.p90_us, r.runs_per_s);
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "Time the BERT-shaped demo encoder in every execution mode");
+  auto* cmd = app.add_subcommand(
+      "bench", "Time a model (--model DIR) or the BERT-shaped demo encoder in every execution mode");
   auto s = std::make_shared<rlx::EncoderShape>();
   auto device = std::make_shared<std::string>("auto");
   auto dtype = std::make_shared<std::string>("f32");
+  auto model = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
   auto runs = std::make_shared<int>(50);
   auto warmup = std::make_shared<int>(5);
-  auto trace_json = std::make_shared<std::string>();
-  cmd->add_option("--layers", s->layers, "encoder layers");
-  cmd->add_option("--hidden", s->hidden, "hidden size");
-  cmd->add_option("--heads", s->heads, "attention heads");
-  cmd->add_option("--ffn", s->ffn, "feed-forward size");
+  auto trace = std::make_shared<std::string>();
+  cmd->add_option("--model", *model, "Hugging Face BERT directory; without it, the demo encoder");
+  cmd->add_option("--layers", s->layers, "encoder layers (demo encoder)");
+  cmd->add_option("--hidden", s->hidden, "hidden size (demo encoder)");
+  cmd->add_option("--heads", s->heads, "attention heads (demo encoder)");
+  cmd->add_option("--ffn", s->ffn, "feed-forward size (demo encoder)");
   cmd->add_option("--batch", s->batch, "batch");
   cmd->add_option("--seq", s->seq, "sequence length");
   cmd->add_option("--device", *device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--dtype", *dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--runs", *runs, "timed runs per mode");
   cmd->add_option("--warmup", *warmup, "untimed runs first");
-  cmd->add_option("--trace-json", *trace_json,
-                  "cuda: write a Chrome trace of per-thunk GPU times (measured per op) to this file");
+  cmd->add_flag("--json", *json, "one JSON object per row instead of the table");
+  cmd->add_option("--trace-json", *trace,
+                  "cuda: write per-thunk GPU times of the graph executable here (Chrome trace) and print a "
+                  "summary by thunk kind on stderr");
   cmd->callback([=] {
     s->dtype = *dtype == "f16" ? rlx::DType::F16 : *dtype == "bf16" ? rlx::DType::BF16 : rlx::DType::F32;
+    RLX_CHECK(*device != "cuda" || rlx::cuda_available(),
+              "--device cuda: no CUDA device, or rlx was built without CUDA");
     bool gpu = *device == "cuda" || (*device == "auto" && rlx::cuda_available());
+    std::vector<Row> rows;
+    std::string title;
+    if (gpu) unsetenv("RLX_EXEC");  // each row is the mode it names
+
+    if (!model->empty()) {
+      rlx::BertConfig cfg = rlx::load_bert_config(*model);
+      auto in = model_inputs(cfg.vocab_size, s->batch, s->seq, 7);
+      auto load = [&](rlx::ExecMode m, const std::string& trace_json = "") {
+        rlx::BertLoadOptions o;
+        o.dtype = s->dtype;
+        o.device = gpu ? rlx::Device::Cuda : rlx::Device::Cpu;
+        o.mode = m;
+        o.batch = s->batch;
+        o.seq = s->seq;
+        o.trace_json = trace_json;
+        return rlx::load_bert(*model, o);
+      };
+      if (gpu) {
+        {
+          auto exe = load(rlx::ExecMode::PerOp);
+          rows.push_back(time_mode("perop", *exe, in, *runs, *warmup, false));
+        }
+        auto exe = load(rlx::ExecMode::Graph, *trace);
+        rows.push_back(time_mode("graph", *exe, in, *runs, *warmup, false));
+        rows.push_back(time_mode("graph pipelined", *exe, in, *runs, *warmup, true));
+        if (!trace->empty()) print_trace_summary(*trace);
+      } else {
+        auto exe = load(rlx::ExecMode::Auto);
+        rows.push_back(time_mode("cpu", *exe, in, *runs, *warmup, false));
+      }
+      char buf[512];
+      std::snprintf(buf, sizeof buf, "rlx bench: %s (%d layers, hidden %d, heads %d, ffn %d), batch %d, seq %d, %s, %s",
+                    model->c_str(), cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
+                    cfg.intermediate_size, s->batch, s->seq, dtype->c_str(), gpu ? "cuda" : "cpu");
+      title = buf;
+      print_rows(rows, title, *json, s->batch, s->seq, *dtype, gpu);
+      return;
+    }
+
     rlx::Graph g = rlx::build_encoder_demo(*s);
     auto in = demo_inputs(*s, 7);
-    std::vector<Row> rows;
     auto compile_mode = [&](rlx::ExecMode m) {
       rlx::CompileOptions o;
       o.device = gpu ? rlx::Device::Cuda : rlx::Device::Cpu;
       o.mode = m;
-      if (m == rlx::ExecMode::Graph) o.trace_json = *trace_json;  // written after the first run
+      if (m == rlx::ExecMode::Graph) o.trace_json = *trace;  // written after the first run
       auto exe = rlx::compile(g, o);
       fill_random_params(*exe, 1);
       return exe;
     };
     if (gpu) {
-      unsetenv("RLX_EXEC");  // each row is the mode it names
       for (auto [name, m] : {std::pair{"perop", rlx::ExecMode::PerOp}, {"graph", rlx::ExecMode::Graph},
                              {"segmented", rlx::ExecMode::Segmented}}) {
         auto exe = compile_mode(m);
         rows.push_back(time_mode(name, *exe, in, *runs, *warmup, false));
         if (m == rlx::ExecMode::Graph) rows.push_back(time_mode("graph pipelined", *exe, in, *runs, *warmup, true));
       }
+      if (!trace->empty()) print_trace_summary(*trace);
     } else {
       auto exe = compile_mode(rlx::ExecMode::Auto);
       rows.push_back(time_mode("cpu", *exe, in, *runs, *warmup, false));
     }
-    std::printf("rlx bench: encoder %d layers, hidden %d, heads %d, ffn %d, batch %d, seq %d, %s, %s\n",
-                s->layers, s->hidden, s->heads, s->ffn, s->batch, s->seq, dtype->c_str(), gpu ? "cuda" : "cpu");
-    std::printf("%-16s %12s %12s %10s\n", "mode", "median_us", "p90_us", "runs/s");
-    for (const Row& r : rows)
-      std::printf("%-16s %12.1f %12.1f %10.1f\n", r.mode.c_str(), r.median_us, r.p90_us, r.runs_per_s);
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "rlx bench: encoder %d layers, hidden %d, heads %d, ffn %d, batch %d, seq %d, %s, %s",
+                  s->layers, s->hidden, s->heads, s->ffn, s->batch, s->seq, dtype->c_str(), gpu ? "cuda" : "cpu");
+    title = buf;
+    print_rows(rows, title, *json, s->batch, s->seq, *dtype, gpu);
   });
 }

@@ -5,3 +5,4 @@
 void add_inspect_command(CLI::App& app);
 void add_embed_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_forward_command(CLI::App& app);

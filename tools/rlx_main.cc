@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   add_inspect_command(app);
   add_embed_command(app);
   add_bench_command(app);
+  add_forward_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -32,6 +32,7 @@ struct CompileOptions {
   int threads = 0;               // CPU threads, 0 = all cores
   int ring = 4;                  // CUDA: in-flight slots for submit/wait
   std::string trace_json;        // CUDA: write a Chrome trace of per-thunk GPU times here
+  bool allow_tf32 = false;       // CUDA: f32 matmuls may round inputs to TF32 (faster, ~1e-3 error)
 };
 
 struct CompileReport {

@@ -118,6 +118,8 @@ std::unique_ptr<Executable> load_bert(const std::string& dir, const BertLoadOpti
   w.validate(g);
   CompileOptions co;
   co.device = o.device;
+  co.mode = o.mode;
+  co.trace_json = o.trace_json;
   auto exe = compile(g, co);
   w.load_into(*exe, g);
   return exe;

@@ -36,6 +36,8 @@ struct BertLoadOptions {
   DType dtype = DType::F32;
   Device device = Device::Cpu;
   int64_t batch = 1, seq = 128;
+  ExecMode mode = ExecMode::Auto;  // CUDA execution mode
+  std::string trace_json;          // CUDA: per-thunk GPU times as a Chrome trace
 };
 
 // config.json + sentence-transformers pooling + model.safetensors -> a

@@ -78,11 +78,11 @@ CudaExecutable::CudaExecutable(const Schedule& s, const CompileOptions& o) : sch
 
   bool any_matmul = std::any_of(s.thunks.begin(), s.thunks.end(),
                                 [](const Thunk& t) { return t.kind == ThunkKind::MatMul; });
-  DeviceResources res{arena_, nullptr, nullptr, 0};
+  DeviceResources res{arena_, nullptr, nullptr, 0, o.allow_tf32};
   if (any_matmul) {
     check(cublasLtCreate(&lt_), "cuBLASLt handle");
     check(cudaMalloc(&workspace_, kWorkspaceBytes), "matmul workspace");
-    res = {arena_, lt_, workspace_, kWorkspaceBytes};
+    res = {arena_, lt_, workspace_, kWorkspaceBytes, o.allow_tf32};
   }
   for (const Thunk& t : s.thunks) thunks_.push_back(make_device_thunk(t, res));
 

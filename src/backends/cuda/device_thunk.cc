@@ -27,7 +27,7 @@ class KernelThunk final : public DeviceThunk {
 class MatMulThunk final : public DeviceThunk {
  public:
   MatMulThunk(const MatMulParams& p, const DeviceResources& r, const std::string& label)
-      : plan_(r.lt, p, r.arena, r.workspace, r.workspace_bytes, label) {}
+      : plan_(r.lt, p, r.arena, r.workspace, r.workspace_bytes, label, r.allow_tf32) {}
   void execute(const LaunchContext& ctx) const override { plan_.execute(ctx); }
 
  private:

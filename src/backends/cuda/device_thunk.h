@@ -27,6 +27,7 @@ struct DeviceResources {
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  bool allow_tf32 = false;  // f32 matmuls on TF32 tensor cores
 };
 
 std::unique_ptr<DeviceThunk> make_device_thunk(const Thunk& t, const DeviceResources& r);

@@ -15,7 +15,7 @@ class MatMulPlan {
  public:
   // workspace must outlive the plan and is only used on one stream at a time.
   MatMulPlan(cublasLtHandle_t lt, const MatMulParams& p, uint8_t* arena, void* workspace,
-             size_t workspace_bytes, const std::string& label);
+             size_t workspace_bytes, const std::string& label, bool allow_tf32 = false);
   ~MatMulPlan();
   MatMulPlan(const MatMulPlan&) = delete;
   MatMulPlan& operator=(const MatMulPlan&) = delete;

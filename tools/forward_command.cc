@@ -1,0 +1,138 @@
+// `rlx forward`: one BERT forward pass on given token ids, for comparing
+// against a reference implementation. Compiles the model for exactly the
+// [batch, seq] of the ids, runs it twice (the second run must repeat the
+// first bit for bit) and writes last_hidden_state as raw little-endian f32.
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "models/bert.h"
+#include "rlx/error.h"
+#include "rlx/session.h"
+#include "tools/commands.h"
+#ifdef RLX_HAVE_CUDA
+#include "backends/cuda/cuda_executable.h"
+#endif
+
+namespace {
+
+struct ForwardArgs {
+  std::string model, ids, out, dtype = "f32", device = "cpu", mode = "auto";
+};
+
+// A [batch, seq] integer matrix from JSON; every row the same length.
+std::vector<int32_t> read_matrix(const nlohmann::json& j, const char* key, const std::string& file,
+                                 int64_t& batch, int64_t& seq) {
+  RLX_CHECK(j.contains(key) && j[key].is_array() && !j[key].empty(),
+            "'" << file << "': \"" << key << "\" must be a non-empty array of rows");
+  const auto& rows = j[key];
+  int64_t b = int64_t(rows.size()), s = -1;
+  std::vector<int32_t> v;
+  for (int64_t r = 0; r < b; ++r) {
+    RLX_CHECK(rows[r].is_array() && !rows[r].empty(), "'" << file << "': " << key << "[" << r
+                                                          << "] must be a non-empty array");
+    if (s < 0) s = int64_t(rows[r].size());
+    RLX_CHECK(int64_t(rows[r].size()) == s, "'" << file << "': " << key << "[" << r << "] has "
+                                                << rows[r].size() << " entries, row 0 has " << s);
+    for (const auto& x : rows[r]) {
+      RLX_CHECK(x.is_number_integer(), "'" << file << "': " << key << "[" << r << "] holds a non-integer");
+      v.push_back(x.get<int32_t>());
+    }
+  }
+  RLX_CHECK(batch < 0 || (b == batch && s == seq), "'" << file << "': \"" << key << "\" is " << b << "x"
+                                                      << s << ", input_ids is " << batch << "x" << seq);
+  batch = b;
+  seq = s;
+  return v;
+}
+
+rlx::ExecMode parse_mode(const std::string& m) {
+  if (m == "perop") return rlx::ExecMode::PerOp;
+  if (m == "graph") return rlx::ExecMode::Graph;
+  if (m == "segmented") return rlx::ExecMode::Segmented;
+  return rlx::ExecMode::Auto;
+}
+
+// The mode the backend actually used and how it launched, from the backend
+// itself rather than from what was asked.
+std::string ran_how(rlx::Executable& exe) {
+#ifdef RLX_HAVE_CUDA
+  if (auto* cu = dynamic_cast<rlx::cuda::CudaExecutable*>(&exe.backend())) {
+    const char* m = cu->mode() == rlx::ExecMode::PerOp       ? "perop"
+                    : cu->mode() == rlx::ExecMode::Graph     ? "graph"
+                    : cu->mode() == rlx::ExecMode::Segmented ? "segmented"
+                                                             : "auto";
+    const auto& c = cu->counters();
+    return std::string("mode ") + m + ", " + std::to_string(c.graph_launches) + " graph launches, " +
+           std::to_string(c.perop_launches) + " per-op thunk launches over " + std::to_string(c.forwards) +
+           " runs";
+  }
+#endif
+  return "host execution";
+}
+
+void run_forward(const ForwardArgs& a) {
+  std::ifstream in(a.ids);
+  RLX_CHECK(in, "cannot open --ids '" << a.ids << "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    RLX_FAIL("'" << a.ids << "' is not valid JSON: " << e.what());
+  }
+  int64_t batch = -1, seq = -1;
+  auto ids = read_matrix(j, "input_ids", a.ids, batch, seq);
+  std::vector<int32_t> mask(ids.size(), 1), types(ids.size(), 0);
+  if (j.contains("attention_mask")) mask = read_matrix(j, "attention_mask", a.ids, batch, seq);
+  if (j.contains("token_type_ids")) types = read_matrix(j, "token_type_ids", a.ids, batch, seq);
+
+  rlx::BertLoadOptions o;
+  o.dtype = a.dtype == "f16" ? rlx::DType::F16 : a.dtype == "bf16" ? rlx::DType::BF16 : rlx::DType::F32;
+  if (a.device == "cuda") {
+    RLX_CHECK(rlx::cuda_available(), "--device cuda: no CUDA device, or rlx was built without CUDA");
+    o.device = rlx::Device::Cuda;
+  }
+  o.mode = parse_mode(a.mode);
+  o.batch = batch;
+  o.seq = seq;
+  auto exe = rlx::load_bert(a.model, o);
+
+  std::map<std::string, rlx::HostTensor> inputs{
+      {"input_ids", rlx::HostTensor::from_i32({batch, seq}, ids)},
+      {"attention_mask", rlx::HostTensor::from_i32({batch, seq}, mask)},
+      {"token_type_ids", rlx::HostTensor::from_i32({batch, seq}, types)}};
+  const rlx::HostTensor first = exe->run(inputs).at("last_hidden_state");
+  const rlx::HostTensor second = exe->run(inputs).at("last_hidden_state");
+  RLX_CHECK(first.bytes.size() == second.bytes.size() &&
+                std::memcmp(first.bytes.data(), second.bytes.data(), first.bytes.size()) == 0,
+            "forward: the second run of '" << a.model << "' differs from the first (replay is not exact)");
+
+  std::vector<float> h = first.to_f32();
+  std::ofstream out(a.out, std::ios::binary);
+  RLX_CHECK(out, "cannot write --out '" << a.out << "'");
+  out.write(reinterpret_cast<const char*>(h.data()), std::streamsize(h.size() * sizeof(float)));
+  RLX_CHECK(out.good(), "writing '" << a.out << "' failed");
+  std::printf("rlx forward: last_hidden_state %s (%s, written as f32) to %s\n",
+              rlx::shape_str(first.shape).c_str(), a.dtype.c_str(), a.out.c_str());
+  std::printf("rlx forward: backend %s, %s; replay bit-exact\n", exe->report().backend.c_str(),
+              ran_how(*exe).c_str());
+}
+
+}  // namespace
+
+void add_forward_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("forward", "One BERT forward pass on token ids from a JSON file");
+  auto a = std::make_shared<ForwardArgs>();
+  cmd->add_option("--model", a->model, "model directory (config.json + model.safetensors)")->required();
+  cmd->add_option("--ids", a->ids,
+                  "JSON file {\"input_ids\": [[...]], \"attention_mask\": [[...]]}, batch x seq")
+      ->required();
+  cmd->add_option("--out", a->out, "where last_hidden_state goes, raw little-endian f32")->required();
+  cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  cmd->add_option("--device", a->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--mode", a->mode, "CUDA execution mode: auto, perop, graph or segmented")
+      ->check(CLI::IsMember({"auto", "perop", "graph", "segmented"}));
+  cmd->callback([a] { run_forward(*a); });
+}
