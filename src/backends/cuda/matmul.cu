@@ -1,5 +1,10 @@
 #include "backends/cuda/matmul.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/kernels.h"
@@ -156,7 +161,8 @@ void MatMulPlan::choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicRes
     return cublasLtMatmul(lt_, desc_, &alpha, arena + p_.b, a_, arena + p_.a, b_, &beta, arena + p_.out, c_,
                           arena + p_.out, c_, &algo, workspace_, workspace_bytes_, stream);
   };
-  float best = INFINITY;
+  float best = INFINITY, first = NAN;
+  int chosen = 0;
   for (int i = 0; i < found; ++i) {
     if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > workspace_bytes_) continue;
     if (run(results[i].algo) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; a failing candidate is skipped
@@ -170,11 +176,18 @@ void MatMulPlan::choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicRes
     check(cudaEventSynchronize(stop), what + " (timing algorithms)");
     float ms = 0.f;
     check(cudaEventElapsedTime(&ms, start, stop), what);
+    if (ok && i == 0) first = ms;
     if (ok && ms < best) {
       best = ms;
+      chosen = i;
       algo_ = results[i].algo;
     }
   }
+  const char* trace = std::getenv("RLX_TRACE");
+  if (trace && std::strcmp(trace, "matmul") == 0)
+    std::fprintf(stderr, "rlx cuda: %s m=%lld n=%lld k=%lld: %d candidates, first %.2f us, chosen #%d %.2f us\n",
+                 what.c_str(), (long long)p_.m, (long long)p_.n, (long long)p_.k, found, 1000.0 * first / kRuns,
+                 chosen, 1000.0 * best / kRuns);
   const int64_t es = int64_t(dtype_size(p_.dtype));
   const int64_t extent = ((p_.batch - 1) * p_.stride_out + (p_.m - 1) * p_.ldc + p_.n) * es;
   if (p_.m > 0 && p_.n > 0) check(cudaMemsetAsync(arena + p_.out, 0xff, size_t(extent), stream), what);
