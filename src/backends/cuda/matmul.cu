@@ -188,6 +188,8 @@ void MatMulPlan::choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicRes
     std::fprintf(stderr, "rlx cuda: %s m=%lld n=%lld k=%lld: %d candidates, first %.2f us, chosen #%d %.2f us\n",
                  what.c_str(), (long long)p_.m, (long long)p_.n, (long long)p_.k, found, 1000.0 * first / kRuns,
                  chosen, 1000.0 * best / kRuns);
+  // The whole extent, gaps between rows included: at initialize nothing but
+  // constants holds data, and no product writes over a constant.
   const int64_t es = int64_t(dtype_size(p_.dtype));
   const int64_t extent = ((p_.batch - 1) * p_.stride_out + (p_.m - 1) * p_.ldc + p_.n) * es;
   if (p_.m > 0 && p_.n > 0) check(cudaMemsetAsync(arena + p_.out, 0xff, size_t(extent), stream), what);
