@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cuda/kernels.h"
 #include "gpu/gpu_harness.h"
 
 namespace rlx::gputest {
@@ -105,6 +106,7 @@ void matmul_case(ThunkKernels& t, DType dt, const MM& mm) {
 TEST_P(ThunkKernels, MatMulBiasGeluTanh) { matmul_case(*this, dt(), {1, 7, 33, 129, false, false, true, false, Activation::GeluTanh}); }
 TEST_P(ThunkKernels, MatMulBatchedTransBGeluErf) { matmul_case(*this, dt(), {3, 33, 8, 17, false, true, false, false, Activation::Gelu}); }
 TEST_P(ThunkKernels, MatMulBroadcastTransARelu) { matmul_case(*this, dt(), {2, 16, 24, 40, true, false, true, true, Activation::Relu}); }
+TEST_P(ThunkKernels, MatMulBiasGeluErfTail) { matmul_case(*this, dt(), {1, 9, 129, 33, false, true, true, false, Activation::Gelu}); }
 TEST_P(ThunkKernels, MatMulOddSilu) { matmul_case(*this, dt(), {1, 1, 7, 33, false, false, false, false, Activation::Silu}); }
 
 // ---- binary / unary / copy -----------------------------------------------
@@ -228,6 +230,8 @@ void norm_case(ThunkKernels& t, DType dt, NormKind kind, bool residual, int64_t 
   c.random("gamma", 0.5f, 1.5f);
   if (kind == NormKind::Layer) c.random("beta");
   c.thunk(ThunkKind::Norm, p, "norm 'ln'");
+  // Rows of whole 16-byte chunks (every harness buffer is 256-byte aligned) take the vectorized kernel.
+  EXPECT_STREQ(cuda::norm_variant(p, nullptr), cols % (16 / int64_t(dtype_size(dt))) == 0 ? "vec" : "general");
   auto ref = [&] {
     std::vector<double> out(static_cast<size_t>(rows * cols)), sum(static_cast<size_t>(rows * cols));
     for (int64_t r = 0; r < rows; ++r) {
@@ -266,6 +270,10 @@ void norm_case(ThunkKernels& t, DType dt, NormKind kind, bool residual, int64_t 
 TEST_P(ThunkKernels, LayerNormResidual) { norm_case(*this, dt(), NormKind::Layer, true, 7, 769); }
 TEST_P(ThunkKernels, LayerNormPlain) { norm_case(*this, dt(), NormKind::Layer, false, 33, 33); }
 TEST_P(ThunkKernels, RmsNormResidual) { norm_case(*this, dt(), NormKind::Rms, true, 1, 129); }
+// The vectorized kernel with 1, 2 and 4 chunks per thread (by dtype).
+TEST_P(ThunkKernels, LayerNormResidualVec) { norm_case(*this, dt(), NormKind::Layer, true, 5, 768); }
+TEST_P(ThunkKernels, RmsNormVecWide) { norm_case(*this, dt(), NormKind::Rms, false, 3, 4096); }
+TEST_P(ThunkKernels, LayerNormVecWidest) { norm_case(*this, dt(), NormKind::Layer, true, 2, 8192); }
 // Rows longer than 1024 take the block-per-row kernel.
 TEST_P(ThunkKernels, LayerNormResidualLongRow) { norm_case(*this, dt(), NormKind::Layer, true, 3, 2051); }
 TEST_P(ThunkKernels, RmsNormLongRow) { norm_case(*this, dt(), NormKind::Rms, false, 2, 1100); }
@@ -326,6 +334,8 @@ struct Att {
   int32_t qh, kvh, d;
   MaskKind mask;
   bool packed;  // q, k, v read from one [.., 3 * heads * d] buffer with offsets
+  bool aligned_rows = false;      // packed rows without the odd padding: 16-byte loads apply
+  const char* variant = nullptr;  // the kernel expected to serve the case, when given
 };
 
 void attention_case(ThunkKernels& t, DType dt, const Att& a) {
@@ -338,7 +348,7 @@ void attention_case(ThunkKernels& t, DType dt, const Att& a) {
   p.dtype = dt;
   const int64_t qw = int64_t(a.qh) * a.d, kw = int64_t(a.kvh) * a.d;
   if (a.packed) {  // self-attention, sq == skv: one fused qkv row per token
-    const int64_t row = qw + 2 * kw + 5;  // padded row length
+    const int64_t row = qw + 2 * kw + (a.aligned_rows ? 0 : 5);  // padded row length
     p.q = p.k = p.v = c.add("qkv", dt, a.batch * a.sq * row, Role::Input);
     p.q_offset = 0; p.k_offset = qw; p.v_offset = qw + kw;
     p.q_stride = p.k_stride = p.v_stride = row;
@@ -361,6 +371,7 @@ void attention_case(ThunkKernels& t, DType dt, const Att& a) {
   }
   p.out = c.add("out", dt, a.batch * a.sq * qw, Role::Output);
   c.thunk(ThunkKind::Attention, p, "attention 'att'");
+  if (a.variant) EXPECT_STREQ(cuda::attention_variant(p), a.variant);
   auto ref = [&] {
     const std::string qn = a.packed ? "qkv" : "q", kn = a.packed ? "qkv" : "k", vn = a.packed ? "qkv" : "v";
     std::vector<double> out(static_cast<size_t>(a.batch * a.sq * qw));
@@ -400,7 +411,23 @@ TEST_P(ThunkKernels, AttentionPackedBertShape) { attention_case(*this, dt(), {2,
 TEST_P(ThunkKernels, AttentionPaddingMaskFullyMaskedRow) { attention_case(*this, dt(), {3, 17, 17, 2, 2, 64, MaskKind::Padding, true}); }
 TEST_P(ThunkKernels, AttentionCausalGqaDecodeAlign) { attention_case(*this, dt(), {2, 7, 70, 4, 2, 128, MaskKind::Causal, false}); }
 TEST_P(ThunkKernels, AttentionCausalSquareOddDim) { attention_case(*this, dt(), {1, 129, 129, 2, 1, 40, MaskKind::Causal, false}); }
-TEST_P(ThunkKernels, AttentionLargeHeadDim) { attention_case(*this, dt(), {1, 5, 9, 1, 1, 256, MaskKind::None, false}); }
+TEST_P(ThunkKernels, AttentionLargeHeadDim) { attention_case(*this, dt(), {1, 5, 9, 1, 1, 256, MaskKind::None, false, false, "general"}); }
+// The short-sequence kernel at its boundaries: one key, key counts around a
+// warp's 32 and a pass's 128, head_dim 32 / 33 (scalar staging) / 80 / 128,
+// 16-byte aligned packed rows, GQA; and past its key limit, the general one.
+TEST_P(ThunkKernels, AttentionShortOneKey) { attention_case(*this, dt(), {3, 4, 1, 2, 2, 32, MaskKind::Padding, false, false, "short"}); }
+TEST_P(ThunkKernels, AttentionShort31KeysDim80Gqa) { attention_case(*this, dt(), {1, 9, 31, 3, 1, 80, MaskKind::None, false, false, "short"}); }
+TEST_P(ThunkKernels, AttentionShort33KeysDim128Causal) { attention_case(*this, dt(), {2, 33, 33, 2, 2, 128, MaskKind::Causal, false, false, "short"}); }
+TEST_P(ThunkKernels, AttentionShortOddDimPadding) { attention_case(*this, dt(), {3, 7, 33, 2, 2, 33, MaskKind::Padding, false, false, "short"}); }
+TEST_P(ThunkKernels, AttentionShortAlignedPackedPadding) { attention_case(*this, dt(), {3, 40, 40, 2, 2, 64, MaskKind::Padding, true, true, "short"}); }
+TEST_P(ThunkKernels, AttentionShort128KeysGqaPadding) { attention_case(*this, dt(), {3, 20, 128, 2, 1, 64, MaskKind::Padding, false, false, "short"}); }
+TEST_P(ThunkKernels, AttentionShort257KeysCausalDecode) { attention_case(*this, dt(), {1, 5, 257, 2, 2, 64, MaskKind::Causal, false, false, "short"}); }
+// f32 K and V of 257 x 128 exceed the short kernel's shared memory: general.
+TEST_P(ThunkKernels, AttentionShort257KeysDim128) {
+  attention_case(*this, dt(), {2, 3, 257, 2, 1, 128, MaskKind::None, false, false, dt() == DType::F32 ? "general" : "short"});
+}
+TEST_P(ThunkKernels, AttentionShort129KeysDim128) { attention_case(*this, dt(), {2, 3, 129, 2, 1, 128, MaskKind::None, false, false, "short"}); }
+TEST_P(ThunkKernels, AttentionGeneralLongKeys) { attention_case(*this, dt(), {3, 3, 1100, 2, 2, 64, MaskKind::Padding, false, false, "general"}); }
 
 // ---- rope / gather / reduce ------------------------------------------------
 

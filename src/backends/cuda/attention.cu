@@ -1,19 +1,18 @@
 // Fused attention: softmax(q k^T * scale + mask) v without materializing the
-// score matrix. One block per (query tile, head, batch); key/value tiles are
-// staged in shared memory and folded in with an online softmax (running max
-// and sum per query row), so memory is O(tile) for any sequence length.
+// score matrix.
 //
-// f16/bf16 with head_dim a multiple of 16 (up to 128) and a key length whose
-// K and V fit in shared memory take the tensor-core path instead: one block
-// of two warps per (32 query rows, head, batch) stages the head's whole K and
-// V once with 16-byte loads, computes the 16 x skv score rows of each warp
-// with wmma, an exact softmax over them, and P V with wmma again.
+// Key lengths up to kShortMaxKeys with head_dim <= 128 take the short path
+// (below): K and V of a head staged once per block, one query row per warp.
+//
+// The general kernel serves the rest: one block per (query tile, head,
+// batch); key/value tiles are staged in shared memory and folded in with an
+// online softmax (running max and sum per query row), so memory is O(tile)
+// for any sequence length.
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/kernels.h"
 
-#include <mma.h>
 #include <type_traits>
 
 namespace rlx::cuda {
@@ -150,213 +149,285 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionP
 }
 
 
-// ---- tensor-core path ----
-namespace wm = nvcuda::wmma;
-constexpr int kTcWarps = 2;
-constexpr int kTcRows = 16 * kTcWarps;  // query rows per block
-constexpr size_t kTcMaxSmem = 200 * 1024;
+// ---- short-sequence path ----
+// One block of kShortWarps warps per (kShortWarps query rows, head, batch):
+// the block stages K and V of its (batch, kv head) once in shared memory
+// (16-byte chunks, every load in flight together), then each warp owns one
+// query row: lanes split the keys for q.k, the softmax reduces with warp
+// shuffles, and lanes split head_dim for p.V. Many small blocks keep enough
+// warps in flight to hide the memory and shuffle latencies.
+constexpr int kShortWarps = 8;
+constexpr int kShortThreads = kShortWarps * 32;
+constexpr int64_t kShortMaxKeys = 1024;    // the mask staging below holds 4 keys per thread
+constexpr size_t kShortMaxSmem = 160 * 1024;
+constexpr int kKeyGroups = 4;              // keys per lane per pass over K
+constexpr int kStageBatch = 12;            // chunks each thread loads before storing any
 
-// Shared memory of one block, byte offsets. Leading dimensions are padded
-// (+8 halves, +4 floats) against bank conflicts and keep every wmma tile
-// 32-byte aligned.
-struct TcLayout {
-  int skp, ldk, lds, ldp;
-  size_t k, v, q, s, p, m, total;  // m: key validity from the padding mask
+// Shared memory of one block. Rows are kept in 16-byte chunks with an odd
+// pitch, so lanes reading the same chunk of different rows hit distinct banks.
+struct ShortLayout {
+  int ve;      // elements per chunk
+  int chunks;  // chunks holding head_dim (the rest of the last one is zero)
+  int ld;      // row pitch in chunks
+  int skv4;    // score slots per warp (skv rounded up to 4 for float4 reads)
+  size_t k, v, q, s, keep, total;  // byte offsets
 };
-__host__ __device__ inline TcLayout tc_layout(int64_t skv, int D) {
-  TcLayout L;
-  L.skp = int((skv + 15) / 16 * 16);
-  L.ldk = D + 8;
-  L.lds = (L.skp > D ? L.skp : D) + 4;
-  L.ldp = L.skp + 8;
-  auto up = [](size_t x) { return (x + 127) / 128 * 128; };
+__host__ __device__ inline ShortLayout short_layout(int64_t skv, int D, int esize) {
+  ShortLayout L;
+  L.ve = 16 / esize;
+  L.chunks = (D + L.ve - 1) / L.ve;
+  L.ld = L.chunks | 1;
+  L.skv4 = int((skv + 3) / 4 * 4);
+  const size_t row = size_t(L.ld) * 16;
   L.k = 0;
-  L.v = up(size_t(L.skp) * L.ldk * 2);
-  L.q = L.v + up(size_t(L.skp) * L.ldk * 2);
-  L.s = L.q + up(size_t(kTcRows) * L.ldk * 2);
-  L.p = L.s + up(size_t(kTcWarps) * 16 * L.lds * 4);
-  L.m = L.p + up(size_t(kTcWarps) * 16 * L.ldp * 2);
-  L.total = L.m + up(size_t(L.skp) * 4);
+  L.v = L.k + size_t(skv) * row;
+  L.q = L.v + size_t(skv) * row;
+  L.s = L.q + size_t(kShortWarps) * row;
+  L.keep = L.s + size_t(kShortWarps) * size_t(L.skv4) * 4;
+  L.total = L.keep + size_t(skv) * 4;
   return L;
 }
 
-// rows x D elements into shared memory (leading dim ld); row r comes from
-// src[(row0 + r) * stride + col0 + d], rows >= valid are zero (a NaN there
-// would survive a zero probability). 16-byte loads when aligned.
+// One row source: element (r, c) of it is base[(row0 + r) * stride + col0 + c].
 template <class T>
-__device__ __forceinline__ void stage_rows(T* dst, int ld, const T* src, uint64_t src_byte_offset, int64_t row0,
-                                           int64_t valid, int rows, int64_t stride, int64_t col0, int D) {
-  const bool vec = stride % 8 == 0 && col0 % 8 == 0 && src_byte_offset % 16 == 0;
-  // Loads are issued in batches into registers before any shared store, so
-  // they are in flight together instead of one latency each (the compiler
-  // cannot move a global load past a store it may alias).
-  constexpr int kBatch = 8;
-  if (vec) {
-    const int per_row = D / 8, total = rows * per_row;
-    for (int base = threadIdx.x; base < total; base += blockDim.x * kBatch) {
-      uint4 val[kBatch];
+struct RowSource {
+  const T* base;
+  int64_t row0, stride, col0;
+  bool vec;  // every row's head_dim elements start 16-byte aligned
+};
+
+template <class T>
+__device__ __forceinline__ RowSource<T> row_source(const uint8_t* arena, uint64_t offset, int64_t row0,
+                                                   int64_t stride, int64_t col0, int D) {
+  constexpr int ve = kChunkElems<T>;
+  const bool vec = (reinterpret_cast<uintptr_t>(arena) + offset) % 16 == 0 && stride % ve == 0 &&
+                   col0 % ve == 0 && D % ve == 0;
+  return {reinterpret_cast<const T*>(arena + offset), row0, stride, col0, vec};
+}
+
+// Chunk c of row r; past head_dim it is zero.
+template <class T>
+__device__ __forceinline__ uint4 load_chunk(const RowSource<T>& src, int r, int c, int D) {
+  constexpr int ve = kChunkElems<T>;
+  const T* row = src.base + (src.row0 + r) * src.stride + src.col0;
+  if (src.vec) return __ldg(reinterpret_cast<const uint4*>(row) + c);
+  T e[ve];
 #pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int idx = base + u * int(blockDim.x), r = idx / per_row, c = (idx % per_row) * 8;
-        val[u] = make_uint4(0, 0, 0, 0);
-        if (idx < total && r < valid) val[u] = __ldg(reinterpret_cast<const uint4*>(src + (row0 + r) * stride + col0 + c));
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int idx = base + u * int(blockDim.x), r = idx / per_row, c = (idx % per_row) * 8;
-        if (idx < total) *reinterpret_cast<uint4*>(dst + r * ld + c) = val[u];
-      }
-    }
+  for (int u = 0; u < ve; ++u) e[u] = c * ve + u < D ? row[c * ve + u] : from_f32<T>(0.f);
+  uint4 out;
+  memcpy(&out, e, 16);
+  return out;
+}
+
+// N contiguous elements of T (N * sizeof(T) a power of two, naturally aligned) as f32.
+template <class T, int N>
+__device__ __forceinline__ void load_elems(const T* src, float (&f)[N]) {
+  constexpr int bytes = N * int(sizeof(T));
+  if constexpr (bytes == 16) {
+    unpack_chunk<T>(*reinterpret_cast<const uint4*>(src), f);
   } else {
-    const int total = rows * D;
-    for (int base = threadIdx.x; base < total; base += blockDim.x * kBatch) {
-      T val[kBatch];
+    using W = std::conditional_t<bytes == 8, uint2, std::conditional_t<bytes == 4, uint32_t, uint16_t>>;
+    const W w = *reinterpret_cast<const W*>(src);
+    T e[N];
+    memcpy(e, &w, bytes);
 #pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int idx = base + u * int(blockDim.x), r = idx / D, c = idx % D;
-        val[u] = idx < total && r < valid ? src[(row0 + r) * stride + col0 + c] : from_f32<T>(0.f);
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int idx = base + u * int(blockDim.x), r = idx / D, c = idx % D;
-        if (idx < total) dst[r * ld + c] = val[u];
-      }
-    }
+    for (int u = 0; u < N; ++u) f[u] = to_f32(e[u]);
   }
 }
 
 template <class T, int DMAX>
-__global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const AttentionParams p, uint8_t* arena) {
-  extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ float inv_l[kTcRows];
+__global__ void __launch_bounds__(kShortThreads, 2) attention_short_kernel(const AttentionParams p, uint8_t* arena) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  constexpr int ve = kChunkElems<T>;
   const int D = p.head_dim;
-  const TcLayout L = tc_layout(p.skv, D);
-  T* k_s = reinterpret_cast<T*>(smem + L.k);
-  T* v_s = reinterpret_cast<T*>(smem + L.v);
-  T* q_s = reinterpret_cast<T*>(smem + L.q);
+  const ShortLayout L = short_layout(p.skv, D, int(sizeof(T)));
+  const int C = L.chunks;
   const int h = blockIdx.y;
   const int64_t b = blockIdx.z;
-  const int64_t q0 = int64_t(blockIdx.x) * kTcRows;
+  const int64_t q0 = int64_t(blockIdx.x) * kShortWarps;
   const int kvh = h / (p.q_heads / p.kv_heads);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  float* s_w = reinterpret_cast<float*>(smem + L.s) + warp * 16 * L.lds;
-  T* p_w = reinterpret_cast<T*>(smem + L.p) + warp * 16 * L.ldp;
-  const T* q_w = q_s + warp * 16 * L.ldk;
-  int32_t* keep = reinterpret_cast<int32_t*>(smem + L.m);
-  const int64_t causal_shift = p.skv - p.sq;
-  if (p.mask_kind == MaskKind::Padding) {
+  const int64_t shift = p.skv - p.sq;  // causal: query i sees keys j <= i + shift
+  const int q_rows = int(min(int64_t(kShortWarps), p.sq - q0));
+  // Keys any row of this block can see: only these are staged.
+  int kv_rows = int(p.skv);
+  if (p.mask_kind == MaskKind::Causal) kv_rows = int(max(int64_t(0), min(p.skv, q0 + q_rows + shift)));
+
+  uint4* chunks = reinterpret_cast<uint4*>(smem);
+  int32_t* keep = reinterpret_cast<int32_t*>(smem + L.keep);
+  const bool padding = p.mask_kind == MaskKind::Padding;
+
+  // Staging: the mask and every chunk a thread stores are loaded first.
+  int32_t mask_val[kShortMaxKeys / kShortThreads];
+  if (padding) {
     const int32_t* mask = at<const int32_t>(arena, p.mask) + b * p.skv;
-    for (int j = threadIdx.x; j < p.skv; j += blockDim.x) keep[j] = __ldg(mask + j);
+#pragma unroll
+    for (int u = 0; u < int(kShortMaxKeys / kShortThreads); ++u) {
+      const int j = threadIdx.x + u * kShortThreads;
+      mask_val[u] = j < kv_rows ? __ldg(mask + j) : 0;
+    }
   }
-
-  stage_rows(k_s, L.ldk, at<const T>(arena, p.k), p.k, b * p.skv, p.skv, L.skp, p.k_stride,
-             p.k_offset + int64_t(kvh) * D, D);
-  stage_rows(v_s, L.ldk, at<const T>(arena, p.v), p.v, b * p.skv, p.skv, L.skp, p.v_stride,
-             p.v_offset + int64_t(kvh) * D, D);
-  stage_rows(q_s, L.ldk, at<const T>(arena, p.q), p.q, b * p.sq + q0, p.sq - q0, kTcRows, p.q_stride,
-             p.q_offset + int64_t(h) * D, D);
+  const RowSource<T> src_k = row_source<T>(arena, p.k, b * p.skv, p.k_stride, p.k_offset + int64_t(kvh) * D, D);
+  const RowSource<T> src_v = row_source<T>(arena, p.v, b * p.skv, p.v_stride, p.v_offset + int64_t(kvh) * D, D);
+  const RowSource<T> src_q = row_source<T>(arena, p.q, b * p.sq + q0, p.q_stride, p.q_offset + int64_t(h) * D, D);
+  const int per_kv = kv_rows * C, total = 2 * per_kv + q_rows * C;
+  for (int base = threadIdx.x; base < total; base += kShortThreads * kStageBatch) {
+    uint4 val[kStageBatch];
+    int dst[kStageBatch];
+#pragma unroll
+    for (int u = 0; u < kStageBatch; ++u) {
+      int idx = base + u * kShortThreads;
+      dst[u] = -1;
+      if (idx < total) {
+        const int which = idx < per_kv ? 0 : idx < 2 * per_kv ? 1 : 2;  // K, V, q
+        idx -= which * per_kv;
+        const int r = idx / C, c = idx - r * C;
+        // Selected by value (not an indexed array) so the sources stay in registers.
+        const RowSource<T> src = which == 0 ? src_k : which == 1 ? src_v : src_q;
+        val[u] = load_chunk(src, r, c, D);
+        dst[u] = int((which == 0 ? L.k : which == 1 ? L.v : L.q) / 16) + r * L.ld + c;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kStageBatch; ++u)
+      if (dst[u] >= 0) chunks[dst[u]] = val[u];
+  }
+  if (padding) {
+#pragma unroll
+    for (int u = 0; u < int(kShortMaxKeys / kShortThreads); ++u) {
+      const int j = threadIdx.x + u * kShortThreads;
+      if (j < kv_rows) keep[j] = mask_val[u];
+    }
+  }
   __syncthreads();
+  if (warp >= q_rows) return;  // no block-wide barrier follows
 
-  // Scores of this warp's 16 query rows against every key.
-  for (int n0 = 0; n0 < L.skp; n0 += 16) {
-    wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
-    wm::fill_fragment(acc, 0.f);
-    for (int d0 = 0; d0 < D; d0 += 16) {
-      wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> a;
-      wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> kt;
-      wm::load_matrix_sync(a, q_w + d0, L.ldk);
-      wm::load_matrix_sync(kt, k_s + n0 * L.ldk + d0, L.ldk);
-      wm::mma_sync(acc, a, kt, acc);
-    }
-    wm::store_matrix_sync(s_w + n0, acc, L.lds, wm::mem_row_major);
-  }
-  __syncwarp();
+  const int64_t i = q0 + warp;
+  int kv_lim = int(p.skv);
+  if (p.mask_kind == MaskKind::Causal) kv_lim = int(max(int64_t(0), min(p.skv, i + shift + 1)));
+  const uint4* k_s = chunks + L.k / 16;
+  const uint4* q_row = chunks + L.q / 16 + warp * L.ld;
+  float* s_w = reinterpret_cast<float*>(smem + L.s) + warp * L.skv4;
+  const float scale = p.scale * 1.4426950408889634f;  // scores in log2 units: exp2 below
 
-  // Exact softmax per row; P is stored in T for the second product, the sum
-  // stays f32. Masked keys and the padding up to skp get probability 0.
-  for (int r = 0; r < 16; ++r) {
-    const int64_t i = q0 + warp * 16 + r;
-    float* srow = s_w + r * L.lds;
-    float mx = -INFINITY;
-    for (int j = lane; j < p.skv; j += 32) {
-      bool ok = p.mask_kind != MaskKind::Padding || keep[j] != 0;
-      if (p.mask_kind == MaskKind::Causal) ok = ok && j <= i + causal_shift;
-      float sv = ok ? srow[j] * p.scale : -INFINITY;
-      srow[j] = sv;
-      mx = fmaxf(mx, sv);
+  // Scores: lane owns keys lane, lane + 32, ...; kKeyGroups of them per pass.
+  float mx = -INFINITY;
+  for (int j0 = 0; j0 < kv_lim; j0 += 32 * kKeyGroups) {
+    float acc[kKeyGroups];
+    int row[kKeyGroups];
+#pragma unroll
+    for (int g = 0; g < kKeyGroups; ++g) {
+      acc[g] = 0.f;
+      row[g] = min(j0 + 32 * g + lane, kv_lim - 1);  // past the end: a valid row, result dropped
     }
-    mx = warp_max(mx);
-    float sum = 0.f;
-    for (int j = lane; j < L.skp; j += 32) {
-      float e = 0.f;
-      if (j < p.skv && mx != -INFINITY) {
-        float sv = srow[j];
-        e = sv == -INFINITY ? 0.f : expf(sv - mx);
+    for (int c = 0; c < C; ++c) {
+      float qf[ve];
+      unpack_chunk<T>(q_row[c], qf);
+#pragma unroll
+      for (int g = 0; g < kKeyGroups; ++g) {
+        float kf[ve];
+        unpack_chunk<T>(k_s[row[g] * L.ld + c], kf);
+#pragma unroll
+        for (int e = 0; e < ve; ++e) acc[g] = fmaf(qf[e], kf[e], acc[g]);
       }
-      sum += e;
-      p_w[r * L.ldp + j] = from_f32<T>(e);
     }
-    sum = warp_sum(sum);
-    if (lane == 0) inv_l[warp * 16 + r] = sum > 0.f ? 1.f / sum : 0.f;  // fully masked row -> zeros
-  }
-  __syncwarp();
-
-  wm::fragment<wm::accumulator, 16, 16, 16, float> o[DMAX / 16];
 #pragma unroll
-  for (int c = 0; c < DMAX / 16; ++c) wm::fill_fragment(o[c], 0.f);
-  for (int k0 = 0; k0 < L.skp; k0 += 16) {
-    wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> a;
-    wm::load_matrix_sync(a, p_w + k0, L.ldp);
-#pragma unroll
-    for (int c = 0; c < DMAX / 16; ++c) {
-      if (c * 16 < D) {
-        wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> vf;
-        wm::load_matrix_sync(vf, v_s + k0 * L.ldk + c * 16, L.ldk);
-        wm::mma_sync(o[c], a, vf, o[c]);
+    for (int g = 0; g < kKeyGroups; ++g) {
+      const int j = j0 + 32 * g + lane;
+      if (j < kv_lim) {
+        const float sv = !padding || keep[j] != 0 ? acc[g] * scale : -INFINITY;
+        s_w[j] = sv;
+        mx = fmaxf(mx, sv);
       }
     }
   }
-#pragma unroll
-  for (int c = 0; c < DMAX / 16; ++c)
-    if (c * 16 < D) wm::store_matrix_sync(s_w + c * 16, o[c], L.lds, wm::mem_row_major);
+  mx = warp_max(mx);
+  float sum = 0.f;
+  for (int j = lane; j < kv_lim; j += 32) {
+    const float sv = s_w[j];
+    const float e = sv == -INFINITY ? 0.f : exp2f(sv - mx);  // all masked: every e is 0
+    s_w[j] = e;
+    sum += e;
+  }
+  sum = warp_sum(sum);
   __syncwarp();
 
-  T* out = at<T>(arena, p.out);
-  for (int idx = lane; idx < 16 * D; idx += 32) {
-    const int r = idx / D, d = idx % D;
-    const int64_t i = q0 + warp * 16 + r;
-    if (i < p.sq)
-      out[((b * p.sq + i) * p.q_heads + h) * D + d] = from_f32<T>(s_w[r * L.lds + d] * inv_l[warp * 16 + r]);
+  // p.V: lane owns CH consecutive dims; two accumulators shorten the FMA chains.
+  constexpr int CH = DMAX / 32;
+  const int d0 = lane * CH;
+  float o[CH], o2[CH];
+#pragma unroll
+  for (int e = 0; e < CH; ++e) o[e] = o2[e] = 0.f;
+  if (d0 < D) {
+    const T* v_col = reinterpret_cast<const T*>(smem + L.v) + d0;
+    const int pitch = L.ld * ve;
+    int j = 0;
+    for (; j + 4 <= kv_lim; j += 4) {
+      const float4 pj = *reinterpret_cast<const float4*>(s_w + j);
+      float v0[CH], v1[CH], v2[CH], v3[CH];
+      load_elems<T, CH>(v_col + (j + 0) * pitch, v0);
+      load_elems<T, CH>(v_col + (j + 1) * pitch, v1);
+      load_elems<T, CH>(v_col + (j + 2) * pitch, v2);
+      load_elems<T, CH>(v_col + (j + 3) * pitch, v3);
+#pragma unroll
+      for (int e = 0; e < CH; ++e) {
+        o[e] = fmaf(pj.x, v0[e], o[e]);
+        o2[e] = fmaf(pj.y, v1[e], o2[e]);
+        o[e] = fmaf(pj.z, v2[e], o[e]);
+        o2[e] = fmaf(pj.w, v3[e], o2[e]);
+      }
+    }
+    for (; j < kv_lim; ++j) {
+      float vj[CH];
+      load_elems<T, CH>(v_col + j * pitch, vj);
+#pragma unroll
+      for (int e = 0; e < CH; ++e) o[e] = fmaf(s_w[j], vj[e], o[e]);
+    }
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;  // fully masked row -> zeros
+    T* out = at<T>(arena, p.out) + ((b * p.sq + i) * p.q_heads + h) * D;
+#pragma unroll
+    for (int e = 0; e < CH; ++e)
+      if (d0 + e < D) out[d0 + e] = from_f32<T>((o[e] + o2[e]) * inv);
   }
 }
 
-bool use_tensor_cores(const AttentionParams& p) {
-  return (p.dtype == DType::F16 || p.dtype == DType::BF16) && p.head_dim % 16 == 0 && p.head_dim <= 128 &&
-         tc_layout(p.skv, p.head_dim).total <= kTcMaxSmem;
+bool use_short_path(const AttentionParams& p) {
+  const int esize = int(dtype_size(p.dtype));
+  return p.skv >= 1 && p.skv <= kShortMaxKeys && p.head_dim <= 128 &&
+         short_layout(p.skv, p.head_dim, esize).total <= kShortMaxSmem;
 }
 
 template <class T>
-void launch_tc(const AttentionParams& p, const LaunchContext& ctx) {
-  dim3 grid(unsigned((p.sq + kTcRows - 1) / kTcRows), unsigned(p.q_heads), unsigned(p.batch));
-  size_t smem = tc_layout(p.skv, p.head_dim).total;
-  if (p.head_dim <= 64)
-    launch(attention_tc_kernel<T, 64>, grid, kTcWarps * 32, smem, ctx, p);
+void launch_short(const AttentionParams& p, const LaunchContext& ctx) {
+  dim3 grid(unsigned((p.sq + kShortWarps - 1) / kShortWarps), unsigned(p.q_heads), unsigned(p.batch));
+  const size_t smem = short_layout(p.skv, p.head_dim, int(sizeof(T))).total;
+  if (p.head_dim <= 32)
+    launch(attention_short_kernel<T, 32>, grid, kShortThreads, smem, ctx, p);
+  else if (p.head_dim <= 64)
+    launch(attention_short_kernel<T, 64>, grid, kShortThreads, smem, ctx, p);
   else
-    launch(attention_tc_kernel<T, 128>, grid, kTcWarps * 32, smem, ctx, p);
+    launch(attention_short_kernel<T, 128>, grid, kShortThreads, smem, ctx, p);
 }
 
 }  // namespace
 
 void prepare_attention_kernels() {
   auto allow = [](auto kernel) {
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTcMaxSmem)),
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kShortMaxSmem)),
           "attention shared memory limit");
   };
-  allow(attention_tc_kernel<__half, 64>);
-  allow(attention_tc_kernel<__half, 128>);
-  allow(attention_tc_kernel<__nv_bfloat16, 64>);
-  allow(attention_tc_kernel<__nv_bfloat16, 128>);
+  allow(attention_short_kernel<float, 32>);
+  allow(attention_short_kernel<float, 64>);
+  allow(attention_short_kernel<float, 128>);
+  allow(attention_short_kernel<__half, 32>);
+  allow(attention_short_kernel<__half, 64>);
+  allow(attention_short_kernel<__half, 128>);
+  allow(attention_short_kernel<__nv_bfloat16, 32>);
+  allow(attention_short_kernel<__nv_bfloat16, 64>);
+  allow(attention_short_kernel<__nv_bfloat16, 128>);
 }
+
+const char* attention_variant(const AttentionParams& p) { return use_short_path(p) ? "short" : "general"; }
 
 void run_attention(const AttentionParams& p, const LaunchContext& ctx) {
   RLX_CHECK(p.head_dim >= 1 && p.head_dim <= 256,
@@ -366,9 +437,7 @@ void run_attention(const AttentionParams& p, const LaunchContext& ctx) {
             std::string("attention ") + ctx.label + ": q_heads must be a multiple of kv_heads");
   dim3 grid(unsigned((p.sq + kQueryTile - 1) / kQueryTile), unsigned(p.q_heads), unsigned(p.batch));
   dispatch_float(p.dtype, ctx.label, [&]<class T>() {
-    if constexpr (!std::is_same_v<T, float>) {
-      if (use_tensor_cores(p)) return launch_tc<T>(p, ctx);
-    }
+    if (use_short_path(p)) return launch_short<T>(p, ctx);
     if (p.head_dim <= 64)
       launch(attention_kernel<T, 64>, grid, kWarps * 32, 0, ctx, p);
     else if (p.head_dim <= 128)

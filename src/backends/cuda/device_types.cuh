@@ -5,6 +5,8 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "rlx/dtype.h"
 #include "rlx/enums.h"
@@ -28,6 +30,49 @@ template <> __device__ __forceinline__ int32_t from_f32<int32_t>(float v) { retu
 template <class T>
 __device__ __forceinline__ T* at(uint8_t* arena, uint64_t offset) {
   return reinterpret_cast<T*>(arena + offset);
+}
+
+// 16 bytes of T (8 halves, 8 bfloat16s or 4 floats) to and from f32, for
+// kernels that move rows in 16-byte chunks.
+template <class T>
+constexpr int kChunkElems = 16 / int(sizeof(T));
+
+template <class T>
+__device__ __forceinline__ void unpack_chunk(const uint4& u, float* f) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (sizeof(T) == 4) {
+      f[i] = __uint_as_float(w[i]);
+    } else if constexpr (std::is_same_v<T, __half>) {
+      __half2 h;
+      memcpy(&h, &w[i], 4);
+      const float2 t = __half22float2(h);
+      f[2 * i] = t.x;
+      f[2 * i + 1] = t.y;
+    } else {
+      f[2 * i] = __uint_as_float(w[i] << 16);
+      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  }
+}
+
+template <class T>
+__device__ __forceinline__ uint4 pack_chunk(const float* f) {
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (sizeof(T) == 4) {
+      w[i] = __float_as_uint(f[i]);
+    } else if constexpr (std::is_same_v<T, __half>) {
+      const __half2 h = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+      memcpy(&w[i], &h, 4);
+    } else {
+      const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+      memcpy(&w[i], &h, 4);
+    }
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
 __device__ __forceinline__ float apply_activation(Activation act, float x) {

@@ -11,12 +11,16 @@ void run_binary(const BinaryParams& p, const LaunchContext& ctx);
 void run_unary(const UnaryParams& p, const LaunchContext& ctx);
 void run_copy(const CopyParams& p, const LaunchContext& ctx);
 void run_norm(const NormParams& p, const LaunchContext& ctx);
+// Which norm kernel run_norm picks for p over this arena: "vec" or "general".
+const char* norm_variant(const NormParams& p, const uint8_t* arena);
 void run_softmax(const SoftmaxParams& p, const LaunchContext& ctx);
 void run_softmax_xent(const SoftmaxCEParams& p, const LaunchContext& ctx);
 void run_attention(const AttentionParams& p, const LaunchContext& ctx);
-// Raises the shared memory limit of the tensor-core attention kernels; once
-// per process, before anything is recorded.
+// Raises the shared memory limit of the short-sequence attention kernels;
+// once per process, before anything is recorded.
 void prepare_attention_kernels();
+// Which attention kernel run_attention picks for p: "short" or "general".
+const char* attention_variant(const AttentionParams& p);
 void run_rope(const RopeParams& p, const LaunchContext& ctx);
 void run_gather(const GatherParams& p, const LaunchContext& ctx);
 void run_reduce(const ReduceParams& p, const LaunchContext& ctx);

@@ -1,6 +1,7 @@
 // Matrix products through cuBLASLt. Everything cuBLASLt needs (descriptors,
-// layouts, the algorithm) is chosen once here, at initialize; execute only
-// enqueues the matmul and, where no epilogue fits, an activation kernel.
+// layouts, the algorithm) is chosen once here, at initialize, the algorithm by
+// timing the heuristic's candidates; execute only enqueues the matmul and,
+// where no epilogue fits, an activation kernel.
 #pragma once
 #include <cublasLt.h>
 
@@ -24,6 +25,9 @@ class MatMulPlan {
   bool activation_in_epilogue() const { return !separate_activation_; }
 
  private:
+  void choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicResult_t* results, int found,
+                      const std::string& what);
+
   cublasLtHandle_t lt_;
   MatMulParams p_;
   void* workspace_;
