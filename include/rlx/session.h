@@ -23,6 +23,15 @@ struct HostTensor {
 };
 
 enum class Device { Auto, Cpu, Cuda };
+
+// Executables compiled with one ArenaShare use one arena on one device. The
+// first one compiled sizes it, so compile the largest shape first; the others
+// must fit and lay out their params identically (the same graph builder at
+// other batch or sequence sizes), so params set through any of them are set
+// for all. Runs of executables sharing an arena must not overlap in time.
+// reserve_bytes: the least the arena will be (see planned_arena_bytes).
+class ArenaShare;
+std::shared_ptr<ArenaShare> make_arena_share(uint64_t reserve_bytes = 0);
 enum class ExecMode { Auto, PerOp, Graph, Segmented };
 
 struct CompileOptions {
@@ -32,6 +41,7 @@ struct CompileOptions {
   int threads = 0;               // CPU threads, 0 = all cores
   int ring = 4;                  // CUDA: in-flight slots for submit/wait
   std::string trace_json;        // CUDA: write a Chrome trace of per-thunk GPU times here
+  std::shared_ptr<ArenaShare> arena_share;  // see make_arena_share()
   bool allow_tf32 = false;       // CUDA: f32 matmuls may round inputs to TF32 (faster, ~1e-3 error)
 };
 
@@ -50,12 +60,15 @@ struct Schedule;
 
 class Executable {
  public:
-  Executable(std::unique_ptr<Schedule> s, std::unique_ptr<BackendExecutable> be, CompileReport r);
+  Executable(std::unique_ptr<Schedule> s, std::unique_ptr<BackendExecutable> be, CompileReport r,
+             CompileOptions opts = {});
   ~Executable();
 
   // Shape must match; host data of another float dtype is converted.
   void set_param(const std::string& name, const HostTensor& t);
   void set_param_f32(const std::string& name, const float* data, size_t count);
+  // Takes the params `other` has set: both share one arena (same layout).
+  void share_params_with(const Executable& other);
   std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs);
 
   // Pipelined runs: submit returns at once; wait returns that run's outputs.
@@ -77,9 +90,13 @@ class Executable {
   std::unique_ptr<BackendExecutable> backend_;
   CompileReport report_;
   std::vector<bool> param_set_;
+  CompileOptions opts_;
 };
 
 std::unique_ptr<Executable> compile(const Graph& g, const CompileOptions& opts = {});
+
+// The arena size compile(g, opts) would plan, without preparing a backend.
+uint64_t planned_arena_bytes(const Graph& g, const CompileOptions& opts = {});
 
 bool cuda_available();  // a CUDA device is present and the backend was built
 

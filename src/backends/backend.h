@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,6 +34,33 @@ class BackendExecutable {
  private:
   std::map<uint64_t, std::vector<std::vector<uint8_t>>> done_;
   uint64_t next_ticket_ = 1;
+};
+
+// One arena and who uses it. Every executable gets its arena through one
+// (a private one when CompileOptions::arena_share is empty).
+class ArenaShare {
+ public:
+  explicit ArenaShare(uint64_t reserve_bytes = 0) : reserve_(reserve_bytes) {}
+  ArenaShare(const ArenaShare&) = delete;
+  ArenaShare& operator=(const ArenaShare&) = delete;
+  ~ArenaShare();
+
+  // The arena for schedule s on `backend`: the existing one when s fits it
+  // (else rlx::Error saying why), or a new one of s.arena_bytes from `alloc`.
+  // *fresh tells whether it was just allocated.
+  uint8_t* acquire(const Schedule& s, const std::string& backend, const std::function<uint8_t*(uint64_t)>& alloc,
+                   std::function<void(uint8_t*)> release, bool* fresh);
+  // True when the constants in the arena are not `owner`'s; marks them `owner`'s.
+  bool claim_constants(const void* owner);
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  uint8_t* base_ = nullptr;
+  uint64_t bytes_ = 0, reserve_ = 0;
+  std::string backend_;
+  std::vector<Binding> params_;
+  std::function<void(uint8_t*)> release_;
+  const void* constants_owner_ = nullptr;
 };
 
 class Backend {

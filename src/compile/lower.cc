@@ -116,21 +116,25 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
     }
     param_top = align_up(param_top + bytes_of(out));
   }
-  for (int32_t id : order) {
-    const Node& n = g.node(id);
-    if (n.op != OpKind::Param && n.op != OpKind::Constant) continue;
-    ValueId v = n.outputs[0];
-    if (grouped[size_t(v)]) continue;
-    root[size_t(v)] = v;
-    region[size_t(v)] = Home::Params;
-    slot[size_t(v)] = param_top;
-    if (n.op == OpKind::Param) {
-      const Value& x = g.value(v);
-      s->param_bindings.push_back(Binding{n.name, x.shape, x.dtype, param_top, 1, bytes_of(v), bytes_of(v)});
-    } else {
-      s->constants.emplace_back(param_top, n.data);
+  // Params before constants: graphs built by one builder at other shapes
+  // then lay out their params identically (see CompileOptions::arena_share).
+  for (OpKind kind : {OpKind::Param, OpKind::Constant}) {
+    for (int32_t id : order) {
+      const Node& n = g.node(id);
+      if (n.op != kind) continue;
+      ValueId v = n.outputs[0];
+      if (grouped[size_t(v)]) continue;
+      root[size_t(v)] = v;
+      region[size_t(v)] = Home::Params;
+      slot[size_t(v)] = param_top;
+      if (n.op == OpKind::Param) {
+        const Value& x = g.value(v);
+        s->param_bindings.push_back(Binding{n.name, x.shape, x.dtype, param_top, 1, bytes_of(v), bytes_of(v)});
+      } else {
+        s->constants.emplace_back(param_top, n.data);
+      }
+      param_top = align_up(param_top + bytes_of(v));
     }
-    param_top = align_up(param_top + bytes_of(v));
   }
 
   // Inputs region.

@@ -58,8 +58,17 @@ Executable& Embedder::executable(const Bucket& b) {
     Graph g = build_bert_graph(cfg_, sentence_.pooling, b.batch, b.seq, opts_.dtype);
     CompileOptions co;
     co.device = opts_.device;
+    if (!share_) {  // every bucket uses one arena, sized for the largest bucket
+      Bucket largest = bucket_for(opts_.max_batch, max_len_, max_len_, opts_.max_batch);
+      co.arena_share = nullptr;
+      uint64_t need = planned_arena_bytes(
+          build_bert_graph(cfg_, sentence_.pooling, largest.batch, largest.seq, opts_.dtype), co);
+      share_ = make_arena_share(need);
+    }
+    co.arena_share = share_;
     auto exe = compile(g, co);
-    weights_.load_into(*exe, g);
+    if (exes_.empty()) weights_.load_into(*exe, g);  // the params live in the shared arena
+    else exe->share_params_with(*exes_.begin()->second);
     it = exes_.emplace(b, std::move(exe)).first;
   }
   if (tracing())

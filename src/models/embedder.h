@@ -56,6 +56,7 @@ class Embedder {
   BertWeights weights_;
   EmbedderOptions opts_;
   int max_len_ = 512;
+  std::shared_ptr<ArenaShare> share_;  // one arena for every bucket
   std::map<Bucket, std::unique_ptr<Executable>> exes_;
   std::vector<Bucket> used_;
 };

@@ -1,6 +1,7 @@
 // The public Session API: compile a graph, bind params, run with checks.
 #include "rlx/session.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 
@@ -41,16 +42,29 @@ std::vector<int32_t> HostTensor::to_i32() const {
 
 bool cuda_available() { return cuda_backend() != nullptr; }
 
-std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& opts) {
+namespace {
+
+std::unique_ptr<Schedule> plan(const Graph& graph, const CompileOptions& opts, CompileReport& rep) {
   Graph g = graph;
-  CompileReport rep;
   rep.nodes_before = g.live_node_count();
   RLX_CHECK(!g.outputs().empty(), "compile: the graph has no outputs");
   verify(g);
   run_passes(g, opts);
   verify(g);
   rep.nodes_after = g.live_node_count();
-  auto sched = lower(g);
+  return lower(g);
+}
+
+}  // namespace
+
+uint64_t planned_arena_bytes(const Graph& g, const CompileOptions& opts) {
+  CompileReport rep;
+  return plan(g, opts, rep)->arena_bytes;
+}
+
+std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& opts) {
+  CompileReport rep;
+  auto sched = plan(graph, opts, rep);
 
   Backend* be = nullptr;
   if (opts.device == Device::Cuda) {
@@ -96,12 +110,20 @@ std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& op
   std::vector<size_t> out_bytes;
   for (const Binding& b : sched->output_bindings) out_bytes.push_back(b.bytes());
   prepared->set_output_bytes(out_bytes);
-  return std::make_unique<Executable>(std::move(sched), std::move(prepared), std::move(rep));
+  return std::make_unique<Executable>(std::move(sched), std::move(prepared), std::move(rep), opts);
 }
 
-Executable::Executable(std::unique_ptr<Schedule> s, std::unique_ptr<BackendExecutable> be, CompileReport r)
+Executable::Executable(std::unique_ptr<Schedule> s, std::unique_ptr<BackendExecutable> be, CompileReport r,
+                       CompileOptions opts)
     : schedule_(std::move(s)), backend_(std::move(be)), report_(std::move(r)),
-      param_set_(schedule_->param_bindings.size(), false) {}
+      param_set_(schedule_->param_bindings.size(), false), opts_(std::move(opts)) {}
+
+void Executable::share_params_with(const Executable& other) {
+  RLX_CHECK(opts_.arena_share && opts_.arena_share == other.opts_.arena_share,
+            "share_params_with: the executables were not compiled with one arena share");
+  // compile() checked that both lay out their params identically.
+  param_set_ = other.param_set_;
+}
 
 Executable::~Executable() = default;
 
@@ -207,10 +229,15 @@ std::map<std::string, HostTensor> Executable::wait(uint64_t ticket) {
 
 std::vector<std::map<std::string, HostTensor>> Executable::run_pipelined(
     const std::vector<std::map<std::string, HostTensor>>& batches) {
+  // Keep at most `ring` runs in flight: deeper queues only park outputs.
+  const size_t depth = size_t(std::max(1, opts_.ring));
   std::vector<uint64_t> tickets;
-  for (const auto& b : batches) tickets.push_back(submit(b));
   std::vector<std::map<std::string, HostTensor>> out;
-  for (uint64_t t : tickets) out.push_back(wait(t));
+  for (const auto& b : batches) {
+    if (tickets.size() - out.size() == depth) out.push_back(wait(tickets[out.size()]));
+    tickets.push_back(submit(b));
+  }
+  while (out.size() < tickets.size()) out.push_back(wait(tickets[out.size()]));
   return out;
 }
 

@@ -162,3 +162,73 @@ TEST(Session, PipelinedRunsEqualSequentialRuns) {
   auto piped = exe->run_pipelined(batches);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(piped[size_t(i)]["y"].bytes, exe->run(batches[size_t(i)])["y"].bytes);
 }
+
+namespace {
+
+// The same builder at two sequence lengths: identical params, other shapes.
+Graph seq_graph(int64_t seq) {
+  Graph g;
+  ValueId x = g.input("x", {2, seq, 12}, DType::F32);
+  std::vector<float> ramp(static_cast<size_t>(seq));
+  for (int64_t i = 0; i < seq; ++i) ramp[size_t(i)] = 0.1f * float(i);
+  ValueId bias = g.reshape(g.constant_f32({seq}, DType::F32, ramp, "ramp"), {seq, 1});
+  ValueId h = g.add(g.linear(x, g.param("w", {12, 12}, DType::F32), g.param("b", {12}, DType::F32),
+                             Activation::Tanh),
+                    bias);
+  g.output("y", h);
+  return g;
+}
+
+std::vector<double> seq_reference(const std::vector<float>& x, const std::vector<float>& w,
+                                  const std::vector<float>& b, int64_t seq) {
+  std::vector<double> y;
+  for (int64_t r = 0; r < 2 * seq; ++r)
+    for (int j = 0; j < 12; ++j) {
+      double acc = b[size_t(j)];
+      for (int k = 0; k < 12; ++k) acc += double(x[size_t(r * 12 + k)]) * w[size_t(j * 12 + k)];
+      y.push_back(std::tanh(acc) + 0.1 * double(r % seq));
+    }
+  return y;
+}
+
+}  // namespace
+
+TEST(Session, ExecutablesShareOneArenaAndItsParams) {
+  CompileOptions o = cpu();
+  o.arena_share = make_arena_share(planned_arena_bytes(seq_graph(29), o));
+  auto small = compile(seq_graph(5), o);
+  auto large = compile(seq_graph(29), o);
+  auto w = random_floats(144, 1), b = random_floats(12, 2);
+  small->set_param_f32("w", w.data(), w.size());
+  small->set_param_f32("b", b.data(), b.size());
+  large->share_params_with(*small);
+  // Interleaved runs: each puts its own constants back before it runs.
+  for (int round = 0; round < 2; ++round)
+    for (int64_t seq : {29, 5}) {
+      auto& exe = seq == 5 ? *small : *large;
+      auto x = random_floats(size_t(2 * seq * 12), 10 + uint64_t(seq) + uint64_t(round));
+      auto out = exe.run({{"x", HostTensor::from_f32({2, seq, 12}, x)}});
+      expect_close(out["y"].to_f32(), seq_reference(x, w, b, seq), 1e-5, "seq " + std::to_string(seq));
+    }
+  // A param set through one executable is seen by the other.
+  auto w2 = random_floats(144, 3);
+  large->set_param_f32("w", w2.data(), w2.size());
+  auto x = random_floats(2 * 5 * 12, 4);
+  expect_close(small->run({{"x", HostTensor::from_f32({2, 5, 12}, x)}})["y"].to_f32(), seq_reference(x, w2, b, 5),
+               1e-5, "after set_param through the other");
+}
+
+TEST(Session, ArenaShareRejectsWhatDoesNotFit) {
+  CompileOptions o = cpu();
+  o.arena_share = make_arena_share();
+  auto small = compile(seq_graph(5), o);
+  EXPECT_NE(error_of([&] { compile(seq_graph(29), o); }).find("compile the largest shape first"),
+            std::string::npos);
+  Graph other;
+  other.output("y", other.relu(other.add(other.input("x", {2}, DType::F32), other.param("p", {2}, DType::F32))));
+  EXPECT_NE(error_of([&] { compile(other, o); }).find("laid out differently"), std::string::npos);
+  CompileOptions plain = cpu();
+  auto lone = compile(seq_graph(5), plain);
+  EXPECT_NE(error_of([&] { lone->share_params_with(*small); }).find("not compiled with one arena share"),
+            std::string::npos);
+}

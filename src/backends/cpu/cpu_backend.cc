@@ -16,27 +16,25 @@ std::string describe(const Thunk& t, size_t index) {
   return s + ")";
 }
 
-struct AlignedFree {
-  void operator()(uint8_t* p) const { std::free(p); }
-};
-
 constexpr uint64_t kArenaAlign = 256;
 
 class CpuExecutable final : public BackendExecutable {
  public:
-  CpuExecutable(const Schedule& s, const CpuRegistry& registry, int threads)
-      : registry_(registry), threads_(threads) {
+  CpuExecutable(const Schedule& s, const CpuRegistry& registry, int threads, std::shared_ptr<ArenaShare> share)
+      : registry_(registry), threads_(threads), share_(share ? std::move(share) : make_arena_share()) {
     arena_bytes_ = s.arena_bytes;
-    uint64_t alloc = (arena_bytes_ + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
-    if (alloc == 0) alloc = kArenaAlign;
-    arena_.reset(static_cast<uint8_t*>(std::aligned_alloc(kArenaAlign, alloc)));
-    RLX_CHECK(arena_, "cpu: cannot allocate an arena of " + std::to_string(alloc) + " bytes");
-    std::memset(arena_.get(), 0, alloc);
-    for (const auto& [offset, data] : s.constants) {
+    bool fresh = false;
+    auto alloc = [](uint64_t bytes) {
+      uint64_t n = (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+      auto* p = static_cast<uint8_t*>(std::aligned_alloc(kArenaAlign, n));
+      if (p) std::memset(p, 0, n);
+      return p;
+    };
+    arena_ = share_->acquire(s, "cpu", alloc, [](uint8_t* p) { std::free(p); }, &fresh);
+    for (const auto& [offset, data] : s.constants)
       RLX_CHECK(data && offset + data->size() <= arena_bytes_,
                 "cpu: constant at offset " + std::to_string(offset) + " lies outside the arena");
-      std::memcpy(arena_.get() + offset, data->data(), data->size());
-    }
+    constants_ = s.constants;
     for (size_t i = 0; i < s.thunks.size(); ++i) {
       const Thunk& t = s.thunks[i];
       RLX_CHECK(ThunkKind(t.params.index()) == t.kind,
@@ -60,7 +58,7 @@ class CpuExecutable final : public BackendExecutable {
     check_binding(b);
     const auto* from = static_cast<const uint8_t*>(src);
     for (int64_t r = 0; r < b.outer; ++r)
-      std::memcpy(arena_.get() + b.offset + uint64_t(r) * b.outer_stride_bytes,
+      std::memcpy(arena_ + b.offset + uint64_t(r) * b.outer_stride_bytes,
                   from + uint64_t(r) * b.inner_bytes, b.inner_bytes);
   }
 
@@ -74,6 +72,9 @@ class CpuExecutable final : public BackendExecutable {
     if (threads_ > 0) {
       omp_set_num_threads(threads_);
     }
+    // Another executable sharing the arena may have put its constants there.
+    if (share_->claim_constants(this))
+      for (const auto& [offset, data] : constants_) std::memcpy(arena_ + offset, data->data(), data->size());
     for (size_t i = 0; i < inputs.size(); ++i) write_binding(inputs_[i], inputs[i]);
     CpuContext& ctx = context();
     for (const auto& t : thunks_) registry_.run(t.kind, t.dtype, t.params, ctx);
@@ -98,18 +99,20 @@ class CpuExecutable final : public BackendExecutable {
     auto* to = static_cast<uint8_t*>(dst);
     for (int64_t r = 0; r < b.outer; ++r)
       std::memcpy(to + uint64_t(r) * b.inner_bytes,
-                  arena_.get() + b.offset + uint64_t(r) * b.outer_stride_bytes, b.inner_bytes);
+                  arena_ + b.offset + uint64_t(r) * b.outer_stride_bytes, b.inner_bytes);
   }
 
   CpuContext& context() {
-    if (!ctx_) ctx_ = std::make_unique<CpuContext>(arena_.get());
+    if (!ctx_) ctx_ = std::make_unique<CpuContext>(arena_);
     return *ctx_;
   }
 
   const CpuRegistry& registry_;
   int threads_;
+  std::shared_ptr<ArenaShare> share_;
   uint64_t arena_bytes_ = 0;
-  std::unique_ptr<uint8_t, AlignedFree> arena_;
+  uint8_t* arena_ = nullptr;
+  std::vector<std::pair<uint64_t, std::shared_ptr<const std::vector<uint8_t>>>> constants_;
   std::unique_ptr<CpuContext> ctx_;
   std::vector<Prepared> thunks_;
   std::vector<Binding> inputs_, outputs_;
@@ -158,7 +161,7 @@ CpuBackend::CpuBackend() {
 }
 
 std::unique_ptr<BackendExecutable> CpuBackend::prepare(const Schedule& s, const CompileOptions& o) {
-  return std::make_unique<CpuExecutable>(s, registry_, o.threads);
+  return std::make_unique<CpuExecutable>(s, registry_, o.threads, o.arena_share);
 }
 
 }  // namespace cpu

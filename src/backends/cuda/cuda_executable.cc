@@ -67,14 +67,20 @@ const char* mode_name(ExecMode m) {
 
 CudaExecutable::CudaExecutable(const Schedule& s, const CompileOptions& o) : schedule_(s) {
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation");
-  // The arena starts as NaN bytes, so anything a kernel fails to write shows.
-  check(cudaMalloc(&arena_, std::max<uint64_t>(s.arena_bytes, 256)), "arena allocation");
-  check(cudaMemset(arena_, 0xff, std::max<uint64_t>(s.arena_bytes, 256)), "arena poison");
-  for (const auto& [offset, bytes] : s.constants) {
+  // A new arena starts as NaN bytes, so anything a kernel fails to write shows.
+  share_ = o.arena_share ? o.arena_share : make_arena_share();
+  bool fresh = false;
+  auto alloc = [](uint64_t bytes) -> uint8_t* {
+    uint8_t* p = nullptr;
+    check(cudaMalloc(&p, bytes), "arena allocation");
+    check(cudaMemset(p, 0xff, bytes), "arena poison");
+    return p;
+  };
+  arena_ = share_->acquire(s, "cuda", alloc, [](uint8_t* p) { cudaFree(p); }, &fresh);
+  for (const auto& [offset, bytes] : s.constants)
     RLX_CHECK(offset + bytes->size() <= s.arena_bytes, "constant at offset " + std::to_string(offset) +
                                                            " lies outside the arena");
-    check(cudaMemcpy(arena_ + offset, bytes->data(), bytes->size(), cudaMemcpyHostToDevice), "constant upload");
-  }
+  upload_constants_if_needed();
 
   bool any_matmul = std::any_of(s.thunks.begin(), s.thunks.end(),
                                 [](const Thunk& t) { return t.kind == ThunkKind::MatMul; });
@@ -141,7 +147,6 @@ CudaExecutable::~CudaExecutable() {
   thunks_.clear();
   if (workspace_) cudaFree(workspace_);
   if (lt_) cublasLtDestroy(lt_);
-  if (arena_) cudaFree(arena_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -284,8 +289,18 @@ void CudaExecutable::write_binding(const Binding& b, const void* src) {
           "write of '" + b.name + "'");
 }
 
+// Executables sharing an arena each have their own constants at the same
+// offsets; whoever runs puts its own back first. (Shared runs never overlap.)
+void CudaExecutable::upload_constants_if_needed() {
+  if (!share_->claim_constants(this)) return;
+  check(cudaDeviceSynchronize(), "before uploading constants");
+  for (const auto& [offset, bytes] : schedule_.constants)
+    check(cudaMemcpy(arena_ + offset, bytes->data(), bytes->size(), cudaMemcpyHostToDevice), "constant upload");
+}
+
 uint64_t CudaExecutable::submit(const std::vector<const void*>& inputs) {
   const auto t0 = std::chrono::steady_clock::now();
+  upload_constants_if_needed();
   const auto& ins = schedule_.input_bindings;
   RLX_CHECK(inputs.size() == ins.size(),
             "run: expected " + std::to_string(ins.size()) + " inputs, got " + std::to_string(inputs.size()));

@@ -72,10 +72,12 @@ class CudaExecutable final : public BackendExecutable {
   void execute_thunk(size_t i, bool count);
   void copy_outputs(const Slot& slot, const std::vector<void*>& outputs) const;
   void write_trace_json();
+  void upload_constants_if_needed();
 
   Schedule schedule_;
   ExecMode mode_ = ExecMode::PerOp;
   cudaStream_t stream_ = nullptr;
+  std::shared_ptr<ArenaShare> share_;  // owns the arena
   uint8_t* arena_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
