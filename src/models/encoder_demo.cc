@@ -8,6 +8,7 @@ Graph build_encoder_demo(const EncoderShape& s) {
   Graph g;
   const int64_t B = s.batch, S = s.seq, H = s.hidden, F = s.ffn;
   const DType dt = s.dtype;
+  RLX_CHECK(S <= s.max_positions, "encoder demo: seq " << S << " exceeds max_positions " << s.max_positions);
   ValueId ids = g.input("input_ids", {B, S}, DType::I32);
   ValueId mask = g.input("attention_mask", {B, S}, DType::I32);
   std::vector<int32_t> pos(static_cast<size_t>(S));
@@ -17,7 +18,7 @@ Graph build_encoder_demo(const EncoderShape& s) {
   ValueId positions = g.constant({S}, DType::I32, pos_bytes, "positions");
 
   ValueId x = g.add(g.gather(g.param("word_embeddings", {s.vocab, H}, dt), ids),
-                    g.gather(g.param("position_embeddings", {S, H}, dt), positions));
+                    g.gather(g.param("position_embeddings", {s.max_positions, H}, dt), positions));
   x = g.layer_norm(x, g.param("emb_ln.gamma", {H}, dt), g.param("emb_ln.beta", {H}, dt), 1e-12f);
 
   auto linear = [&](ValueId in, const std::string& name, int64_t out, int64_t inner) {

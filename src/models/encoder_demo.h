@@ -6,7 +6,7 @@
 namespace rlx {
 
 struct EncoderShape {
-  int layers = 12, hidden = 768, heads = 12, ffn = 3072, vocab = 30522;
+  int layers = 12, hidden = 768, heads = 12, ffn = 3072, vocab = 30522, max_positions = 512;
   int batch = 1, seq = 128;
   DType dtype = DType::F32;
 };

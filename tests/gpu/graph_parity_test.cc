@@ -373,5 +373,35 @@ TEST(GraphPath, PipelinedEncoderMatchesCpu) {
     compare_all(outs[i], p.cpu->run(batches[i]), "pipelined run " + std::to_string(i));
 }
 
+// Two shapes of one builder share one arena and its params (as the embedder's
+// buckets do): each run restores its own constants (the position ids differ),
+// params set once serve both, and the graphs stay valid (the arena never moves).
+TEST(GraphPath, SharedArenaAcrossShapes) {
+  RLX_REQUIRE_GPU();
+  EncoderShape big = small_encoder(DType::F16), little = big;
+  big.seq = 61;
+  little.seq = 17;
+  CompileOptions co;
+  co.device = Device::Cuda;
+  co.mode = ExecMode::Graph;
+  co.arena_share = make_arena_share(planned_arena_bytes(build_encoder_demo(big), co));
+  auto gpu_little = compile(build_encoder_demo(little), co);
+  auto gpu_big = compile(build_encoder_demo(big), co);
+  ASSERT_EQ(cuda_of(*gpu_little).arena(), cuda_of(*gpu_big).arena());
+  fill_params(*gpu_little, 5);
+  gpu_big->share_params_with(*gpu_little);
+  CompileOptions cpu;
+  cpu.device = Device::Cpu;
+  auto cpu_little = compile(build_encoder_demo(little), cpu), cpu_big = compile(build_encoder_demo(big), cpu);
+  fill_params(*cpu_little, 5);
+  fill_params(*cpu_big, 5);
+  for (int round = 0; round < 3; ++round) {
+    Inputs a = encoder_inputs(little, 70 + uint64_t(round)), b = encoder_inputs(big, 80 + uint64_t(round));
+    compare_all(gpu_little->run(a), cpu_little->run(a), "little shape round " + std::to_string(round));
+    compare_all(gpu_big->run(b), cpu_big->run(b), "big shape round " + std::to_string(round));
+  }
+  EXPECT_EQ(cuda_of(*gpu_little).counters().perop_launches, 0u);
+}
+
 }  // namespace
 }  // namespace rlx
