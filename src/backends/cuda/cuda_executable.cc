@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_executable.h"
 
+#include <functional>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -125,7 +127,7 @@ CudaExecutable::CudaExecutable(const Schedule& s, const CompileOptions& o) : sch
   trace_json_ = o.trace_json;
   if (trace && std::strcmp(trace, "schedule") == 0) {
     std::map<std::string, int> hist;
-    for (const Thunk& t : s.thunks) ++hist[kind_name(t.kind)];
+    for (const Thunk& t : s.thunks) ++hist[thunk_name(t.kind)];
     std::fprintf(stderr, "rlx cuda: mode %s, %zu thunks, arena %llu bytes\n", mode_name(mode_), thunks_.size(),
                  (unsigned long long)s.arena_bytes);
     for (const auto& [name, n] : hist) std::fprintf(stderr, "  %-14s %d\n", name.c_str(), n);
@@ -168,20 +170,27 @@ void CudaExecutable::choose_mode(const CompileOptions& o) {
             "graph mode: thunk " + unsafe->label + " cannot be recorded (not capture-safe); use segmented");
 }
 
+// Records what `enqueue` puts on the stream (nothing runs); on an error the
+// capture is ended so the stream stays usable.
+cudaGraph_t CudaExecutable::capture(const std::function<void()>& enqueue, const std::string& what) {
+  check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capture begin");
+  try {
+    enqueue();
+  } catch (...) {
+    cudaGraph_t g = nullptr;
+    cudaStreamEndCapture(stream_, &g);
+    if (g) cudaGraphDestroy(g);
+    throw;
+  }
+  cudaGraph_t g = nullptr;
+  check(cudaStreamEndCapture(stream_, &g), what);
+  return g;
+}
+
 void CudaExecutable::measure_thunk_nodes() {
   for (size_t i = 0; i < thunks_.size(); ++i) {
     if (!schedule_.thunks[i].capture_safe) continue;
-    check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capture begin");
-    try {
-      execute_thunk(i, false);
-    } catch (...) {
-      cudaGraph_t g = nullptr;
-      cudaStreamEndCapture(stream_, &g);
-      if (g) cudaGraphDestroy(g);
-      throw;
-    }
-    cudaGraph_t g = nullptr;
-    check(cudaStreamEndCapture(stream_, &g), "recording " + schedule_.thunks[i].label);
+    cudaGraph_t g = capture([&] { execute_thunk(i, false); }, "recording " + schedule_.thunks[i].label);
     int memcpys = 0;
     count_nodes(g, thunk_kernel_nodes_[i], memcpys);
     cudaGraphDestroy(g);
@@ -191,17 +200,7 @@ void CudaExecutable::measure_thunk_nodes() {
 void CudaExecutable::record_forward_graphs() {
   for (size_t si = 0; si < slots_.size(); ++si) {
     Slot& slot = slots_[si];
-    check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capture begin");
-    try {
-      encode_forward(slot, false);
-    } catch (...) {
-      cudaGraph_t g = nullptr;
-      cudaStreamEndCapture(stream_, &g);
-      if (g) cudaGraphDestroy(g);
-      throw;
-    }
-    cudaGraph_t g = nullptr;
-    check(cudaStreamEndCapture(stream_, &g), "recording the forward graph");
+    cudaGraph_t g = capture([&] { encode_forward(slot, false); }, "recording the forward graph");
     if (si == 0) count_nodes(g, graph_kernel_nodes_, graph_memcpy_nodes_);
     check(cudaGraphInstantiate(&slot.forward, g, 0), "instantiating the forward graph");
     cudaGraphDestroy(g);
@@ -227,17 +226,7 @@ void CudaExecutable::record_segments() {
       continue;
     }
     Segment seg{i, j, nullptr};
-    check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capture begin");
-    try {
-      for (size_t k = i; k < j; ++k) execute_thunk(k, false);
-    } catch (...) {
-      cudaGraph_t g = nullptr;
-      cudaStreamEndCapture(stream_, &g);
-      if (g) cudaGraphDestroy(g);
-      throw;
-    }
-    cudaGraph_t g = nullptr;
-    check(cudaStreamEndCapture(stream_, &g), "recording a segment");
+    cudaGraph_t g = capture([&] { for (size_t k = i; k < j; ++k) execute_thunk(k, false); }, "recording a segment");
     int kernels = 0, memcpys = 0;
     count_nodes(g, kernels, memcpys);
     graph_kernel_nodes_ += kernels;
@@ -383,8 +372,8 @@ void CudaExecutable::write_trace_json() {
     float ms = 0.f;
     check(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]), "trace timing");
     const Thunk& t = schedule_.thunks[i];
-    events.push_back({{"name", t.label.empty() ? kind_name(t.kind) : t.label},
-                      {"cat", kind_name(t.kind)},
+    events.push_back({{"name", t.label.empty() ? thunk_name(t.kind) : t.label},
+                      {"cat", thunk_name(t.kind)},
                       {"ph", "X"},
                       {"ts", double(start_ms) * 1000.0},
                       {"dur", double(ms) * 1000.0},

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -73,6 +74,7 @@ class CudaExecutable final : public BackendExecutable {
   void copy_outputs(const Slot& slot, const std::vector<void*>& outputs) const;
   void write_trace_json();
   void upload_constants_if_needed();
+  cudaGraph_t capture(const std::function<void()>& enqueue, const std::string& what);
 
   Schedule schedule_;
   ExecMode mode_ = ExecMode::PerOp;

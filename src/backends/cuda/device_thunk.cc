@@ -49,22 +49,12 @@ constexpr DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16};
 
 }  // namespace
 
-const char* kind_name(ThunkKind k) {
-  switch (k) {
-#define X(e, n, P) \
-  case ThunkKind::e: return n;
-#include "thunks/thunks.def"
-#undef X
-  }
-  return "?";
-}
-
 std::unique_ptr<DeviceThunk> make_device_thunk(const Thunk& t, const DeviceResources& r) {
   if (const auto* c = std::get_if<CopyParams>(&t.params))
     RLX_CHECK(kernel_supports(ThunkKind::Copy, c->dst_dtype),
               "CUDA backend cannot copy into " + std::string(dtype_name(c->dst_dtype)) + " for " + t.label);
   RLX_CHECK(kernel_supports(t.kind, compute_dtype(t)),
-            "CUDA backend has no kernel for " + t.label + " (" + kind_name(t.kind) + ", " +
+            "CUDA backend has no kernel for " + t.label + " (" + thunk_name(t.kind) + ", " +
                 std::string(dtype_name(compute_dtype(t))) + ")");
   return std::visit(
       [&](const auto& p) -> std::unique_ptr<DeviceThunk> {

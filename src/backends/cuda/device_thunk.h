@@ -37,6 +37,5 @@ const std::vector<std::pair<ThunkKind, DType>>& kernel_registry();
 bool kernel_supports(ThunkKind k, DType dt);
 // The dtype a thunk computes in (for a copy: its source; its destination is checked too).
 DType compute_dtype(const Thunk& t);
-const char* kind_name(ThunkKind k);
 
 }  // namespace rlx::cuda
