@@ -116,11 +116,14 @@ void run_embed(const EmbedArgs& a) {
   o.device = pick_device(a.device);
   o.max_batch = a.batch;
   const std::string dir = a.model.empty() ? default_model_dir() : a.model;
+  RLX_CHECK(fs::is_directory(dir), "--model '" << dir << "' is not a directory (expected a Hugging Face "
+                                                   "model directory with config.json and model.safetensors)");
   rlx::Embedder embedder(dir, o);
 
   // Chunks of a few batches, so progress can be reported on big inputs.
   const size_t step = size_t(a.batch) * 8;
   const bool progress = texts.size() > step;
+  const bool tty = isatty(fileno(stderr));  // a terminal redraws one line; logs get one line per step
   std::vector<std::vector<float>> emb;
   emb.reserve(texts.size());
   auto t0 = std::chrono::steady_clock::now();
@@ -129,10 +132,10 @@ void run_embed(const EmbedArgs& a) {
                                   texts.begin() + long(std::min(texts.size(), i + step)));
     auto got = embedder.embed(part);
     for (auto& v : got) emb.push_back(std::move(v));
-    if (progress) std::fprintf(stderr, "\rrlx embed: %zu/%zu", emb.size(), texts.size());
+    if (progress) std::fprintf(stderr, tty ? "\rrlx embed: %zu/%zu" : "rlx embed: %zu/%zu\n", emb.size(), texts.size());
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (progress) std::fputc('\n', stderr);
+  if (progress && tty) std::fputc('\n', stderr);
 
   std::vector<std::vector<double>> sim;
   if (a.similarity) {
