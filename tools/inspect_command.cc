@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "models/bert.h"
 #include "models/encoder_demo.h"
 #include "rlx/session.h"
 #include "tools/commands.h"
@@ -14,6 +15,15 @@ std::string mib(uint64_t b) {
   return buf;
 }
 
+// Histogram, memory plan and (optionally) the schedule of a compiled graph.
+void print_report(const rlx::CompileReport& r, bool schedule) {
+  for (auto& [k, n] : r.thunk_histogram) std::cout << "  " << k << ": " << n << "\n";
+  std::cout << "arena: " << mib(r.arena_bytes) << " (params " << mib(r.param_bytes) << ")\n";
+  std::cout << "scratch: " << mib(r.scratch_bytes) << " for intermediates that would take "
+            << mib(r.intermediate_bytes) << " without reuse (peak live " << mib(r.peak_live_bytes) << ")\n";
+  if (schedule) std::cout << "schedule:\n" << r.schedule;
+}
+
 }  // namespace
 
 void add_inspect_command(CLI::App& app) {
@@ -21,6 +31,8 @@ void add_inspect_command(CLI::App& app) {
   auto shape = std::make_shared<rlx::EncoderShape>();
   auto no_fuse = std::make_shared<bool>(false);
   auto full = std::make_shared<bool>(false);
+  auto model = std::make_shared<std::string>();
+  cmd->add_option("--model", *model, "a Hugging Face BERT directory instead of the demo encoder");
   cmd->add_option("--layers", shape->layers, "encoder layers of the demo graph");
   cmd->add_option("--hidden", shape->hidden, "hidden size");
   cmd->add_option("--heads", shape->heads, "attention heads");
@@ -30,6 +42,22 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_flag("--no-fuse", *no_fuse, "skip the fusion passes");
   cmd->add_flag("--schedule", *full, "print every thunk");
   cmd->callback([=] {
+    if (!model->empty()) {  // the real model's graph at --batch x --seq
+      rlx::BertConfig cfg = rlx::load_bert_config(*model);
+      rlx::Graph g = rlx::build_bert_graph(cfg, rlx::load_sentence_config(*model).pooling, shape->batch,
+                                           shape->seq, rlx::DType::F32);
+      rlx::CompileOptions o;
+      o.device = rlx::Device::Cpu;
+      o.fuse = !*no_fuse;
+      auto exe = rlx::compile(g, o);
+      const auto& r = exe->report();
+      std::cout << "graph: " << *model << " (" << cfg.num_hidden_layers << " layers, hidden " << cfg.hidden_size
+                << "), batch " << shape->batch << ", seq " << shape->seq << "\n";
+      std::cout << "nodes: " << r.nodes_before << " before passes, " << r.nodes_after << " after\n";
+      std::cout << "thunks: " << r.thunk_count << "\n";
+      print_report(r, *full);
+      return;
+    }
     rlx::Graph g = rlx::build_encoder_demo(*shape);
     rlx::CompileOptions o;
     o.device = rlx::Device::Cpu;
@@ -46,11 +74,6 @@ void add_inspect_command(CLI::App& app) {
     size_t base = rlx::compile(rlx::build_encoder_demo(none), o)->report().thunk_count;
     std::cout << "thunks: " << r.thunk_count << " (" << base << " outside the layers, "
               << double(r.thunk_count - base) / std::max(shape->layers, 1) << " per encoder layer)\n";
-    for (auto& [k, n] : r.thunk_histogram) std::cout << "  " << k << ": " << n << "\n";
-    std::cout << "arena: " << mib(r.arena_bytes) << " (params " << mib(r.param_bytes) << ")\n";
-    std::cout << "scratch: " << mib(r.scratch_bytes) << " for intermediates that would take "
-              << mib(r.intermediate_bytes) << " without reuse (peak live " << mib(r.peak_live_bytes)
-              << ")\n";
-    if (*full) std::cout << "schedule:\n" << r.schedule;
+    print_report(r, *full);
   });
 }
