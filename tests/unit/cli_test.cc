@@ -1,0 +1,96 @@
+// The `rlx` command line as a user runs it: the README's first command and
+// what it prints, inspect's report, and a bad model directory.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "models/embedder.h"
+#include "models/test_files.h"  // tests/models
+
+namespace rlx {
+namespace {
+
+struct Ran {
+  int status = -1;
+  std::string out, err;
+};
+
+Ran run_cli(const std::string& args) {
+  Ran r;
+  test::TempDir dir;
+  const std::string err_path = (dir.path() / "stderr").string();
+  std::string cmd = std::string(RLX_CLI_PATH) + " " + args + " 2>" + err_path;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream e(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  return r;
+}
+
+TEST(Cli, EmbedPrintsTheLibraryEmbeddingsAndTheirSimilarity) {
+  ASSERT_TRUE(test::minilm_present());
+  const std::vector<std::string> texts = {"A man is eating food.", "Someone is having a meal.",
+                                          "The stock market fell sharply today."};
+  Ran r = run_cli("embed --device cpu --model " + test::minilm_dir() + " --similarity \"" + texts[0] +
+                  "\" \"" + texts[1] + "\" \"" + texts[2] + "\"");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_NE(r.err.find("3 sentences in"), std::string::npos) << r.err;
+  ASSERT_EQ(j.at("embeddings").size(), 3u);
+  ASSERT_EQ(j.at("dim").get<int>(), 384);
+
+  Embedder e(test::minilm_dir());
+  auto want = e.embed(texts);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(j["embeddings"][i]["text"].get<std::string>(), texts[i]);
+    auto got = j["embeddings"][i]["embedding"].get<std::vector<float>>();
+    ASSERT_EQ(got.size(), want[i].size());
+    double norm = 0, err = 0;
+    for (size_t k = 0; k < got.size(); ++k) {
+      norm += double(got[k]) * got[k];
+      err = std::max(err, std::fabs(double(got[k]) - want[i][k]));
+    }
+    EXPECT_NEAR(norm, 1.0, 1e-4) << "embedding " << i << " is not unit length";
+    EXPECT_LT(err, 1e-5) << "printed embedding " << i << " differs from the library's";
+  }
+  auto sim = j.at("similarity").get<std::vector<std::vector<double>>>();
+  ASSERT_EQ(sim.size(), 3u);
+  for (size_t a = 0; a < 3; ++a)
+    for (size_t b = 0; b < 3; ++b) {
+      double dot = 0;
+      for (size_t k = 0; k < want[a].size(); ++k) dot += double(want[a][k]) * want[b][k];
+      EXPECT_NEAR(sim[a][b], dot, 1e-4) << a << "," << b;
+    }
+  EXPECT_GT(sim[0][1], sim[0][2] + 0.3) << "paraphrases must be closer than unrelated sentences";
+}
+
+TEST(Cli, InspectReportsFusionAndReuse) {
+  Ran r = run_cli("inspect --layers 2 --hidden 96 --heads 4 --ffn 160 --seq 37");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("7 per encoder layer"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("without reuse"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BadModelDirectoryIsAClearError) {
+  Ran r = run_cli("embed --device cpu --model /nonexistent/model \"hello\"");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("'/nonexistent/model' is not a directory"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  r = run_cli("embed --device cpu --model " + test::minilm_dir() + " --dtype f64 \"hello\"");
+  EXPECT_NE(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("f64"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace rlx
