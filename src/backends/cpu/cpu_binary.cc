@@ -27,13 +27,8 @@ template <class T> void binary(const BinaryParams& p, CpuContext& ctx) {
   const int64_t rows = p.n / inner;
 #pragma omp parallel for if (p.n > 32768)
   for (int64_t r = 0; r < rows; ++r) {
-    int64_t rest = r, oa = 0, ob = 0;
-    for (int d = rank - 2; d >= 0; --d) {
-      int64_t i = rest % p.shape[d];
-      rest /= p.shape[d];
-      oa += i * p.stride_a[d];
-      ob += i * p.stride_b[d];
-    }
+    int64_t oa, ob;
+    row_offsets(r, rank, p.shape, p.stride_a, p.stride_b, oa, ob);
     T* o = out + r * inner;
     for (int64_t c = 0; c < inner; ++c)
       o[c] = from_f32<T>(apply(p.op, to_f32(a[oa + c * sa]), to_f32(b[ob + c * sb])));

@@ -30,13 +30,8 @@ void copy(const CopyParams& p, CpuContext& ctx) {
   const size_t esize = dtype_size(st);
 #pragma omp parallel for if (p.n > 65536)
   for (int64_t r = 0; r < rows; ++r) {
-    int64_t rest = r, so = 0, d_o = 0;
-    for (int d = rank - 2; d >= 0; --d) {
-      int64_t i = rest % p.shape[d];
-      rest /= p.shape[d];
-      so += i * p.src_stride[d];
-      d_o += i * p.dst_stride[d];
-    }
+    int64_t so, d_o;
+    row_offsets(r, rank, p.shape, p.src_stride, p.dst_stride, so, d_o);
     if (st == dt) {  // bit-exact, i32 included
       if (ss == 1 && ds == 1) {
         std::memcpy(dst + size_t(d_o) * esize, src + size_t(so) * esize, size_t(inner) * esize);

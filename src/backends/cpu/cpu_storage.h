@@ -48,4 +48,17 @@ template <class Fn> decltype(auto) with_float_type(DType dt, Fn&& fn) {
   throw Error(std::string("cpu: expected a float dtype, got ") + std::string(dtype_name(dt)));
 }
 
+// Element offsets of row r (every dim but the last) of a strided iteration
+// space under two stride sets, e.g. the two operands of a binary op.
+inline void row_offsets(int64_t r, int rank, const int64_t* shape, const int64_t* s0, const int64_t* s1,
+                        int64_t& o0, int64_t& o1) {
+  o0 = o1 = 0;
+  for (int d = rank - 2; d >= 0; --d) {
+    int64_t i = r % shape[d];
+    r /= shape[d];
+    o0 += i * s0[d];
+    o1 += i * s1[d];
+  }
+}
+
 }  // namespace rlx::cpu
