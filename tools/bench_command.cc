@@ -14,6 +14,7 @@
 #include "rlx/error.h"
 #include "rlx/session.h"
 #include "thunks/thunk.h"
+#include "tools/cli_options.h"
 #include "tools/commands.h"
 
 namespace {
@@ -158,10 +159,8 @@ void add_bench_command(CLI::App& app) {
                   "cuda: write per-thunk GPU times of the graph executable here (Chrome trace) and print a "
                   "summary by thunk kind on stderr");
   cmd->callback([=] {
-    s->dtype = *dtype == "f16" ? rlx::DType::F16 : *dtype == "bf16" ? rlx::DType::BF16 : rlx::DType::F32;
-    RLX_CHECK(*device != "cuda" || rlx::cuda_available(),
-              "--device cuda: no CUDA device, or rlx was built without CUDA");
-    bool gpu = *device == "cuda" || (*device == "auto" && rlx::cuda_available());
+    s->dtype = dtype_option(*dtype);
+    bool gpu = device_option(*device) == rlx::Device::Cuda;
     std::vector<Row> rows;
     std::string title;
     if (gpu) unsetenv("RLX_EXEC");  // each row is the mode it names

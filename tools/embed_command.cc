@@ -13,6 +13,7 @@
 #include "models/embedder.h"
 #include "rlx/error.h"
 #include "rlx/session.h"
+#include "tools/cli_options.h"
 #include "tools/commands.h"
 
 namespace {
@@ -50,23 +51,6 @@ std::vector<std::string> read_lines(std::istream& in) {
     if (!line.empty()) out.push_back(line);
   }
   return out;
-}
-
-rlx::DType parse_dtype(const std::string& s) {
-  if (s == "f32") return rlx::DType::F32;
-  if (s == "f16") return rlx::DType::F16;
-  if (s == "bf16") return rlx::DType::BF16;
-  RLX_FAIL("--dtype must be f32, f16 or bf16, not '" << s << "'");
-}
-
-rlx::Device pick_device(const std::string& s) {
-  if (s == "cpu") return rlx::Device::Cpu;
-  if (s == "cuda") {
-    RLX_CHECK(rlx::cuda_available(), "--device cuda: no CUDA device, or rlx was built without CUDA");
-    return rlx::Device::Cuda;
-  }
-  RLX_CHECK(s == "auto", "--device must be auto, cpu or cuda, not '" << s << "'");
-  return rlx::cuda_available() ? rlx::Device::Cuda : rlx::Device::Cpu;
 }
 
 double cosine(const std::vector<float>& a, const std::vector<float>& b) {
@@ -112,8 +96,8 @@ void run_embed(const EmbedArgs& a) {
             "--format must be json or compact, not '" << a.format << "'");
 
   rlx::EmbedderOptions o;
-  o.dtype = parse_dtype(a.dtype);
-  o.device = pick_device(a.device);
+  o.dtype = dtype_option(a.dtype);
+  o.device = device_option(a.device);
   o.max_batch = a.batch;
   const std::string dir = a.model.empty() ? default_model_dir() : a.model;
   RLX_CHECK(fs::is_directory(dir), "--model '" << dir << "' is not a directory (expected a Hugging Face "

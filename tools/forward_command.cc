@@ -11,6 +11,7 @@
 #include "models/bert.h"
 #include "rlx/error.h"
 #include "rlx/session.h"
+#include "tools/cli_options.h"
 #include "tools/commands.h"
 #ifdef RLX_HAVE_CUDA
 #include "backends/cuda/cuda_executable.h"
@@ -48,13 +49,6 @@ std::vector<int32_t> read_matrix(const nlohmann::json& j, const char* key, const
   return v;
 }
 
-rlx::ExecMode parse_mode(const std::string& m) {
-  if (m == "perop") return rlx::ExecMode::PerOp;
-  if (m == "graph") return rlx::ExecMode::Graph;
-  if (m == "segmented") return rlx::ExecMode::Segmented;
-  return rlx::ExecMode::Auto;
-}
-
 // The mode the backend actually used and how it launched, from the backend
 // itself rather than from what was asked.
 std::string ran_how(rlx::Executable& exe) {
@@ -89,12 +83,9 @@ void run_forward(const ForwardArgs& a) {
   if (j.contains("token_type_ids")) types = read_matrix(j, "token_type_ids", a.ids, batch, seq);
 
   rlx::BertLoadOptions o;
-  o.dtype = a.dtype == "f16" ? rlx::DType::F16 : a.dtype == "bf16" ? rlx::DType::BF16 : rlx::DType::F32;
-  if (a.device == "cuda") {
-    RLX_CHECK(rlx::cuda_available(), "--device cuda: no CUDA device, or rlx was built without CUDA");
-    o.device = rlx::Device::Cuda;
-  }
-  o.mode = parse_mode(a.mode);
+  o.dtype = dtype_option(a.dtype);
+  o.device = device_option(a.device);
+  o.mode = mode_option(a.mode);
   o.batch = batch;
   o.seq = seq;
   auto exe = rlx::load_bert(a.model, o);
