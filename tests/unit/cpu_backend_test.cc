@@ -3,8 +3,11 @@
 // multi-thunk schedule in order.
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cstring>
 
+#include "rlx/session.h"
 #include "thunk_harness.h"
 
 namespace rlx::test {
@@ -170,3 +173,16 @@ TEST(CpuBackend, RunsThunksInOrderThroughScratchAndRepeats) {
 
 }  // namespace
 }  // namespace rlx::test
+
+// A run with its own thread count leaves the process's count as it was.
+TEST(CpuBackend, ThreadCountIsRestoredAfterARun) {
+  rlx::Graph g;
+  g.output("y", g.relu(g.input("x", {4}, rlx::DType::F32)));
+  rlx::CompileOptions o;
+  o.device = rlx::Device::Cpu;
+  o.threads = 1;
+  const int before = omp_get_max_threads();
+  auto out = rlx::compile(g, o)->run({{"x", rlx::HostTensor::from_f32({4}, {-1.f, 2.f, -3.f, 4.f})}});
+  EXPECT_EQ(out["y"].to_f32(), (std::vector<float>{0.f, 2.f, 0.f, 4.f}));
+  EXPECT_EQ(omp_get_max_threads(), before);
+}

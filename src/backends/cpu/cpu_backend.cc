@@ -69,9 +69,14 @@ class CpuExecutable final : public BackendExecutable {
     RLX_CHECK(outputs.size() == outputs_.size(), "cpu: run got " + std::to_string(outputs.size()) +
                                                      " outputs, the schedule has " +
                                                      std::to_string(outputs_.size()));
-    if (threads_ > 0) {
-      omp_set_num_threads(threads_);
-    }
+    // The OpenMP thread count is process-wide: set it for this run only.
+    struct ThreadCount {
+      int saved = omp_get_max_threads();
+      explicit ThreadCount(int n) {
+        if (n > 0) omp_set_num_threads(n);
+      }
+      ~ThreadCount() { omp_set_num_threads(saved); }
+    } thread_count(threads_);
     // Another executable sharing the arena may have put its constants there.
     if (share_->claim_constants(this))
       for (const auto& [offset, data] : constants_) std::memcpy(arena_ + offset, data->data(), data->size());
