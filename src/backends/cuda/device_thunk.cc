@@ -4,6 +4,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
 
@@ -63,6 +64,10 @@ std::unique_ptr<DeviceThunk> make_device_thunk(const Thunk& t, const DeviceResou
           throw Error("thunk " + t.label + " has no params");
         } else if constexpr (std::is_same_v<P, MatMulParams>) {
           return std::make_unique<MatMulThunk>(p, r, t.label);
+        } else if constexpr (std::is_same_v<P, AttentionParams>) {
+          if (auto fused = make_cudnn_attention(p, r, t.label)) return fused;
+          count_own_attention();
+          return std::make_unique<KernelThunk<P>>(p, family(p));
         } else {
           return std::make_unique<KernelThunk<P>>(p, family(p));
         }
