@@ -1,6 +1,7 @@
 #include "backends/cuda/attention_cudnn.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -205,11 +206,15 @@ bool cudnn_attention_built() {
 std::unique_ptr<DeviceThunk> make_cudnn_attention(const AttentionParams& p, const DeviceResources& r,
                                                   const std::string& label) {
   const Choice choice = env_choice();
+  const char* trace = std::getenv("RLX_TRACE");
+  [[maybe_unused]] const bool say = trace && std::strstr(trace, "attention");
   if (choice == Choice::Own || p.dtype == DType::F32) return nullptr;  // f32 stays on rlx's kernels
 #ifdef RLX_HAVE_CUDNN
   std::string why = unsupported_reason(p, r.arena);
   std::shared_ptr<fe::graph::Graph> g;
   if (why.empty()) g = cached_graph(p, why);
+  if (say) std::fprintf(stderr, "rlx attention: %s -> %s%s\n", label.c_str(), g ? "cudnn" : "own: ",
+                        g ? "" : why.c_str());
   if (g) {
     ++g_cudnn_count;
     return std::make_unique<CudnnAttentionThunk>(p, std::move(g), r.arena, label);
