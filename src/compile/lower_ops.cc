@@ -268,6 +268,21 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
     case OpKind::SoftmaxCrossEntropy:
       return emit(SoftmaxCEParams{addr(n.inputs[0]), addr(n.inputs[1]), addr(n.outputs[0]),
                                   V(0).shape[0], V(0).shape[1], V(0).dtype});
+    case OpKind::SwiGlu: {
+      const auto& at = std::get<SwiGluAttrs>(n.attrs);
+      SwiGluParams p{};
+      p.gate = addr(n.inputs[0]);
+      p.up = addr(n.inputs[1]);
+      p.out = addr(n.outputs[0]);
+      p.cols = y.shape.back();
+      p.rows = numel(y.shape) / p.cols;
+      p.gate_offset = at.gate_offset;
+      p.up_offset = at.up_offset;
+      p.gate_stride = V(0).shape.back();
+      p.up_stride = V(1).shape.back();
+      p.dtype = y.dtype;
+      return emit(p);
+    }
     case OpKind::Input:
     case OpKind::Param:
     case OpKind::Constant:

@@ -121,6 +121,15 @@ struct SoftmaxCEParams {
   DType dtype;
 };
 
+// out[r, c] = silu(gate[r*gate_stride + gate_offset + c]) *
+//             up[r*up_stride + up_offset + c]; out is dense [rows, cols].
+struct SwiGluParams {
+  uint64_t gate, up, out;
+  int64_t rows, cols;
+  int64_t gate_offset, up_offset, gate_stride, up_stride;
+  DType dtype;
+};
+
 #define X(e, n, P)                                                      \
   static_assert(std::is_trivially_copyable_v<P>, #P " must be plain"); \
   static_assert(sizeof(P) <= 512, #P " too large for a kernel argument");
