@@ -34,6 +34,7 @@ struct CompileOptions {
   std::string trace_json;          // CUDA: write a Chrome trace of per-thunk GPU times here
   std::shared_ptr<ArenaShare> arena_share;  // see make_arena_share()
   bool allow_tf32 = false;         // CUDA: f32 matmuls may round inputs to TF32 (faster, ~1e-3 error)
+  bool verify_plan = false;        // prove the memory plan at compile (always on in debug builds)
 };
 
 }  // namespace rlx

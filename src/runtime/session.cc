@@ -7,6 +7,7 @@
 
 #include "backends/backend.h"
 #include "compile/lower.h"
+#include "compile/plan_verify.h"
 #include "compile/passes.h"
 
 namespace rlx {
@@ -52,7 +53,13 @@ std::unique_ptr<Schedule> plan(const Graph& graph, const CompileOptions& opts, C
   run_passes(g, opts);
   verify(g);
   rep.nodes_after = g.live_node_count();
-  return lower(g);
+  std::unique_ptr<Schedule> s = lower(g);
+#ifdef NDEBUG
+  if (opts.verify_plan) verify_plan(*s);
+#else
+  verify_plan(*s);
+#endif
+  return s;
 }
 
 }  // namespace

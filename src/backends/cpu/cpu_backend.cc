@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "thunks/buffer_uses.h"
+
 namespace rlx {
 namespace cpu {
 namespace {
@@ -40,9 +42,9 @@ class CpuExecutable final : public BackendExecutable {
       DType dt = t.dtype();
       RLX_CHECK(registry_.has(t.kind(), dt), "cpu: " + describe(t, i) + " is not supported for dtype " +
                                                std::string(dtype_name(dt)));
-      for (const BufferUse& u : t.uses)
-        RLX_CHECK(u.offset + u.size <= arena_bytes_,
-                  "cpu: " + describe(t, i) + " uses bytes outside the arena");
+      for (const std::vector<BufferUse>& uses : {t.uses, declared_uses(t.params)})
+        for (const BufferUse& u : uses)
+          RLX_CHECK(u.offset + u.size <= arena_bytes_, "cpu: " + describe(t, i) + " uses bytes outside the arena");
       thunks_.push_back({t.kind(), dt, t.params});
     }
     inputs_ = s.input_bindings;
