@@ -106,7 +106,7 @@ def main():
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--configs", default="base,odd")
     ap.add_argument("--dtypes", default=None, help="default: f32,f16 on cuda, f32 on cpu")
-    ap.add_argument("--modes", default="perop,graph,segmented", help="CUDA execution modes")
+    ap.add_argument("--modes", default="perop,graph", help="CUDA execution modes")
     ap.add_argument("--vocab", type=int, default=30522)
     ap.add_argument("--workdir", default=None, help="keep model dirs and outputs here")
     args = ap.parse_args()

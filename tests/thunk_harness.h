@@ -33,7 +33,6 @@ class ThunkHarness {
     Schedule s;
     Thunk t;
     t.params = p;
-    t.kind = ThunkKind(t.params.index());
     t.label = label;
     for (const auto& tensor : tensors_) {
       Binding b;

@@ -163,7 +163,6 @@ void add_bench_command(CLI::App& app) {
     bool gpu = device_option(*device) == rlx::Device::Cuda;
     std::vector<Row> rows;
     std::string title;
-    if (gpu) unsetenv("RLX_EXEC");  // each row is the mode it names
 
     if (!model->empty()) {
       rlx::BertConfig cfg = rlx::load_bert_config(*model);
@@ -212,8 +211,7 @@ void add_bench_command(CLI::App& app) {
       return exe;
     };
     if (gpu) {
-      for (auto [name, m] : {std::pair{"perop", rlx::ExecMode::PerOp}, {"graph", rlx::ExecMode::Graph},
-                             {"segmented", rlx::ExecMode::Segmented}}) {
+      for (auto [name, m] : {std::pair{"perop", rlx::ExecMode::PerOp}, {"graph", rlx::ExecMode::Graph}}) {
         auto exe = compile_mode(m);
         rows.push_back(time_mode(name, *exe, in, *runs, *warmup, false));
         if (m == rlx::ExecMode::Graph) rows.push_back(time_mode("graph pipelined", *exe, in, *runs, *warmup, true));

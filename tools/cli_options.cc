@@ -20,7 +20,6 @@ rlx::Device device_option(const std::string& s) {
 rlx::ExecMode mode_option(const std::string& s) {
   if (s == "perop") return rlx::ExecMode::PerOp;
   if (s == "graph") return rlx::ExecMode::Graph;
-  if (s == "segmented") return rlx::ExecMode::Segmented;
-  RLX_CHECK(s == "auto", "--mode must be auto, perop, graph or segmented, not '" << s << "'");
+  RLX_CHECK(s == "auto", "--mode must be auto, perop or graph, not '" << s << "'");
   return rlx::ExecMode::Auto;
 }

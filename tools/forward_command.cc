@@ -13,9 +13,6 @@
 #include "rlx/session.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
-#ifdef RLX_HAVE_CUDA
-#include "backends/cuda/cuda_executable.h"
-#endif
 
 namespace {
 
@@ -47,24 +44,6 @@ std::vector<int32_t> read_matrix(const nlohmann::json& j, const char* key, const
   batch = b;
   seq = s;
   return v;
-}
-
-// The mode the backend actually used and how it launched, from the backend
-// itself rather than from what was asked.
-std::string ran_how(rlx::Executable& exe) {
-#ifdef RLX_HAVE_CUDA
-  if (auto* cu = dynamic_cast<rlx::cuda::CudaExecutable*>(&exe.backend())) {
-    const char* m = cu->mode() == rlx::ExecMode::PerOp       ? "perop"
-                    : cu->mode() == rlx::ExecMode::Graph     ? "graph"
-                    : cu->mode() == rlx::ExecMode::Segmented ? "segmented"
-                                                             : "auto";
-    const auto& c = cu->counters();
-    return std::string("mode ") + m + ", " + std::to_string(c.graph_launches) + " graph launches, " +
-           std::to_string(c.perop_launches) + " per-op thunk launches over " + std::to_string(c.forwards) +
-           " runs";
-  }
-#endif
-  return "host execution";
 }
 
 void run_forward(const ForwardArgs& a) {
@@ -108,7 +87,7 @@ void run_forward(const ForwardArgs& a) {
   std::printf("rlx forward: last_hidden_state %s (%s, written as f32) to %s\n",
               rlx::shape_str(first.shape).c_str(), a.dtype.c_str(), a.out.c_str());
   std::printf("rlx forward: backend %s, %s; replay bit-exact\n", exe->report().backend.c_str(),
-              ran_how(*exe).c_str());
+              exe->backend_summary().c_str());
 }
 
 }  // namespace
@@ -123,7 +102,7 @@ void add_forward_command(CLI::App& app) {
   cmd->add_option("--out", a->out, "where last_hidden_state goes, raw little-endian f32")->required();
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--device", a->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--mode", a->mode, "CUDA execution mode: auto, perop, graph or segmented")
-      ->check(CLI::IsMember({"auto", "perop", "graph", "segmented"}));
+  cmd->add_option("--mode", a->mode, "CUDA execution mode: auto, perop or graph")
+      ->check(CLI::IsMember({"auto", "perop", "graph"}));
   cmd->callback([a] { run_forward(*a); });
 }

@@ -10,6 +10,7 @@ namespace rlx {
 enum class DType : uint8_t { F32 = 0, F16 = 1, BF16 = 2, I32 = 3 };
 
 constexpr size_t dtype_size(DType t) { return t == DType::F16 || t == DType::BF16 ? 2 : 4; }
+constexpr int kNumDTypes = 4;  // the entries of DType
 constexpr bool is_float(DType t) { return t != DType::I32; }
 
 constexpr std::string_view dtype_name(DType t) {

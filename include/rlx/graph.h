@@ -44,6 +44,11 @@ struct RopeAttrs {
   bool interleaved = false;  // false: rotate halves (NeoX/HF); true: pairs (GPT-J/GGUF)
   int64_t offset = 0, stride = 0;  // like AttentionAttrs
 };
+// out = silu(gate) * up over [..., cols]. gate's columns are [gate_offset,
+// +cols) of each row of its input, up's [up_offset, +cols) of its: one fused
+// gate/up matmul output [..., 2*cols] feeds both (offsets 0 and cols).
+// cols 0 = the inputs' last dim (then offsets must be 0).
+struct SwiGluAttrs { int64_t cols = 0, gate_offset = 0, up_offset = 0; };
 struct NarrowAttrs { int axis = 0; int64_t start = 0, length = 0; };
 struct AxisAttrs { int axis = 0; };
 struct PermuteAttrs { std::vector<int> perm; };
@@ -52,7 +57,7 @@ struct CastAttrs { DType to = DType::F32; };
 struct ReduceAttrs { int axis = -1; ReduceKind kind = ReduceKind::Sum; bool keepdim = false; };
 
 using Attrs = std::variant<NoAttrs, MatMulAttrs, NormAttrs, AttentionAttrs, RopeAttrs, NarrowAttrs,
-                           AxisAttrs, PermuteAttrs, ShapeAttrs, CastAttrs, ReduceAttrs>;
+                           AxisAttrs, PermuteAttrs, ShapeAttrs, CastAttrs, ReduceAttrs, SwiGluAttrs>;
 
 enum class OpKind : uint8_t {
 #define X(e, n, a) e,
@@ -122,6 +127,9 @@ class Graph {
   ValueId cast(ValueId x, DType dt);
   ValueId reduce(ValueId x, int axis, ReduceKind kind, bool keepdim = false);
   ValueId softmax_cross_entropy(ValueId logits, ValueId labels);  // per-row loss [N]
+  ValueId swiglu(ValueId gate, ValueId up);  // silu(gate) * up
+  // silu(first half) * second half of each row of a fused gate/up [..., 2*cols].
+  ValueId swiglu_fused(ValueId gate_up);
 
   void output(const std::string& name, ValueId v);
 

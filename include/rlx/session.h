@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "rlx/graph.h"
+#include "rlx/options.h"
 
 namespace rlx {
 
@@ -20,29 +21,6 @@ struct HostTensor {
   std::vector<float> to_f32() const;
   std::vector<int32_t> to_i32() const;
   int64_t numel() const { return rlx::numel(shape); }
-};
-
-enum class Device { Auto, Cpu, Cuda };
-
-// Executables compiled with one ArenaShare use one arena on one device. The
-// first one compiled sizes it, so compile the largest shape first; the others
-// must fit and lay out their params identically (the same graph builder at
-// other batch or sequence sizes), so params set through any of them are set
-// for all. Runs of executables sharing an arena must not overlap in time.
-// reserve_bytes: the least the arena will be (see planned_arena_bytes).
-class ArenaShare;
-std::shared_ptr<ArenaShare> make_arena_share(uint64_t reserve_bytes = 0);
-enum class ExecMode { Auto, PerOp, Graph, Segmented };
-
-struct CompileOptions {
-  Device device = Device::Cpu;
-  bool fuse = true;              // run the fusion passes
-  ExecMode mode = ExecMode::Auto;  // CUDA only; RLX_EXEC overrides
-  int threads = 0;               // CPU threads, 0 = all cores
-  int ring = 4;                  // CUDA: in-flight slots for submit/wait
-  std::string trace_json;        // CUDA: write a Chrome trace of per-thunk GPU times here
-  std::shared_ptr<ArenaShare> arena_share;  // see make_arena_share()
-  bool allow_tf32 = false;       // CUDA: f32 matmuls may round inputs to TF32 (faster, ~1e-3 error)
 };
 
 struct CompileReport {
@@ -82,6 +60,8 @@ class Executable {
   std::vector<std::string> input_names() const;
   std::vector<std::string> output_names() const;
   const Schedule& schedule() const { return *schedule_; }
+  // How the backend ran so far ("mode graph, 3 graph launches, ..." on CUDA).
+  std::string backend_summary() const;
   BackendExecutable& backend() { return *backend_; }
 
  private:

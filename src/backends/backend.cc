@@ -6,25 +6,24 @@
 
 namespace rlx {
 
+// Runs at submit into a one-slot staging ring: a second submit before the
+// first's wait parks the first's outputs, as on the GPU.
 uint64_t BackendExecutable::submit(const std::vector<const void*>& inputs) {
-  std::vector<std::vector<uint8_t>> outs(output_bytes_.size());
-  std::vector<void*> ptrs;
-  for (size_t i = 0; i < outs.size(); ++i) {
-    outs[i].resize(output_bytes_[i]);
-    ptrs.push_back(outs[i].data());
-  }
-  run(inputs, ptrs);
-  uint64_t t = next_ticket_++;
-  done_[t] = std::move(outs);
-  return t;
+  if (!ring_)
+    ring_ = std::make_unique<StagingRing>(std::vector<uint64_t>{},
+                                          std::vector<uint64_t>(output_bytes_.begin(), output_bytes_.end()), 1,
+                                          [](size_t n) { return new uint8_t[n]; }, [](uint8_t* p) { delete[] p; });
+  size_t slot = 0;
+  const uint64_t ticket = ring_->begin([](size_t) {}, &slot);
+  std::vector<void*> outs;
+  for (size_t i = 0; i < output_bytes_.size(); ++i) outs.push_back(ring_->output(slot, i));
+  run(inputs, outs);
+  return ticket;
 }
 
 void BackendExecutable::wait(uint64_t ticket, const std::vector<void*>& outputs) {
-  auto it = done_.find(ticket);
-  RLX_CHECK(it != done_.end(), "wait: unknown or already collected ticket " << ticket);
-  for (size_t i = 0; i < outputs.size() && i < it->second.size(); ++i)
-    std::memcpy(outputs[i], it->second[i].data(), it->second[i].size());
-  done_.erase(it);
+  RLX_CHECK(ring_, "wait: run " << ticket << " is not in flight");
+  ring_->collect(ticket, [](size_t) {}, outputs);
 }
 
 std::shared_ptr<ArenaShare> make_arena_share(uint64_t reserve_bytes) {
@@ -72,6 +71,20 @@ bool ArenaShare::claim_constants(const void* owner) {
   if (constants_owner_ == owner) return false;
   constants_owner_ = owner;
   return true;
+}
+
+void require_support(const Backend& be, const Schedule& s, const Graph& g) {
+  for (const Thunk& t : s.thunks) {
+    auto node = [&] { return t.node >= 0 && size_t(t.node) < g.nodes().size() ? g.describe(t.node) : t.label; };
+    DType dt = t.dtype();
+    RLX_CHECK(be.supports(t.kind(), dt), "compile: backend '" << be.name() << "' has no " << thunk_name(t.kind())
+                                                              << " kernel for " << dtype_name(dt) << " (needed by "
+                                                              << node() << ")");
+    if (const auto* c = std::get_if<CopyParams>(&t.params))
+      RLX_CHECK(be.supports(ThunkKind::Copy, c->dst_dtype), "compile: backend '" << be.name() << "' cannot copy into "
+                                                                                 << dtype_name(c->dst_dtype)
+                                                                                 << " (needed by " << node() << ")");
+  }
 }
 
 #ifndef RLX_HAVE_CUDA

@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "rlx/session.h"
+#include "backends/staging_ring.h"
+#include "rlx/options.h"
 #include "thunks/thunk.h"
 
 namespace rlx {
@@ -25,6 +26,8 @@ class BackendExecutable {
   // Pipelined form; the default runs synchronously at submit.
   virtual uint64_t submit(const std::vector<const void*>& inputs);
   virtual void wait(uint64_t ticket, const std::vector<void*>& outputs);
+  // How it ran, from the backend itself rather than from what was asked.
+  virtual std::string summary() const { return "host execution"; }
   // Byte size of each output, in binding order (set by the Executable).
   void set_output_bytes(std::vector<size_t> b) { output_bytes_ = std::move(b); }
 
@@ -32,8 +35,7 @@ class BackendExecutable {
   std::vector<size_t> output_bytes_;
 
  private:
-  std::map<uint64_t, std::vector<std::vector<uint8_t>>> done_;
-  uint64_t next_ticket_ = 1;
+  std::unique_ptr<StagingRing> ring_;  // the default pipelining's outputs, made at first submit
 };
 
 // One arena and who uses it. Every executable gets its arena through one
@@ -70,6 +72,10 @@ class Backend {
   virtual bool supports(ThunkKind k, DType dt) const = 0;
   virtual std::unique_ptr<BackendExecutable> prepare(const Schedule& s, const CompileOptions& o) = 0;
 };
+
+// Throws, naming the graph node, unless `be` has a kernel for every thunk of
+// s (and every copy's destination dtype). compile() calls it before prepare.
+void require_support(const Backend& be, const Schedule& s, const Graph& g);
 
 Backend& cpu_backend();
 Backend* cuda_backend();  // nullptr when not built or no device

@@ -75,10 +75,20 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
     return uint64_t(numel(x.shape)) * dtype_size(x.dtype);
   };
 
-  // Thunk index range of each node, known before placement.
-  std::vector<int32_t> t_begin(g.nodes().size(), 0), t_end(g.nodes().size(), 0);
+  // Thunk index range of each node, known before placement: lowering each
+  // node once with every value at offset 0 says how many thunks it emits.
+  std::vector<int32_t> t_begin(g.nodes().size(), 0), t_end(g.nodes().size(), 0), n_emitted(g.nodes().size(), 0);
+  {
+    std::vector<Thunk> dry;
+    for (int32_t id : order) {
+      if (is_param_group(g, g.node(id))) continue;
+      dry.clear();
+      lower_node(g, id, [](ValueId) -> uint64_t { return 0; }, dry);
+      n_emitted[size_t(id)] = int32_t(dry.size());
+    }
+  }
   int32_t t = 0;
-  auto emits = [&](int32_t id) { return is_param_group(g, g.node(id)) ? 0 : thunk_count(g, id); };
+  auto emits = [&](int32_t id) { return n_emitted[size_t(id)]; };
   for (int32_t id : order) {
     t_begin[size_t(id)] = t;
     t += emits(id);
@@ -273,7 +283,6 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
     }
     p.src_dtype = p.dst_dtype = x.dtype;
     Thunk th;
-    th.kind = ThunkKind::Copy;
     th.params = p;
     th.node = x.producer;
     th.label = "output copy";

@@ -11,13 +11,12 @@ namespace rlx {
 std::unique_ptr<Schedule> lower(const Graph& g);
 
 // Emits the thunks of one compute node; `addr` gives a value's arena offset.
-// Views, leaves and grouped params emit nothing (lower.cc handles them).
+// Views and leaves emit nothing; lower.cc skips grouped params. How many
+// thunks a node takes is whatever this emits (lower.cc counts, never predicts).
 void lower_node(const Graph& g, int32_t node, const std::function<uint64_t(ValueId)>& addr,
                 std::vector<Thunk>& out);
 // Reshape, and a narrow that is one contiguous run: alias their input.
 bool is_view(const Graph& g, int32_t node);
-// How many thunks lower_node emits for this node.
-int thunk_count(const Graph& g, int32_t node);
 
 // Contiguous row-major strides (elements) of a shape.
 std::vector<int64_t> contiguous_strides(const Shape& s);

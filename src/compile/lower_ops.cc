@@ -58,19 +58,6 @@ bool is_view(const Graph& g, int32_t node) {
   return numel(Shape(xs.begin(), xs.begin() + axis)) == 1;  // one contiguous run
 }
 
-int thunk_count(const Graph& g, int32_t node) {
-  const Node& n = g.node(node);
-  if (is_view(g, node)) return 0;
-  switch (n.op) {
-    case OpKind::Input:
-    case OpKind::Param:
-    case OpKind::Constant:
-    case OpKind::Reshape: return 0;
-    case OpKind::Concat: return int(n.inputs.size());
-    default: return 1;
-  }
-}
-
 void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId)>& addr,
                 std::vector<Thunk>& out) {
   const Node& n = g.node(id);
@@ -78,9 +65,8 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
   auto V = [&](size_t i) -> const Value& { return g.value(n.inputs.at(i)); };
   const Value& y = g.value(n.outputs.at(0));
   std::string label = std::string(op_name(n.op)) + (n.name.empty() ? "" : " '" + n.name + "'");
-  auto emit = [&](ThunkKind k, ThunkParams p) {
+  auto emit = [&](ThunkParams p) {
     Thunk t;
-    t.kind = k;
     t.params = p;
     t.node = id;
     t.label = label;
@@ -120,7 +106,7 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.act = at.act;
       p.trans_a = at.trans_a;
       p.trans_b = at.trans_b;
-      return emit(ThunkKind::MatMul, p);
+      return emit(p);
     }
     case OpKind::Add:
     case OpKind::Sub:
@@ -147,14 +133,14 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
              : n.op == OpKind::Sub ? BinaryOp::Sub
              : n.op == OpKind::Mul ? BinaryOp::Mul
                                    : BinaryOp::Div;
-      return emit(ThunkKind::Binary, p);
+      return emit(p);
     }
     case OpKind::Gelu:
     case OpKind::GeluTanh:
     case OpKind::Silu:
     case OpKind::Relu:
     case OpKind::Tanh:
-      return emit(ThunkKind::Unary, UnaryParams{addr(n.inputs[0]), addr(n.outputs[0]), numel(y.shape),
+      return emit(UnaryParams{addr(n.inputs[0]), addr(n.outputs[0]), numel(y.shape),
                                                 y.dtype, activation_of(n.op)});
     case OpKind::LayerNorm:
     case OpKind::RmsNorm:
@@ -176,11 +162,11 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.kind = n.op == OpKind::LayerNorm ? NormKind::Layer
                : n.op == OpKind::RmsNorm ? NormKind::Rms
                                          : at.kind;
-      return emit(ThunkKind::Norm, p);
+      return emit(p);
     }
     case OpKind::Softmax: {
       int64_t cols = y.shape.back();
-      return emit(ThunkKind::Softmax, SoftmaxParams{addr(n.inputs[0]), addr(n.outputs[0]),
+      return emit(SoftmaxParams{addr(n.inputs[0]), addr(n.outputs[0]),
                                                     numel(y.shape) / cols, cols, y.dtype});
     }
     case OpKind::Attention: {
@@ -206,7 +192,7 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.scale = at.scale;
       p.mask_kind = at.mask;
       p.dtype = V(0).dtype;
-      return emit(ThunkKind::Attention, p);
+      return emit(p);
     }
     case OpKind::Rope: {
       const auto& at = std::get<RopeAttrs>(n.attrs);
@@ -225,11 +211,10 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.interleaved = at.interleaved;
       p.pos_batched = V(1).shape.size() == 2;
       p.dtype = V(0).dtype;
-      return emit(ThunkKind::Rope, p);
+      return emit(p);
     }
     case OpKind::Gather:
-      return emit(ThunkKind::Gather,
-                  GatherParams{addr(n.inputs[0]), addr(n.inputs[1]), addr(n.outputs[0]),
+      return emit(GatherParams{addr(n.inputs[0]), addr(n.inputs[1]), addr(n.outputs[0]),
                                numel(V(1).shape), V(0).shape[0], V(0).shape[1], V(0).dtype});
     case OpKind::Narrow: {
       const auto& at = std::get<NarrowAttrs>(n.attrs);
@@ -237,19 +222,19 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       int axis = at.axis < 0 ? at.axis + int(xs.size()) : at.axis;
       std::vector<int64_t> st = contiguous_strides(xs);
       uint64_t src = addr(n.inputs[0]) + uint64_t(at.start * st[size_t(axis)]) * dtype_size(y.dtype);
-      return emit(ThunkKind::Copy, copy_params(src, y.dtype, st, addr(n.outputs[0]), y.dtype,
+      return emit(copy_params(src, y.dtype, st, addr(n.outputs[0]), y.dtype,
                                                contiguous_strides(y.shape), y.shape));
     }
     case OpKind::Permute: {
       const auto& perm = std::get<PermuteAttrs>(n.attrs).perm;
       std::vector<int64_t> in_st = contiguous_strides(V(0).shape), st(perm.size());
       for (size_t i = 0; i < perm.size(); ++i) st[i] = in_st[size_t(perm[i])];
-      return emit(ThunkKind::Copy, copy_params(addr(n.inputs[0]), y.dtype, st, addr(n.outputs[0]),
+      return emit(copy_params(addr(n.inputs[0]), y.dtype, st, addr(n.outputs[0]),
                                                y.dtype, contiguous_strides(y.shape), y.shape));
     }
     case OpKind::Cast: {
       std::vector<int64_t> st = contiguous_strides(y.shape);
-      return emit(ThunkKind::Copy, copy_params(addr(n.inputs[0]), V(0).dtype, st, addr(n.outputs[0]),
+      return emit(copy_params(addr(n.inputs[0]), V(0).dtype, st, addr(n.outputs[0]),
                                                y.dtype, st, y.shape));
     }
     case OpKind::Concat: {
@@ -260,7 +245,7 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       for (size_t i = 0; i < n.inputs.size(); ++i) {
         const Shape& s = V(i).shape;
         uint64_t dst = addr(n.outputs[0]) + uint64_t(at * yst[size_t(axis)]) * dtype_size(y.dtype);
-        emit(ThunkKind::Copy, copy_params(addr(n.inputs[i]), y.dtype, contiguous_strides(s), dst,
+        emit(copy_params(addr(n.inputs[i]), y.dtype, contiguous_strides(s), dst,
                                           y.dtype, yst, s));
         at += s[size_t(axis)];
       }
@@ -278,12 +263,26 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.inner = numel(xs) / (p.outer * p.len);
       p.kind = at.kind;
       p.dtype = y.dtype;
-      return emit(ThunkKind::Reduce, p);
+      return emit(p);
     }
     case OpKind::SoftmaxCrossEntropy:
-      return emit(ThunkKind::SoftmaxCrossEntropy,
-                  SoftmaxCEParams{addr(n.inputs[0]), addr(n.inputs[1]), addr(n.outputs[0]),
+      return emit(SoftmaxCEParams{addr(n.inputs[0]), addr(n.inputs[1]), addr(n.outputs[0]),
                                   V(0).shape[0], V(0).shape[1], V(0).dtype});
+    case OpKind::SwiGlu: {
+      const auto& at = std::get<SwiGluAttrs>(n.attrs);
+      SwiGluParams p{};
+      p.gate = addr(n.inputs[0]);
+      p.up = addr(n.inputs[1]);
+      p.out = addr(n.outputs[0]);
+      p.cols = y.shape.back();
+      p.rows = numel(y.shape) / p.cols;
+      p.gate_offset = at.gate_offset;
+      p.up_offset = at.up_offset;
+      p.gate_stride = V(0).shape.back();
+      p.up_stride = V(1).shape.back();
+      p.dtype = y.dtype;
+      return emit(p);
+    }
     case OpKind::Input:
     case OpKind::Param:
     case OpKind::Constant:

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "thunks/buffer_uses.h"
+
 namespace rlx {
 
 namespace {
@@ -37,21 +39,34 @@ void verify_plan(const Schedule& s) {
   const Region regions[] = {s.params, s.inputs, s.outputs};
   for (size_t t = 0; t < s.thunks.size(); ++t) {
     const Thunk& th = s.thunks[t];
-    RLX_CHECK(!th.uses.empty(), "plan: thunk " << t << " (" << th.label << ") declares no buffers");
-    for (const BufferUse& u : th.uses) {
-      RLX_CHECK(u.offset + u.size <= s.arena_bytes,
-                "plan: thunk " << t << " (" << th.label << ") touches bytes past the arena");
-      bool ok = false;
-      for (const Region& r : regions) ok = ok || inside(u.offset, u.size, r.offset, r.offset + r.size);
-      if (u.write && inside(u.offset, u.size, s.params.offset, s.params.offset + s.params.size) &&
-          s.params.size)
-        RLX_FAIL("plan: thunk " << t << " (" << th.label << ") writes into the params region");
-      for (const PlannedValue& p : pv)
-        ok = ok || (int32_t(t) >= p.first && int32_t(t) <= p.last &&
-                    inside(u.offset, u.size, p.offset, p.offset + p.size));
-      RLX_CHECK(ok, "plan: thunk " << t << " (" << th.label << ") " << (u.write ? "writes" : "reads")
-                                   << " bytes [" << u.offset << ", " << u.offset + u.size
-                                   << ") outside every live slot");
+    const std::vector<BufferUse> declared = declared_uses(th.params);
+    RLX_CHECK(!declared.empty(), "plan: thunk " << t << " (" << th.label << ") declares no buffers");
+    for (const BufferUse& u : declared) {
+      // What the kernel touches must be bytes its graph node reads or writes.
+      bool owned = th.uses.empty();
+      for (const BufferUse& n : th.uses)
+        owned = owned || (n.write == u.write && inside(u.offset, u.size, n.offset, n.offset + n.size));
+      RLX_CHECK(owned, "plan: thunk " << t << " (" << th.label << ") " << (u.write ? "writes" : "reads")
+                                      << " bytes [" << u.offset << ", " << u.offset + u.size
+                                      << ") that its node does not " << (u.write ? "write" : "read"));
+    }
+    // Both the kernel's declarations and the node's uses must lie in live slots.
+    for (const std::vector<BufferUse>* uses : {&declared, &th.uses}) {
+      for (const BufferUse& u : *uses) {
+        RLX_CHECK(u.offset + u.size <= s.arena_bytes,
+                  "plan: thunk " << t << " (" << th.label << ") touches bytes past the arena");
+        bool ok = false;
+        for (const Region& r : regions) ok = ok || inside(u.offset, u.size, r.offset, r.offset + r.size);
+        if (u.write && inside(u.offset, u.size, s.params.offset, s.params.offset + s.params.size) &&
+            s.params.size)
+          RLX_FAIL("plan: thunk " << t << " (" << th.label << ") writes into the params region");
+        for (const PlannedValue& p : pv)
+          ok = ok || (int32_t(t) >= p.first && int32_t(t) <= p.last &&
+                      inside(u.offset, u.size, p.offset, p.offset + p.size));
+        RLX_CHECK(ok, "plan: thunk " << t << " (" << th.label << ") " << (u.write ? "writes" : "reads")
+                                     << " bytes [" << u.offset << ", " << u.offset + u.size
+                                     << ") outside every live slot");
+      }
     }
   }
 }

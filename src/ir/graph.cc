@@ -220,6 +220,12 @@ ValueId Graph::softmax_cross_entropy(ValueId logits, ValueId labels) {
   return add_node(OpKind::SoftmaxCrossEntropy, {logits, labels}, NoAttrs{})[0];
 }
 
+ValueId Graph::swiglu(ValueId gate, ValueId up) { return add_node(OpKind::SwiGlu, {gate, up}, SwiGluAttrs{})[0]; }
+ValueId Graph::swiglu_fused(ValueId gate_up) {
+  const int64_t cols = value(gate_up).shape.empty() ? 0 : value(gate_up).shape.back() / 2;
+  return add_node(OpKind::SwiGlu, {gate_up, gate_up}, SwiGluAttrs{cols, 0, cols})[0];
+}
+
 void Graph::output(const std::string& name, ValueId v) {
   value(v);
   RLX_CHECK(!name.empty(), "an output needs a name");

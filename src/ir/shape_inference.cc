@@ -192,6 +192,29 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       return out({x.shape[0], x.shape[1], int64_t(at.heads) * at.head_dim}, x.dtype);
     }
 
+    case OpKind::SwiGlu: {
+      need_inputs(in, 2, 2, who);
+      const auto& at = std::get<SwiGluAttrs>(attrs);
+      const Value &gate = V(0), &up = V(1);
+      need_float(gate, who, "gate");
+      need_dtype(up, gate.dtype, who, "up");
+      RLX_CHECK(!gate.shape.empty() && Shape(gate.shape.begin(), gate.shape.end() - 1) ==
+                                           Shape(up.shape.begin(), up.shape.end() - 1),
+                who << ": gate " << shape_str(gate.shape) << " and up " << shape_str(up.shape)
+                    << " disagree on rows");
+      const int64_t cols = at.cols ? at.cols : gate.shape.back();
+      RLX_CHECK(cols > 0 && at.gate_offset >= 0 && at.up_offset >= 0 &&
+                    at.gate_offset + cols <= gate.shape.back() && at.up_offset + cols <= up.shape.back(),
+                who << ": columns [" << at.gate_offset << ", +" << cols << ") of gate " << shape_str(gate.shape)
+                    << " or [" << at.up_offset << ", +" << cols << ") of up " << shape_str(up.shape)
+                    << " exceed a row");
+      RLX_CHECK(at.cols || up.shape.back() == cols,
+                who << ": up has " << up.shape.back() << " columns, gate " << cols);
+      Shape s = gate.shape;
+      s.back() = cols;
+      return out(s, gate.dtype);
+    }
+
     case OpKind::Gather: {
       need_inputs(in, 2, 2, who);
       const Value &t = V(0), &ids = V(1);

@@ -7,6 +7,7 @@
 
 #include "backends/backend.h"
 #include "compile/lower.h"
+#include "compile/plan_verify.h"
 #include "compile/passes.h"
 
 namespace rlx {
@@ -52,7 +53,13 @@ std::unique_ptr<Schedule> plan(const Graph& graph, const CompileOptions& opts, C
   run_passes(g, opts);
   verify(g);
   rep.nodes_after = g.live_node_count();
-  return lower(g);
+  std::unique_ptr<Schedule> s = lower(g);
+#ifdef NDEBUG
+  if (opts.verify_plan) verify_plan(*s);
+#else
+  verify_plan(*s);
+#endif
+  return s;
 }
 
 }  // namespace
@@ -78,18 +85,7 @@ std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& op
     be = cuda_backend();
   }
   if (!be) be = &cpu_backend();
-  for (const Thunk& t : sched->thunks) {
-    DType dt = t.dtype();
-    RLX_CHECK(be->supports(t.kind, dt), "compile: backend '" << be->name() << "' has no "
-                                                             << thunk_name(t.kind) << " kernel for "
-                                                             << dtype_name(dt) << " (needed by "
-                                                             << graph.describe(t.node) << ")");
-    if (t.kind == ThunkKind::Copy) {
-      DType to = std::get<CopyParams>(t.params).dst_dtype;
-      RLX_CHECK(be->supports(t.kind, to), "compile: backend '" << be->name()
-                                                               << "' cannot copy into " << dtype_name(to));
-    }
-  }
+  require_support(*be, *sched, graph);
 
   rep.backend = be->name();
   rep.thunk_histogram = sched->histogram();
@@ -240,6 +236,8 @@ std::vector<std::map<std::string, HostTensor>> Executable::run_pipelined(
   while (out.size() < tickets.size()) out.push_back(wait(tickets[out.size()]));
   return out;
 }
+
+std::string Executable::backend_summary() const { return backend_->summary(); }
 
 std::vector<std::string> Executable::param_names() const {
   std::vector<std::string> r;

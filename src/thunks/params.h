@@ -121,10 +121,45 @@ struct SoftmaxCEParams {
   DType dtype;
 };
 
+// out[r, c] = silu(gate[r*gate_stride + gate_offset + c]) *
+//             up[r*up_stride + up_offset + c]; out is dense [rows, cols].
+struct SwiGluParams {
+  uint64_t gate, up, out;
+  int64_t rows, cols;
+  int64_t gate_offset, up_offset, gate_stride, up_stride;
+  DType dtype;
+};
+
 #define X(e, n, P)                                                      \
   static_assert(std::is_trivially_copyable_v<P>, #P " must be plain"); \
   static_assert(sizeof(P) <= 512, #P " too large for a kernel argument");
 #include "thunks/thunks.def"
 #undef X
+
+enum class ThunkKind : uint8_t {
+#define X(e, n, P) e,
+#include "thunks/thunks.def"
+#undef X
+};
+constexpr int kNumThunkKinds = 0
+#define X(e, n, P) +1
+#include "thunks/thunks.def"
+#undef X
+    ;
+
+// The thunk kind whose params struct is P: one table, no second list.
+template <class P> struct ThunkKindOf;
+#define X(e, n, P) \
+  template <> struct ThunkKindOf<P> { static constexpr ThunkKind value = ThunkKind::e; };
+#include "thunks/thunks.def"
+#undef X
+template <class P> constexpr ThunkKind kind_of() { return ThunkKindOf<P>::value; }
+
+// The dtype a thunk is keyed by in a backend's registry: what it computes in
+// (a copy: its source; backends check a copy's destination dtype too).
+template <class P> constexpr DType dtype_of(const P& p) {
+  if constexpr (requires { p.src_dtype; }) return p.src_dtype;
+  else return p.dtype;
+}
 
 }  // namespace rlx

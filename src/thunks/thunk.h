@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -12,23 +13,20 @@
 
 namespace rlx {
 
-enum class ThunkKind : uint8_t {
-#define X(e, n, P) e,
-#include "thunks/thunks.def"
-#undef X
-};
-constexpr int kNumThunkKinds = 0
-#define X(e, n, P) +1
-#include "thunks/thunks.def"
-#undef X
-    ;
 const char* thunk_name(ThunkKind k);
 
-using ThunkParams = std::variant<
-#define X(e, n, P) P,
+// One alternative per thunk kind, in thunks.def order: the variant's index is
+// the kind, so a thunk's kind cannot disagree with its params.
+template <class First, class... P> struct VariantOfRest { using type = std::variant<P...>; };
+using ThunkParams = VariantOfRest<void
+#define X(e, n, P) , P
 #include "thunks/thunks.def"
 #undef X
-    std::monostate>;
+                                  >::type;
+#define X(e, n, P)                                                                              \
+  static_assert(std::is_same_v<std::variant_alternative_t<size_t(ThunkKind::e), ThunkParams>, P>, #P " out of order");
+#include "thunks/thunks.def"
+#undef X
 
 struct BufferUse {
   uint64_t offset = 0, size = 0;
@@ -36,14 +34,16 @@ struct BufferUse {
 };
 
 struct Thunk {
-  ThunkKind kind;
   ThunkParams params;
   std::vector<BufferUse> uses;  // every arena byte range read or written
   bool capture_safe = true;     // no host sync, allocation or host reads
   int32_t node = -1;            // graph node it came from
   std::string label;            // "matmul 'l0.qkv'"
-  DType dtype() const;          // compute dtype, for backend support checks
+  ThunkKind kind() const { return ThunkKind(params.index()); }
+  DType dtype() const;  // dtype_of(params): the registry key
 };
+
+DType dtype_of(const ThunkParams& p);
 
 // Where a named tensor lives. Params inside a concatenated group are strided:
 // `outer` runs of `inner_bytes`, `outer_stride_bytes` apart, from `offset`.

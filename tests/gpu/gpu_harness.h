@@ -39,7 +39,6 @@ inline const char* mode_name(ExecMode m) {
   switch (m) {
     case ExecMode::PerOp: return "perop";
     case ExecMode::Graph: return "graph";
-    case ExecMode::Segmented: return "segmented";
     default: return "auto";
   }
 }
@@ -75,8 +74,8 @@ class Case {
   }
   void thunk(ThunkKind kind, ThunkParams p, std::string label, bool capture_safe = true) {
     Thunk t;
-    t.kind = kind;
     t.params = p;
+    if (t.kind() != kind) throw std::runtime_error(label + ": params of another thunk kind");
     t.label = std::move(label);
     t.capture_safe = capture_safe;
     thunks_.push_back(std::move(t));

@@ -46,7 +46,6 @@ const char* mode_name(ExecMode m) {
   switch (m) {
     case ExecMode::PerOp: return "perop";
     case ExecMode::Graph: return "graph";
-    case ExecMode::Segmented: return "segmented";
     default: return "auto";
   }
 }
@@ -177,8 +176,7 @@ TEST_P(EncoderParity, MatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, EncoderParity,
                          ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16),
-                                            ::testing::Values(ExecMode::PerOp, ExecMode::Graph,
-                                                              ExecMode::Segmented)));
+                                            ::testing::Values(ExecMode::PerOp, ExecMode::Graph)));
 
 // ---- a LLaMA-style pre-norm decoder block ----
 
@@ -244,8 +242,7 @@ TEST_P(LlamaParity, MatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, LlamaParity,
                          ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16),
-                                            ::testing::Values(ExecMode::PerOp, ExecMode::Graph,
-                                                              ExecMode::Segmented)));
+                                            ::testing::Values(ExecMode::PerOp, ExecMode::Graph)));
 
 // ---- every remaining op through compile ----
 
@@ -296,8 +293,7 @@ TEST_P(OpZooParity, MatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, OpZooParity,
                          ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16),
-                                            ::testing::Values(ExecMode::PerOp, ExecMode::Graph,
-                                                              ExecMode::Segmented)));
+                                            ::testing::Values(ExecMode::PerOp, ExecMode::Graph)));
 
 // ---- execution path, replay and interleaving ----
 
@@ -402,6 +398,38 @@ TEST(GraphPath, SharedArenaAcrossShapes) {
     compare_all(gpu_big->run(b), cpu_big->run(b), "big shape round " + std::to_string(round));
   }
   EXPECT_EQ(cuda_of(*gpu_little).counters().perop_launches, 0u);
+}
+
+}  // namespace
+}  // namespace rlx
+
+namespace rlx {
+namespace {
+
+// The CUDA backend claims only what its kernels register: a gather over an
+// i32 table runs on the CPU but has no CUDA kernel, so compile() refuses it
+// and names the node, before anything is prepared or launched.
+TEST(CudaSupport, UnregisteredKindAndDtypeFailsAtCompileNamingTheNode) {
+  RLX_REQUIRE_GPU();
+  EXPECT_TRUE(cuda_backend()->supports(ThunkKind::Gather, DType::F16));
+  EXPECT_FALSE(cuda_backend()->supports(ThunkKind::Gather, DType::I32));
+  EXPECT_TRUE(cpu_backend().supports(ThunkKind::Gather, DType::I32));
+  Graph g;
+  ValueId table = g.input("table", {11, 3}, DType::I32);
+  ValueId ids = g.input("ids", {5}, DType::I32);
+  g.output("rows", g.add_node(OpKind::Gather, {table, ids}, NoAttrs{}, "int_lookup")[0]);
+  CompileOptions o;
+  o.device = Device::Cuda;
+  try {
+    compile(g, o);
+    FAIL() << "compile accepted an i32 gather on CUDA";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("'int_lookup'"), std::string::npos) << m;
+    EXPECT_NE(m.find("gather kernel for i32"), std::string::npos) << m;
+  }
+  o.device = Device::Cpu;
+  EXPECT_NO_THROW(compile(g, o));
 }
 
 }  // namespace

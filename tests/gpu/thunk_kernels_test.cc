@@ -1,4 +1,4 @@
-// Every thunk kind x {f32, f16, bf16} x {perop, graph, segmented} on the GPU,
+// Every thunk kind x {f32, f16, bf16} x {perop, graph} on the GPU,
 // against double-precision references on random data of odd sizes.
 #include <algorithm>
 #include <cmath>
@@ -48,7 +48,7 @@ class ThunkKernels : public ::testing::TestWithParam<Param> {
         // Library-backed thunks (cuBLASLt matmul; cuDNN attention, which adds a
         // mask-to-bias kernel before and a fully-masked-row fix after) may
         // record several kernels; every other thunk is exactly one.
-        const bool library = s.thunks[i].kind == ThunkKind::MatMul || s.thunks[i].kind == ThunkKind::Attention;
+        const bool library = s.thunks[i].kind() == ThunkKind::MatMul || s.thunks[i].kind() == ThunkKind::Attention;
         if (!library) EXPECT_EQ(cu.thunk_kernel_nodes()[i], 1) << s.thunks[i].label;
         else EXPECT_GE(cu.thunk_kernel_nodes()[i], 1) << s.thunks[i].label;
         sum += cu.thunk_kernel_nodes()[i];
@@ -59,7 +59,6 @@ class ThunkKernels : public ::testing::TestWithParam<Param> {
       for (const Binding& b : s.output_bindings) copies += b.bytes() > 0;
       EXPECT_EQ(cu.graph_memcpy_nodes(), copies);
     } else {
-      // A single thunk is too short a run to record as a segment.
       EXPECT_EQ(cu.counters().graph_launches, 0u);
       EXPECT_EQ(cu.counters().perop_launches, runs * n);
       EXPECT_EQ(cu.schedule_string(), std::string(n, '-'));
@@ -560,7 +559,7 @@ TEST_P(ThunkKernels, ReduceAllKinds) {
 INSTANTIATE_TEST_SUITE_P(
     AllTypesAllModes, ThunkKernels,
     ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16),
-                       ::testing::Values(ExecMode::PerOp, ExecMode::Graph, ExecMode::Segmented)),
+                       ::testing::Values(ExecMode::PerOp, ExecMode::Graph)),
     [](const ::testing::TestParamInfo<Param>& info) {
       return std::string(dtype_name(std::get<0>(info.param))) + "_" + mode_name(std::get<1>(info.param));
     });

@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "compile/lower.h"
 #include "rlx/session.h"
 #include "thunk_harness.h"
 
@@ -32,7 +33,6 @@ TEST(CpuBackend, UnsupportedThunkFailsAtPrepareNamingIt) {
   BinaryParams p{};
   p.dtype = DType::I32;
   t.params = p;
-  t.kind = ThunkKind::Binary;
   t.label = "add 'ids_plus_one'";
   s.thunks.push_back(t);
   try {
@@ -51,21 +51,45 @@ TEST(CpuBackend, ThunkReachingPastTheArenaFailsAtPrepare) {
   UnaryParams p{};
   p.dtype = DType::F32;
   t.params = p;
-  t.kind = ThunkKind::Unary;
   t.label = "gelu 'big'";
   t.uses.push_back({512, 1024, true});
   s.thunks.push_back(t);
   EXPECT_THROW(cpu_backend().prepare(s, CompileOptions{}), Error);
 }
 
-TEST(CpuBackend, MismatchedKindAndParamsFailAtPrepare) {
-  Schedule s;
-  s.arena_bytes = 1024;
+TEST(CpuBackend, ThunkKindIsTheKindOfItsParams) {
   Thunk t;
   t.params = UnaryParams{};
-  t.kind = ThunkKind::Softmax;
-  s.thunks.push_back(t);
-  EXPECT_THROW(cpu_backend().prepare(s, CompileOptions{}), Error);
+  EXPECT_EQ(t.kind(), ThunkKind::Unary);
+  t.params = SoftmaxParams{};
+  EXPECT_EQ(t.kind(), ThunkKind::Softmax);
+  EXPECT_EQ(kind_of<CopyParams>(), ThunkKind::Copy);
+  CopyParams c{};
+  c.src_dtype = DType::I32;
+  c.dst_dtype = DType::F16;
+  t.params = c;
+  EXPECT_EQ(t.dtype(), DType::I32);  // a copy is keyed by its source
+}
+
+// compile() refuses a thunk the backend has no kernel for, naming the node:
+// here a lowered matmul whose dtype is changed to i32, which the CPU lacks.
+TEST(CpuBackend, UnsupportedThunkFailsAtCompileNamingTheNode) {
+  Graph g;
+  ValueId x = g.input("x", {3, 5}, DType::F32);
+  ValueId w = g.param("w", {5, 7}, DType::F32);
+  g.output("y", g.add_node(OpKind::MatMul, {x, w}, MatMulAttrs{}, "proj")[0]);
+  std::unique_ptr<Schedule> s = lower(g);
+  ASSERT_EQ(s->thunks.size(), 1u);
+  EXPECT_NO_THROW(require_support(cpu_backend(), *s, g));
+  std::get<MatMulParams>(s->thunks[0].params).dtype = DType::I32;
+  try {
+    require_support(cpu_backend(), *s, g);
+    FAIL() << "an i32 matmul was accepted";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("'proj'"), std::string::npos) << m;
+    EXPECT_NE(m.find("matmul kernel for i32"), std::string::npos) << m;
+  }
 }
 
 // A copy thunk reading `count` f32 at src into an output binding at dst.
@@ -77,7 +101,6 @@ Schedule copy_out_schedule(uint64_t src, uint64_t dst, int64_t count, uint64_t a
   p.shape[0] = count, p.src_stride[0] = 1, p.dst_stride[0] = 1;
   p.src_dtype = p.dst_dtype = DType::F32;
   Thunk t;
-  t.kind = ThunkKind::Copy;
   t.params = p;
   s.thunks.push_back(t);
   Binding out;
@@ -142,8 +165,8 @@ TEST(CpuBackend, RunsThunksInOrderThroughScratchAndRepeats) {
   mm.dtype = DType::F32, mm.act = Activation::None;
   UnaryParams act{};
   act.x = tmp_off, act.out = out_off, act.n = m * n, act.dtype = DType::F32, act.act = Activation::Relu;
-  s.thunks.push_back({ThunkKind::MatMul, mm});
-  s.thunks.push_back({ThunkKind::Unary, act});
+  s.thunks.push_back({mm});
+  s.thunks.push_back({act});
   auto bind = [](const std::string& name, uint64_t off, int64_t count) {
     Binding b;
     b.name = name, b.shape = {count}, b.offset = off, b.inner_bytes = uint64_t(count) * 4;

@@ -10,6 +10,7 @@
 
 #include "compile/plan_verify.h"
 #include "fusion_check.h"
+#include "models/encoder_demo.h"
 #include "thunks/thunk.h"
 
 namespace rlx {
@@ -339,6 +340,40 @@ TEST(PlanVerifier, RejectsAWriteIntoTheParamsRegion) {
   for (BufferUse& u : s.thunks[0].uses)
     if (u.write) u.offset = s.params.offset, u.size = std::min<uint64_t>(u.size, s.params.size);
   EXPECT_THROW(verify_plan(s), Error);
+}
+
+// The verifier checks what each kernel declares from its params, not the
+// planner against itself: a unary thunk whose element count grows past its
+// slot is caught although the graph-derived uses are untouched.
+TEST(PlanVerifier, RejectsAKernelDeclaringMoreThanItsNodeOwns) {
+  Graph g;
+  ValueId x = g.input("x", {5, 9}, DType::F32);
+  g.output("y", g.tanh(g.relu(x)));
+  auto exe = test::compile_cpu(g, false);
+  Schedule s = exe->schedule();
+  ASSERT_EQ(s.thunks.size(), 2u);
+  EXPECT_NO_THROW(verify_plan(s));
+  std::get<UnaryParams>(s.thunks[0].params).n += 1;
+  try {
+    verify_plan(s);
+    FAIL() << "a kernel writing one element past its value was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("relu"), std::string::npos) << e.what();
+  }
+}
+
+// CompileOptions::verify_plan proves the plan inside compile() in release
+// builds too; a whole encoder passes.
+TEST(PlanVerifier, RunsInsideCompileWhenAsked) {
+  EncoderShape shape;
+  shape.layers = 2, shape.hidden = 64, shape.heads = 4, shape.ffn = 96, shape.vocab = 50, shape.seq = 7;
+  shape.batch = 3;
+  for (bool fuse : {false, true}) {
+    CompileOptions o;
+    o.fuse = fuse;
+    o.verify_plan = true;
+    EXPECT_NO_THROW(compile(build_encoder_demo(shape), o)) << (fuse ? "fused" : "unfused");
+  }
 }
 
 }  // namespace

@@ -6,12 +6,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "thunks/buffer_uses.h"
+
 namespace rlx {
 namespace cpu {
 namespace {
 
 std::string describe(const Thunk& t, size_t index) {
-  std::string s = "thunk " + std::to_string(index) + " (" + thunk_name(t.kind);
+  std::string s = "thunk " + std::to_string(index) + " (" + thunk_name(t.kind());
   if (!t.label.empty()) s += " '" + t.label + "'";
   return s + ")";
 }
@@ -37,15 +39,13 @@ class CpuExecutable final : public BackendExecutable {
     constants_ = s.constants;
     for (size_t i = 0; i < s.thunks.size(); ++i) {
       const Thunk& t = s.thunks[i];
-      RLX_CHECK(ThunkKind(t.params.index()) == t.kind,
-                "cpu: " + describe(t, i) + " carries the params of another thunk kind");
-      DType dt = registry_dtype(t.params);
-      RLX_CHECK(registry_.has(t.kind, dt), "cpu: " + describe(t, i) + " is not supported for dtype " +
+      DType dt = t.dtype();
+      RLX_CHECK(registry_.has(t.kind(), dt), "cpu: " + describe(t, i) + " is not supported for dtype " +
                                                std::string(dtype_name(dt)));
-      for (const BufferUse& u : t.uses)
-        RLX_CHECK(u.offset + u.size <= arena_bytes_,
-                  "cpu: " + describe(t, i) + " uses bytes outside the arena");
-      thunks_.push_back({t.kind, dt, t.params});
+      for (const std::vector<BufferUse>& uses : {t.uses, declared_uses(t.params)})
+        for (const BufferUse& u : uses)
+          RLX_CHECK(u.offset + u.size <= arena_bytes_, "cpu: " + describe(t, i) + " uses bytes outside the arena");
+      thunks_.push_back({t.kind(), dt, t.params});
     }
     inputs_ = s.input_bindings;
     outputs_ = s.output_bindings;
@@ -131,38 +131,15 @@ float* CpuContext::scratch(int slot, size_t n) {
   return buf.data();
 }
 
-DType registry_dtype(const ThunkParams& p) {
-  return std::visit(
-      [](const auto& q) -> DType {
-        using P = std::decay_t<decltype(q)>;
-        if constexpr (std::is_same_v<P, std::monostate>) {
-          throw Error("cpu: a thunk without params");
-        } else if constexpr (std::is_same_v<P, CopyParams>) {
-          return q.src_dtype;
-        } else {
-          return q.dtype;
-        }
-      },
-      p);
-}
-
 CpuBackend::CpuBackend() {
 #ifdef OPENBLAS_VERSION
   // Matrix products are split over OpenMP threads (cpu_matmul.cc); each BLAS
   // call runs on its caller's thread.
   openblas_set_num_threads(1);
 #endif
-  register_cpu_matmul(registry_);
-  register_cpu_binary(registry_);
-  register_cpu_unary(registry_);
-  register_cpu_norm(registry_);
-  register_cpu_softmax(registry_);
-  register_cpu_attention(registry_);
-  register_cpu_rope(registry_);
-  register_cpu_gather(registry_);
-  register_cpu_copy(registry_);
-  register_cpu_reduce(registry_);
-  register_cpu_softmax_xent(registry_);
+#define X(e, n, P) register_cpu_##n(registry_);
+#include "thunks/thunks.def"
+#undef X
 }
 
 std::unique_ptr<BackendExecutable> CpuBackend::prepare(const Schedule& s, const CompileOptions& o) {

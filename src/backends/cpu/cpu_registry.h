@@ -24,11 +24,6 @@ class CpuContext {
   std::array<std::vector<float>, 4> scratch_;
 };
 
-// The thunk kind whose params struct is P (the variant lists them in kind order).
-template <class P> constexpr ThunkKind kind_of() {
-  return ThunkKind(ThunkParams(std::in_place_type<P>).index());
-}
-
 class CpuRegistry {
  public:
   template <class P> using Kernel = void (*)(const P&, CpuContext&);
@@ -47,23 +42,13 @@ class CpuRegistry {
   using Entry = std::function<void(const ThunkParams&, CpuContext&)>;
   Entry& slot(ThunkKind k, DType dt) { return table_[size_t(k)][size_t(dt)]; }
   const Entry& slot(ThunkKind k, DType dt) const { return table_[size_t(k)][size_t(dt)]; }
-  std::array<std::array<Entry, 4>, kNumThunkKinds> table_;
+  std::array<std::array<Entry, kNumDTypes>, kNumThunkKinds> table_;
 };
 
-// The dtype a thunk's kernel is keyed by (copies: the source dtype).
-DType registry_dtype(const ThunkParams& p);
-
-// One registration function per kernel family, all called by cpu_backend.cc.
-void register_cpu_matmul(CpuRegistry& r);
-void register_cpu_binary(CpuRegistry& r);
-void register_cpu_unary(CpuRegistry& r);
-void register_cpu_norm(CpuRegistry& r);
-void register_cpu_softmax(CpuRegistry& r);
-void register_cpu_attention(CpuRegistry& r);
-void register_cpu_rope(CpuRegistry& r);
-void register_cpu_gather(CpuRegistry& r);
-void register_cpu_copy(CpuRegistry& r);
-void register_cpu_reduce(CpuRegistry& r);
-void register_cpu_softmax_xent(CpuRegistry& r);
+// One registration function per thunk kind, named after it in thunks.def
+// (register_cpu_matmul, ...) and defined in that kind's kernel file.
+#define X(e, n, P) void register_cpu_##n(CpuRegistry& r);
+#include "thunks/thunks.def"
+#undef X
 
 }  // namespace rlx::cpu

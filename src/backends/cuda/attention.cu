@@ -9,6 +9,7 @@
 // online softmax (running max and sum per query row), so memory is O(tile)
 // for any sequence length.
 #include "backends/cuda/device_types.cuh"
+#include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/kernels.h"
@@ -445,6 +446,10 @@ void run_attention(const AttentionParams& p, const LaunchContext& ctx) {
     else
       launch(attention_kernel<T, 256>, grid, kWarps * 32, 0, ctx, p);
   });
+}
+
+void register_cuda_attention(CudaRegistry& r) {
+  for (DType dt : kFloatDTypes) r.add<AttentionParams>(dt, run_attention);
 }
 
 }  // namespace rlx::cuda

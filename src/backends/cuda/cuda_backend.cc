@@ -4,7 +4,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_executable.h"
-#include "backends/cuda/device_thunk.h"
+#include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/kernels.h"
 
 namespace rlx {
@@ -13,7 +13,7 @@ namespace {
 class CudaBackend final : public Backend {
  public:
   std::string name() const override { return "cuda"; }
-  bool supports(ThunkKind k, DType dt) const override { return cuda::kernel_supports(k, dt); }
+  bool supports(ThunkKind k, DType dt) const override { return cuda::cuda_registry().has(k, dt); }
   std::unique_ptr<BackendExecutable> prepare(const Schedule& s, const CompileOptions& o) override {
     return std::make_unique<cuda::CudaExecutable>(s, o);
   }

@@ -5,7 +5,7 @@
 #include <variant>
 
 #include "backends/cuda/attention_cudnn.h"
-#include "backends/cuda/kernels.h"
+#include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/matmul.h"
 
 namespace rlx::cuda {
@@ -35,77 +35,38 @@ class MatMulThunk final : public DeviceThunk {
   MatMulPlan plan_;
 };
 
-auto family(const BinaryParams&) { return &run_binary; }
-auto family(const UnaryParams&) { return &run_unary; }
-auto family(const CopyParams&) { return &run_copy; }
-auto family(const NormParams&) { return &run_norm; }
-auto family(const SoftmaxParams&) { return &run_softmax; }
-auto family(const SoftmaxCEParams&) { return &run_softmax_xent; }
-auto family(const AttentionParams&) { return &run_attention; }
-auto family(const RopeParams&) { return &run_rope; }
-auto family(const GatherParams&) { return &run_gather; }
-auto family(const ReduceParams&) { return &run_reduce; }
-
-constexpr DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16};
-
 }  // namespace
 
+const CudaRegistry& cuda_registry() {
+  static const CudaRegistry registry = [] {
+    CudaRegistry r;
+#define X(e, n, P) register_cuda_##n(r);
+#include "thunks/thunks.def"
+#undef X
+    return r;
+  }();
+  return registry;
+}
+
 std::unique_ptr<DeviceThunk> make_device_thunk(const Thunk& t, const DeviceResources& r) {
+  const CudaRegistry& reg = cuda_registry();
+  RLX_CHECK(reg.has(t.kind(), t.dtype()), "CUDA backend has no kernel for " + t.label + " (" +
+                                              thunk_name(t.kind()) + ", " + std::string(dtype_name(t.dtype())) + ")");
   if (const auto* c = std::get_if<CopyParams>(&t.params))
-    RLX_CHECK(kernel_supports(ThunkKind::Copy, c->dst_dtype),
+    RLX_CHECK(reg.has(ThunkKind::Copy, c->dst_dtype),
               "CUDA backend cannot copy into " + std::string(dtype_name(c->dst_dtype)) + " for " + t.label);
-  RLX_CHECK(kernel_supports(t.kind, compute_dtype(t)),
-            "CUDA backend has no kernel for " + t.label + " (" + thunk_name(t.kind) + ", " +
-                std::string(dtype_name(compute_dtype(t))) + ")");
   return std::visit(
       [&](const auto& p) -> std::unique_ptr<DeviceThunk> {
         using P = std::decay_t<decltype(p)>;
-        if constexpr (std::is_same_v<P, std::monostate>) {
-          throw Error("thunk " + t.label + " has no params");
-        } else if constexpr (std::is_same_v<P, MatMulParams>) {
+        if constexpr (std::is_same_v<P, MatMulParams>) {
           return std::make_unique<MatMulThunk>(p, r, t.label);
         } else if constexpr (std::is_same_v<P, AttentionParams>) {
+          // cuDNN's fused attention where it takes the problem; rlx's kernels otherwise.
           if (auto fused = make_cudnn_attention(p, r, t.label)) return fused;
           count_own_attention();
-          return std::make_unique<KernelThunk<P>>(p, family(p));
+          return std::make_unique<KernelThunk<P>>(p, reg.run<P>(dtype_of(p)));
         } else {
-          return std::make_unique<KernelThunk<P>>(p, family(p));
-        }
-      },
-      t.params);
-}
-
-// Every family computes in f32/f16/bf16; copy also moves i32 (ids, masks,
-// positions) and converts between any two of the four.
-const std::vector<std::pair<ThunkKind, DType>>& kernel_registry() {
-  static const std::vector<std::pair<ThunkKind, DType>> entries = [] {
-    std::vector<std::pair<ThunkKind, DType>> v;
-#define X(e, n, P) \
-  for (DType dt : kFloatTypes) v.emplace_back(ThunkKind::e, dt);
-#include "thunks/thunks.def"
-#undef X
-    v.emplace_back(ThunkKind::Copy, DType::I32);
-    return v;
-  }();
-  return entries;
-}
-
-bool kernel_supports(ThunkKind k, DType dt) {
-  for (const auto& [kind, dtype] : kernel_registry())
-    if (kind == k && dtype == dt) return true;
-  return false;
-}
-
-DType compute_dtype(const Thunk& t) {
-  return std::visit(
-      [&](const auto& p) -> DType {
-        using P = std::decay_t<decltype(p)>;
-        if constexpr (std::is_same_v<P, std::monostate>) {
-          return DType::F32;
-        } else if constexpr (std::is_same_v<P, CopyParams>) {
-          return p.src_dtype;
-        } else {
-          return p.dtype;
+          return std::make_unique<KernelThunk<P>>(p, reg.run<P>(dtype_of(p)));
         }
       },
       t.params);

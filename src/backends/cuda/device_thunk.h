@@ -32,10 +32,4 @@ struct DeviceResources {
 
 std::unique_ptr<DeviceThunk> make_device_thunk(const Thunk& t, const DeviceResources& r);
 
-// The registry of implementations: one entry per thunk kind x dtype.
-const std::vector<std::pair<ThunkKind, DType>>& kernel_registry();
-bool kernel_supports(ThunkKind k, DType dt);
-// The dtype a thunk computes in (for a copy: its source; its destination is checked too).
-DType compute_dtype(const Thunk& t);
-
 }  // namespace rlx::cuda

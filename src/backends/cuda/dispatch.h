@@ -12,6 +12,10 @@
 
 namespace rlx::cuda {
 
+// The dtypes dispatch_float and dispatch_any cover: what families register.
+constexpr DType kFloatDTypes[] = {DType::F32, DType::F16, DType::BF16};
+constexpr DType kAnyDTypes[] = {DType::F32, DType::F16, DType::BF16, DType::I32};
+
 // Calls f.template operator()<T>() for the float element type of dt.
 template <class F>
 void dispatch_float(DType dt, const char* what, F&& f) {

@@ -1,6 +1,7 @@
 // Elementwise kernels: broadcasting binary ops, activations, and the strided
 // converting copy that narrow/permute/cast/concat lower to.
 #include "backends/cuda/device_types.cuh"
+#include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/kernels.h"
@@ -109,6 +110,19 @@ void run_copy(const CopyParams& p, const LaunchContext& ctx) {
       launch(copy_convert_kernel<S, D>, grid, kBlock, 0, ctx, p);
     });
   });
+}
+
+void register_cuda_binary(CudaRegistry& r) {
+  for (DType dt : kFloatDTypes) r.add<BinaryParams>(dt, run_binary);
+}
+
+void register_cuda_unary(CudaRegistry& r) {
+  for (DType dt : kFloatDTypes) r.add<UnaryParams>(dt, run_unary);
+}
+
+// Keyed by the source dtype; any of the four converts to any other.
+void register_cuda_copy(CudaRegistry& r) {
+  for (DType dt : kAnyDTypes) r.add<CopyParams>(dt, run_copy);
 }
 
 }  // namespace rlx::cuda

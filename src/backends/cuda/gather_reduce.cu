@@ -1,5 +1,6 @@
 // Embedding gather (out-of-range ids give zero rows) and axis reductions.
 #include "backends/cuda/device_types.cuh"
+#include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/kernels.h"
@@ -70,6 +71,14 @@ void run_reduce(const ReduceParams& p, const LaunchContext& ctx) {
     else
       launch(reduce_columns_kernel<T>, grid_for(p.outer * p.inner, 256), 256, 0, ctx, p);
   });
+}
+
+void register_cuda_gather(CudaRegistry& r) {
+  for (DType dt : kFloatDTypes) r.add<GatherParams>(dt, run_gather);
+}
+
+void register_cuda_reduce(CudaRegistry& r) {
+  for (DType dt : kFloatDTypes) r.add<ReduceParams>(dt, run_reduce);
 }
 
 }  // namespace rlx::cuda

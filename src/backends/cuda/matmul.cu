@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/cuda/device_types.cuh"
+#include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/launch.cuh"
@@ -226,6 +227,11 @@ void MatMulPlan::execute(const LaunchContext& ctx) const {
         launch(matmul_activation_kernel<T>, grid_for(total, 256), 256, 0, ctx, p_);
     });
   }
+}
+
+// cuBLASLt plans are per thunk: made at initialize by make_device_thunk.
+void register_cuda_matmul(CudaRegistry& r) {
+  for (DType dt : kFloatDTypes) r.add_stateful<MatMulParams>(dt);
 }
 
 }  // namespace rlx::cuda

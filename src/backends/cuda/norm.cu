@@ -5,6 +5,7 @@
 // loads R 16-byte chunks of x, residual, gamma and beta at once (all in
 // flight together), keeps the row in registers and writes it back once.
 #include "backends/cuda/device_types.cuh"
+#include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/kernels.h"
@@ -173,6 +174,10 @@ void run_norm(const NormParams& p, const LaunchContext& ctx) {
     if (vec_eligible(p, ctx.arena)) return launch_vec<T>(p, ctx);
     launch(norm_kernel<T>, dim3(unsigned(p.rows)), row_block(p.cols), 0, ctx, p);
   });
+}
+
+void register_cuda_norm(CudaRegistry& r) {
+  for (DType dt : kFloatDTypes) r.add<NormParams>(dt, run_norm);
 }
 
 }  // namespace rlx::cuda

@@ -1,5 +1,6 @@
 // Rotary position embedding, half-split (NeoX) or interleaved (GPT-J) pairs.
 #include "backends/cuda/device_types.cuh"
+#include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/kernels.h"
@@ -48,6 +49,10 @@ void run_rope(const RopeParams& p, const LaunchContext& ctx) {
   dispatch_float(p.dtype, ctx.label, [&]<class T>() {
     launch(rope_kernel<T>, grid_for(p.batch * p.seq * p.heads * per_head, 256), 256, 0, ctx, p);
   });
+}
+
+void register_cuda_rope(CudaRegistry& r) {
+  for (DType dt : kFloatDTypes) r.add<RopeParams>(dt, run_rope);
 }
 
 }  // namespace rlx::cuda

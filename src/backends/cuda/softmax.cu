@@ -1,5 +1,6 @@
 // Row softmax and softmax cross-entropy, one block per row, f32 accumulation.
 #include "backends/cuda/device_types.cuh"
+#include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/kernels.h"
@@ -55,6 +56,14 @@ void run_softmax_xent(const SoftmaxCEParams& p, const LaunchContext& ctx) {
   dispatch_float(p.dtype, ctx.label, [&]<class T>() {
     launch(softmax_xent_kernel<T>, dim3(unsigned(p.rows)), row_block(p.classes), 0, ctx, p);
   });
+}
+
+void register_cuda_softmax(CudaRegistry& r) {
+  for (DType dt : kFloatDTypes) r.add<SoftmaxParams>(dt, run_softmax);
+}
+
+void register_cuda_softmax_xent(CudaRegistry& r) {
+  for (DType dt : kFloatDTypes) r.add<SoftmaxCEParams>(dt, run_softmax_xent);
 }
 
 }  // namespace rlx::cuda

@@ -1,7 +1,7 @@
 // The pass pipeline compile() runs. Fusions (and the sibling-matmul merge,
 // which exists to feed them) run only when CompileOptions::fuse is set.
 #include "compile/passes.h"
-#include "rlx/session.h"
+#include "rlx/options.h"
 
 namespace rlx {
 

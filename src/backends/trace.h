@@ -1,0 +1,34 @@
+// Tracing a backend's runs, the host-only part (the CPU suite tests it):
+// what RLX_TRACE asks for, the schedule summary printed at prepare, the
+// per-run line, and Chrome-trace JSON from per-thunk times. The CUDA tracer
+// (backends/cuda/tracer.h) measures; this formats.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "thunks/thunk.h"
+
+namespace rlx {
+
+struct TraceRequest {
+  bool runs = false;      // RLX_TRACE=1: one line per run
+  bool schedule = false;  // RLX_TRACE=schedule: histogram and schedule at prepare
+};
+TraceRequest parse_trace_env(const char* value);  // nullptr = nothing
+
+// "rlx cuda: mode graph, 5 thunks, arena N bytes", the histogram by kind and
+// the schedule string ('+' recorded, '-' per op).
+std::string schedule_summary(const Schedule& s, const char* backend, const char* mode,
+                             const std::string& schedule_string);
+std::string run_line(const char* mode, double encode_us, double submit_us, double wait_us);
+
+struct ThunkTime {
+  std::string name, category;
+  double start_us = 0, duration_us = 0;
+};
+// One complete ("X") event per thunk on one track: {"traceEvents": [...]}.
+std::string chrome_trace_json(const std::vector<ThunkTime>& times);
+// Times for s's thunks laid end to end from per-thunk durations (ms).
+std::vector<ThunkTime> thunk_times(const Schedule& s, const std::vector<float>& durations_ms);
+
+}  // namespace rlx

@@ -1,0 +1,125 @@
+// One overload per params struct: what its kernel touches, from its sizes,
+// offsets and strides. Ranges are conservative (a strided view counts from
+// its base to its last element).
+#include "thunks/buffer_uses.h"
+
+namespace rlx {
+namespace {
+
+using Uses = std::vector<BufferUse>;
+
+uint64_t bytes(int64_t elements, DType dt) { return elements > 0 ? uint64_t(elements) * dtype_size(dt) : 0; }
+
+// Elements from the first to one past the last of a strided iteration space.
+int64_t strided_extent(int32_t rank, const int64_t* shape, const int64_t* stride) {
+  int64_t last = 0;
+  for (int32_t d = 0; d < rank; ++d) {
+    if (shape[d] == 0) return 0;
+    last += (shape[d] - 1) * stride[d];
+  }
+  return last + 1;
+}
+
+// Rows `rows` apart by `stride` elements, `width` elements from `offset`.
+int64_t rows_extent(int64_t rows, int64_t stride, int64_t offset, int64_t width) {
+  return rows > 0 && width > 0 ? (rows - 1) * stride + offset + width : 0;
+}
+
+void read(Uses& u, uint64_t at, uint64_t n) {
+  if (at != kNoBuffer) u.push_back({at, n, false});
+}
+void write(Uses& u, uint64_t at, uint64_t n) {
+  if (at != kNoBuffer) u.push_back({at, n, true});
+}
+
+Uses uses(const MatMulParams& p) {
+  Uses u;
+  const int64_t a_rows = p.trans_a ? p.k : p.m, a_cols = p.trans_a ? p.m : p.k;
+  const int64_t b_rows = p.trans_b ? p.n : p.k, b_cols = p.trans_b ? p.k : p.n;
+  read(u, p.a, bytes((p.batch - 1) * p.stride_a + rows_extent(a_rows, p.lda, 0, a_cols), p.dtype));
+  read(u, p.b, bytes((p.batch - 1) * p.stride_b + rows_extent(b_rows, p.ldb, 0, b_cols), p.dtype));
+  read(u, p.bias, bytes(p.n, p.dtype));
+  write(u, p.out, bytes((p.batch - 1) * p.stride_out + rows_extent(p.m, p.ldc, 0, p.n), p.dtype));
+  return u;
+}
+
+Uses uses(const BinaryParams& p) {
+  Uses u;
+  read(u, p.a, bytes(strided_extent(p.rank, p.shape, p.stride_a), p.dtype));
+  read(u, p.b, bytes(strided_extent(p.rank, p.shape, p.stride_b), p.dtype));
+  write(u, p.out, bytes(p.n, p.dtype));
+  return u;
+}
+
+Uses uses(const UnaryParams& p) { return {{p.x, bytes(p.n, p.dtype), false}, {p.out, bytes(p.n, p.dtype), true}}; }
+
+Uses uses(const NormParams& p) {
+  Uses u;
+  const uint64_t all = bytes(p.rows * p.cols, p.dtype), row = bytes(p.cols, p.dtype);
+  read(u, p.x, all);
+  read(u, p.residual, all);
+  read(u, p.gamma, row);
+  read(u, p.beta, row);
+  write(u, p.out, all);
+  write(u, p.sum_out, all);
+  return u;
+}
+
+Uses uses(const SoftmaxParams& p) {
+  return {{p.x, bytes(p.rows * p.cols, p.dtype), false}, {p.out, bytes(p.rows * p.cols, p.dtype), true}};
+}
+
+Uses uses(const AttentionParams& p) {
+  Uses u;
+  const int64_t q_rows = p.batch * p.sq, kv_rows = p.batch * p.skv;
+  read(u, p.q, bytes(rows_extent(q_rows, p.q_stride, p.q_offset, int64_t(p.q_heads) * p.head_dim), p.dtype));
+  read(u, p.k, bytes(rows_extent(kv_rows, p.k_stride, p.k_offset, int64_t(p.kv_heads) * p.head_dim), p.dtype));
+  read(u, p.v, bytes(rows_extent(kv_rows, p.v_stride, p.v_offset, int64_t(p.kv_heads) * p.head_dim), p.dtype));
+  if (p.mask_kind == MaskKind::Padding) read(u, p.mask, bytes(kv_rows, DType::I32));
+  write(u, p.out, bytes(q_rows * p.q_heads * p.head_dim, p.dtype));
+  return u;
+}
+
+Uses uses(const RopeParams& p) {
+  Uses u;
+  const int64_t rows = p.batch * p.seq, width = int64_t(p.heads) * p.head_dim;
+  read(u, p.x, bytes(rows_extent(rows, p.stride, p.offset, width), p.dtype));
+  read(u, p.pos, bytes(p.pos_batched ? rows : p.seq, DType::I32));
+  write(u, p.out, bytes(rows * width, p.dtype));
+  return u;
+}
+
+Uses uses(const GatherParams& p) {
+  return {{p.table, bytes(p.vocab * p.row, p.dtype), false},
+          {p.ids, bytes(p.n_ids, DType::I32), false},
+          {p.out, bytes(p.n_ids * p.row, p.dtype), true}};
+}
+
+Uses uses(const CopyParams& p) {
+  return {{p.src, bytes(strided_extent(p.rank, p.shape, p.src_stride), p.src_dtype), false},
+          {p.dst, bytes(strided_extent(p.rank, p.shape, p.dst_stride), p.dst_dtype), true}};
+}
+
+Uses uses(const ReduceParams& p) {
+  return {{p.x, bytes(p.outer * p.len * p.inner, p.dtype), false}, {p.out, bytes(p.outer * p.inner, p.dtype), true}};
+}
+
+Uses uses(const SoftmaxCEParams& p) {
+  return {{p.logits, bytes(p.rows * p.classes, p.dtype), false},
+          {p.labels, bytes(p.rows, DType::I32), false},
+          {p.out, bytes(p.rows, p.dtype), true}};
+}
+
+Uses uses(const SwiGluParams& p) {
+  return {{p.gate, bytes(rows_extent(p.rows, p.gate_stride, p.gate_offset, p.cols), p.dtype), false},
+          {p.up, bytes(rows_extent(p.rows, p.up_stride, p.up_offset, p.cols), p.dtype), false},
+          {p.out, bytes(p.rows * p.cols, p.dtype), true}};
+}
+
+}  // namespace
+
+std::vector<BufferUse> declared_uses(const ThunkParams& p) {
+  return std::visit([](const auto& q) { return uses(q); }, p);
+}
+
+}  // namespace rlx
