@@ -3,7 +3,7 @@
 // at the maximum length, and says when it cut.
 #include <gtest/gtest.h>
 
-#include <chrono>
+#include <ctime>
 #include <cmath>
 #include <fstream>
 
@@ -17,9 +17,12 @@ namespace {
 
 using test::error_of;
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+// Timings are process CPU seconds, so a busy machine does not fail them; the
+// bounds are generous (sanitizer builds run these too) yet far below what the
+// quadratic behaviour they guard against would take.
+using Clock = std::clock_t;
+Clock now() { return std::clock(); }
+double seconds_since(Clock t0) { return double(std::clock() - t0) / CLOCKS_PER_SEC; }
 
 std::string repeat(const std::string& s, size_t times) {
   std::string out;
@@ -34,12 +37,13 @@ TEST(HostileText, AMegabyteOfSpecialTokensIsLinear) {
   const int32_t cls = wp.id_of("[CLS]"), sep = wp.id_of("[SEP]"), mask = wp.id_of("[MASK]");
   // 1 MB of [CLS]: the old scan took 15 s for 100 KB; linear takes well under a second.
   const size_t n = (1 << 20) / 5;
-  auto t0 = std::chrono::steady_clock::now();
+  Clock t0 = now();
   std::vector<int32_t> toks = wp.tokenize(repeat("[CLS]", n));
   double s = seconds_since(t0);
   ASSERT_EQ(toks.size(), n);
   EXPECT_EQ(std::count(toks.begin(), toks.end(), cls), long(n));
-  EXPECT_LT(s, 5.0) << "tokenizing 1 MB of [CLS] took " << s << " s";
+  // Quadratic, as it was, this took about 25 minutes (15 s for 100 KB).
+  EXPECT_LT(s, 30.0) << "tokenizing 1 MB of [CLS] took " << s << " s";
   // Mixed and near-miss specials: leftmost-longest, text between them tokenized normally.
   toks = wp.tokenize("x[SEP][MASK[MASK]y [CLS");
   std::vector<int32_t> want = wp.tokenize("x");
@@ -53,16 +57,20 @@ TEST(HostileText, AMegabyteOfSpecialTokensIsLinear) {
 TEST(HostileText, EncodeStopsAtTheMaximumLength) {
   ASSERT_TRUE(test::minilm_present());
   WordPiece wp = WordPiece::from_dir(test::minilm_dir());
-  const std::string text = repeat("hello world, ", 400000);  // 5 MB, ~1.2M tokens
-  auto t0 = std::chrono::steady_clock::now();
+  const std::string text = repeat("hello world, ", 150000);  // 2 MB, 450k tokens
+  Clock t0 = now();
   Encoding e = wp.encode(text, 128);
   double s = seconds_since(t0);
   EXPECT_EQ(e.size(), 128u);
   EXPECT_TRUE(e.truncated);
   EXPECT_EQ(e.ids[1], wp.id_of("hello"));
   EXPECT_EQ(e.ids.back(), wp.id_of("[SEP]"));
-  // Tokenizing everything would take seconds; stopping at 128 tokens leaves only the UTF-8 decode.
-  EXPECT_LT(s, 0.5) << "encode of 5 MB into 128 tokens took " << s << " s";
+  // Stopping at 128 tokens leaves only the UTF-8 decode: far less than tokenizing it all.
+  t0 = now();
+  std::vector<int32_t> everything = wp.tokenize(text);
+  double full = seconds_since(t0);
+  EXPECT_EQ(everything.size(), 450000u);
+  EXPECT_LT(s, full / 3) << "encode of 2 MB into 128 tokens took " << s << " s, all of it " << full << " s";
   // Exactly full is not truncated; one more token is.
   std::vector<int32_t> all = wp.tokenize("a b c d e f");
   ASSERT_EQ(all.size(), 6u);
@@ -74,7 +82,7 @@ TEST(HostileText, EncodeStopsAtTheMaximumLength) {
 TEST(HostileText, EnormousWordsAreUnknownQuickly) {
   ASSERT_TRUE(test::minilm_present());
   WordPiece wp = WordPiece::from_dir(test::minilm_dir());
-  auto t0 = std::chrono::steady_clock::now();
+  Clock t0 = now();
   std::vector<int32_t> toks = wp.tokenize(std::string(200000, 'a') + " ok " + std::string(100, 'b'));
   double s = seconds_since(t0);
   const int32_t unk = wp.id_of("[UNK]");
@@ -82,18 +90,18 @@ TEST(HostileText, EnormousWordsAreUnknownQuickly) {
   EXPECT_EQ(toks[0], unk);   // over max_input_chars_per_word (100)
   EXPECT_EQ(toks[1], wp.id_of("ok"));
   EXPECT_EQ(std::count(toks.begin() + 2, toks.end(), unk), 0);  // exactly 100 chars: split into pieces
-  EXPECT_LT(s, 1.0);
+  EXPECT_LT(s, 20.0);
   // The largest limit a tokenizer file may set, with words that long.
   WordPieceOptions o = wp.options();
   o.max_input_chars_per_word = WordPiece::kMaxWordChars;
   WordPiece wide({{"[UNK]", 0}, {"[CLS]", 1}, {"[SEP]", 2}, {"a", 3}, {"##a", 4}}, o, {});
-  t0 = std::chrono::steady_clock::now();
+  t0 = now();
   toks = wide.tokenize(repeat(std::string(1024, 'a') + " ", 200));  // 200 KB of longest words
   s = seconds_since(t0);
   ASSERT_EQ(toks.size(), 200u * 1024);
   EXPECT_EQ(toks[0], 3);
   EXPECT_EQ(toks[1], 4);
-  EXPECT_LT(s, 5.0);
+  EXPECT_LT(s, 60.0);
   o.max_input_chars_per_word = 1000000000;
   std::string msg = error_of([&] { WordPiece({{"[UNK]", 0}, {"[CLS]", 1}, {"[SEP]", 2}}, o, {}); });
   EXPECT_NE(msg.find("max_input_chars_per_word 1000000000 is outside [1, 1024]"), std::string::npos) << msg;
