@@ -181,6 +181,9 @@ void add_bench_command(CLI::App& app) {
                   "cuda: write per-thunk GPU times of the graph executable here (Chrome trace) and print a "
                   "summary by thunk kind on stderr");
   cmd->callback([=] {
+    check_count("--runs", *runs, 1, 1000000);
+    check_count("--warmup", *warmup, 0, 1000000);
+    check_batch_seq(s->batch, s->seq);
     s->dtype = dtype_option(*dtype);
     bool gpu = device_option(*device) == rlx::Device::Cuda;
     std::vector<Row> rows;

@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   } catch (const rlx::Error& e) {
     std::cerr << "rlx: error: " << e.what() << "\n";
     return 1;
+  } catch (const std::exception& e) {  // a bug, but still a message and an exit code, not an abort
+    std::cerr << "rlx: internal error: " << e.what() << "\n";
+    return 2;
   }
   return 0;
 }

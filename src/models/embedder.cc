@@ -42,29 +42,45 @@ Embedder::Embedder(const std::string& dir, const EmbedderOptions& opts)
       tokenizer_(WordPiece::from_dir(dir)),
       weights_((std::filesystem::path(dir) / "model.safetensors").string()),
       opts_(opts) {
-  RLX_CHECK(opts_.max_batch >= 1 && (opts_.max_batch & (opts_.max_batch - 1)) == 0,
-            "embedder: max_batch " << opts_.max_batch << " must be a power of two");
+  RLX_CHECK(opts_.max_batch >= 1 && opts_.max_batch <= EmbedderOptions::kMaxBatch &&
+                (opts_.max_batch & (opts_.max_batch - 1)) == 0,
+            "embedder: max_batch " << opts_.max_batch << " must be a power of two in [1, "
+                                   << EmbedderOptions::kMaxBatch << "]");
+  RLX_CHECK(tokenizer_.max_id() < cfg_.vocab_size,
+            "embedder: '" << dir << "': the tokenizer gives ids up to " << tokenizer_.max_id()
+                          << " but config.json's vocab_size is " << cfg_.vocab_size);
   max_len_ = cfg_.max_position_embeddings;
   if (sentence_.max_seq_length > 0) max_len_ = std::min(max_len_, sentence_.max_seq_length);
   if (opts_.max_len > 0) max_len_ = std::min(max_len_, opts_.max_len);
   // Fail on missing or misshapen weights now, not at the first bucket.
+  weights_.check_sizes(cfg_);
   weights_.validate(build_bert_graph(cfg_, sentence_.pooling, 1, 2, opts_.dtype));
 }
 
+// The arena is sized for the largest bucket an input needs, not for the
+// largest possible one: one short sentence must not reserve max_batch x
+// max_len. A larger input later replaces the arena (and recompiles).
+void Embedder::reserve_arena(const Bucket& largest) {
+  if (share_ && largest.batch <= arena_for_.batch && largest.seq <= arena_for_.seq) return;
+  Bucket want{std::max(largest.batch, arena_for_.batch), std::max(largest.seq, arena_for_.seq)};
+  CompileOptions co;
+  co.device = opts_.device;
+  uint64_t need = planned_arena_bytes(
+      build_bert_graph(cfg_, sentence_.pooling, want.batch, want.seq, opts_.dtype), co);
+  exes_.clear();  // they hold the old arena
+  share_ = make_arena_share(need);
+  arena_for_ = want;
+}
+
 Executable& Embedder::executable(const Bucket& b) {
+  RLX_CHECK(share_ && b.batch <= arena_for_.batch && b.seq <= arena_for_.seq,
+            "embedder: bucket " << b.batch << "x" << b.seq << " is larger than the arena's");
   auto it = exes_.find(b);
   bool fresh = it == exes_.end();
   if (fresh) {
     Graph g = build_bert_graph(cfg_, sentence_.pooling, b.batch, b.seq, opts_.dtype);
     CompileOptions co;
     co.device = opts_.device;
-    if (!share_) {  // every bucket uses one arena, sized for the largest bucket
-      Bucket largest = bucket_for(opts_.max_batch, max_len_, max_len_, opts_.max_batch);
-      co.arena_share = nullptr;
-      uint64_t need = planned_arena_bytes(
-          build_bert_graph(cfg_, sentence_.pooling, largest.batch, largest.seq, opts_.dtype), co);
-      share_ = make_arena_share(need);
-    }
     co.arena_share = share_;
     auto exe = compile(g, co);
     if (exes_.empty()) weights_.load_into(*exe, g);  // the params live in the shared arena
@@ -115,16 +131,33 @@ void Embedder::run_chunk(const std::vector<const Encoding*>& encs,
 }
 
 std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& texts) {
+  std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::vector<float>> out(texts.size());
   if (texts.empty()) return out;
   std::vector<Encoding> encs;
   encs.reserve(texts.size());
-  for (const auto& t : texts) encs.push_back(tokenizer_.encode(t, max_len_));
+  size_t cut = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    encs.push_back(tokenizer_.encode(texts[i], max_len_));
+    RLX_CHECK(opts_.truncate || !encs.back().truncated,
+              "embedder: text " << i << " is longer than the model's " << max_len_
+                                << " tokens (truncation is off)");
+    cut += encs.back().truncated;
+  }
+  truncated_ += cut;
   // Similar lengths share a chunk, so padding stays small.
   std::vector<size_t> order(texts.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return encs[a].size() < encs[b].size(); });
+  Bucket largest;
+  for (size_t start = 0; start < order.size(); start += size_t(opts_.max_batch)) {
+    size_t end = std::min(order.size(), start + size_t(opts_.max_batch));
+    Bucket b = bucket_for(int64_t(end - start), int64_t(encs[order[end - 1]].size()), max_len_,
+                          opts_.max_batch);
+    largest = {std::max(largest.batch, b.batch), std::max(largest.seq, b.seq)};
+  }
+  reserve_arena(largest);
   for (size_t start = 0; start < order.size(); start += size_t(opts_.max_batch)) {
     size_t end = std::min(order.size(), start + size_t(opts_.max_batch));
     std::vector<const Encoding*> chunk;

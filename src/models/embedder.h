@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,10 @@ namespace rlx {
 struct EmbedderOptions {
   DType dtype = DType::F32;
   Device device = Device::Cpu;
-  int max_batch = 32;  // a power of two; larger inputs are chunked
+  int max_batch = 32;  // a power of two, at most kMaxBatch; larger inputs are chunked
   int max_len = 0;     // tokens per text incl. [CLS]/[SEP]; 0 = the model's own limit
+  bool truncate = true;  // false: a text longer than max_len is an error, not cut
+  static constexpr int kMaxBatch = 1024;
 };
 
 struct Bucket {
@@ -26,13 +29,22 @@ struct Bucket {
   auto operator<=>(const Bucket&) const = default;
 };
 
+// Thread safety: embed() may be called on one Embedder from several threads
+// at once; the calls are serialised (one runs at a time), so each returns
+// what it would alone. The accessors below that report on past calls
+// (compiled_buckets, buckets_used, truncated_texts) must not be called while
+// another thread is inside embed(). For parallel throughput, use one
+// Embedder per thread.
 class Embedder {
  public:
   Embedder(const std::string& model_dir, const EmbedderOptions& opts = {});
 
   // One embedding per text, in order; L2-normalized when the model's
-  // modules.json ends in a Normalize module.
+  // modules.json ends in a Normalize module. A text longer than max_len()
+  // tokens is cut (counted in truncated_texts()), or an error when
+  // EmbedderOptions::truncate is false.
   std::vector<std::vector<float>> embed(const std::vector<std::string>& texts);
+  size_t truncated_texts() const { return truncated_; }  // texts cut so far
 
   int dim() const { return cfg_.hidden_size; }
   int max_len() const { return max_len_; }
@@ -48,6 +60,7 @@ class Embedder {
 
  private:
   Executable& executable(const Bucket& b);
+  void reserve_arena(const Bucket& largest);
   void run_chunk(const std::vector<const Encoding*>& encs, std::vector<std::vector<float>*>& outs);
 
   BertConfig cfg_;
@@ -57,8 +70,11 @@ class Embedder {
   EmbedderOptions opts_;
   int max_len_ = 512;
   std::shared_ptr<ArenaShare> share_;  // one arena for every bucket
+  Bucket arena_for_;                   // the bucket shape the arena was sized for
   std::map<Bucket, std::unique_ptr<Executable>> exes_;
   std::vector<Bucket> used_;
+  size_t truncated_ = 0;
+  std::mutex mutex_;  // one embed() at a time: the buckets share one arena
 };
 
 void l2_normalize(std::vector<float>& v);
