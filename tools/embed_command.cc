@@ -23,6 +23,7 @@ struct EmbedArgs {
   std::string model, device = "auto", dtype = "f32", file, format = "json";
   bool similarity = false;
   int batch = 32;
+  int threads = 0;
   std::vector<std::string> sentences;
 };
 
@@ -96,6 +97,7 @@ void run_embed(const EmbedArgs& a) {
             "--format must be json or compact, not '" << a.format << "'");
 
   rlx::EmbedderOptions o;
+  o.threads = a.threads;
   o.dtype = dtype_option(a.dtype);
   o.device = device_option(a.device);
   o.max_batch = a.batch;
@@ -180,5 +182,6 @@ void add_embed_command(CLI::App& app) {
   cmd->add_flag("--similarity", a->similarity, "also print the cosine similarity matrix");
   cmd->add_option("--format", a->format, "json or compact")->check(CLI::IsMember({"json", "compact"}));
   cmd->add_option("--batch", a->batch, "largest batch per run (a power of two)");
+  cmd->add_option("--threads", a->threads, "CPU threads (0 = physical cores)")->check(CLI::NonNegativeNumber);
   cmd->callback([a] { run_embed(*a); });
 }

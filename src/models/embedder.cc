@@ -58,6 +58,7 @@ Executable& Embedder::executable(const Bucket& b) {
     Graph g = build_bert_graph(cfg_, sentence_.pooling, b.batch, b.seq, opts_.dtype);
     CompileOptions co;
     co.device = opts_.device;
+    co.threads = opts_.threads;
     if (!share_) {  // every bucket uses one arena, sized for the largest bucket
       Bucket largest = bucket_for(opts_.max_batch, max_len_, max_len_, opts_.max_batch);
       co.arena_share = nullptr;

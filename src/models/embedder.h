@@ -19,6 +19,7 @@ struct EmbedderOptions {
   Device device = Device::Cpu;
   int max_batch = 32;  // a power of two; larger inputs are chunked
   int max_len = 0;     // tokens per text incl. [CLS]/[SEP]; 0 = the model's own limit
+  int threads = 0;     // CPU threads, 0 = physical cores
 };
 
 struct Bucket {

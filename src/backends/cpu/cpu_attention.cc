@@ -1,16 +1,62 @@
-// Scaled dot-product attention, one query row per task: scores over the keys,
-// a stable softmax, then the weighted sum of values. GQA, causal and padding
-// masks; a fully masked row yields zeros.
+// Scaled dot-product attention, blocked: one task is a block of query rows
+// of one (batch, head). Its keys are widened once into K^T [head_dim][skv]
+// and its values into V [skv][head_dim], so Q.K^T, the softmax and P.V are
+// all loops over contiguous floats that vectorize (no per-key horizontal
+// sums). GQA, causal and padding masks; a fully masked row yields zeros.
 #include <omp.h>
 
-#include <cmath>
+#include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
+#include "backends/cpu/cpu_vec_math.h"
 
 namespace rlx::cpu {
 namespace {
+
+constexpr int64_t kRowBlock = 32;  // query rows per task: scores stay in L1/L2
+constexpr float kMasked = -std::numeric_limits<float>::infinity();
+
+// rows x skv scores of q (rows x hd, pre-scaled) against kt (hd x skv), masked
+// (key j of row i is kept when keep[j] != 0 and j <= i + causal_shift), then
+// softmax and .V into out (rows x hd). keep may be null.
+RLX_CPU_CLONES void attend_block(const float* q, const float* kt, const float* v, const int32_t* keep,
+                                 int64_t causal_shift, int64_t rows, int64_t hd, int64_t skv, float* s,
+                                 float* out) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* si = s + i * skv;
+    for (int64_t j = 0; j < skv; ++j) si[j] = 0.f;
+    for (int64_t d = 0; d < hd; ++d) {
+      const float qd = q[i * hd + d];
+      const float* kd = kt + d * skv;
+      for (int64_t j = 0; j < skv; ++j) si[j] += qd * kd[j];
+    }
+    // Keys >= last are causally masked (none when causal_shift >= skv).
+    const int64_t last = std::clamp<int64_t>(i + causal_shift + 1, 0, skv);
+    for (int64_t j = last; j < skv; ++j) si[j] = kMasked;
+    if (keep)
+      for (int64_t j = 0; j < skv; ++j) si[j] = keep[j] != 0 ? si[j] : kMasked;
+    float mx = kMasked;
+    for (int64_t j = 0; j < skv; ++j) mx = si[j] > mx ? si[j] : mx;
+    float* oi = out + i * hd;
+    for (int64_t d = 0; d < hd; ++d) oi[d] = 0.f;
+    if (mx == kMasked) continue;  // every key masked
+    float sum = 0.f;
+    for (int64_t j = 0; j < skv; ++j) {  // exp(-inf - mx) is 0: masked keys drop out
+      si[j] = exp_approx(si[j] - mx);
+      sum += si[j];
+    }
+    for (int64_t j = 0; j < skv; ++j) {
+      const float w = si[j];
+      const float* vj = v + j * hd;
+      for (int64_t d = 0; d < hd; ++d) oi[d] += w * vj[d];
+    }
+    const float inv = 1.f / sum;
+    for (int64_t d = 0; d < hd; ++d) oi[d] *= inv;
+  }
+}
 
 template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
   uint8_t* arena = ctx.arena();
@@ -21,51 +67,50 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
   T* out = at<T>(arena, p.out);
   const int64_t sq = p.sq, skv = p.skv, hd = p.head_dim;
   const int group = p.q_heads / p.kv_heads;
-  // Per-thread buffers: skv scores, then head_dim accumulators.
-  const int64_t per_thread = skv + hd;
+  const int64_t rows = std::min(kRowBlock, sq);
+  const int64_t blocks = (sq + rows - 1) / rows;
+  // Per thread: K^T, V, the block's scaled queries, scores and outputs.
+  const int64_t per_thread = 2 * skv * hd + rows * hd + rows * skv + rows * hd;
   float* buffers = ctx.scratch(0, size_t(omp_get_max_threads() * per_thread));
-  const int64_t tasks = p.batch * p.q_heads * sq;
-#pragma omp parallel for if (tasks * skv * hd > 16384)
-  for (int64_t task = 0; task < tasks; ++task) {
-    const int64_t i = task % sq;
-    const int64_t h = (task / sq) % p.q_heads;
-    const int64_t b = task / (sq * p.q_heads);
-    const int64_t kvh = h / group;
-    float* scores = buffers + omp_get_thread_num() * per_thread;
-    float* acc = scores + skv;
-    const T* qr = q + (b * sq + i) * p.q_stride + p.q_offset + h * hd;
-    T* o = out + ((b * sq + i) * p.q_heads + h) * hd;
-
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < skv; ++j) {
-      bool keep = true;
-      if (p.mask_kind == MaskKind::Causal) keep = j <= i + skv - sq;
-      if (mask) keep = mask[b * skv + j] != 0;
-      if (!keep) {
-        scores[j] = -std::numeric_limits<float>::infinity();
-        continue;
+  const int64_t tasks = p.batch * p.q_heads * blocks;
+  const int64_t causal_shift = p.mask_kind == MaskKind::Causal ? skv - sq : skv;
+#pragma omp parallel
+  {
+    float* kt = buffers + omp_get_thread_num() * per_thread;
+    float* vf = kt + skv * hd;
+    float* qf = vf + skv * hd;
+    float* s = qf + rows * hd;
+    float* of = s + rows * skv;
+    int64_t loaded = -1;  // the (batch, kv head) whose K^T and V are in kt / vf
+    // Consecutive tasks share a head, so each thread widens K and V once per head.
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t blk = task % blocks;
+      const int64_t h = (task / blocks) % p.q_heads;
+      const int64_t b = task / (blocks * p.q_heads);
+      const int64_t kvh = h / group;
+      if (loaded != b * p.kv_heads + kvh) {
+        loaded = b * p.kv_heads + kvh;
+        for (int64_t j = 0; j < skv; ++j) {
+          const T* kr = k + (b * skv + j) * p.k_stride + p.k_offset + kvh * hd;
+          const T* vr = v + (b * skv + j) * p.v_stride + p.v_offset + kvh * hd;
+          for (int64_t d = 0; d < hd; ++d) {
+            kt[d * skv + j] = to_f32(kr[d]);
+            vf[j * hd + d] = to_f32(vr[d]);
+          }
+        }
       }
-      const T* kr = k + (b * skv + j) * p.k_stride + p.k_offset + kvh * hd;
-      float dot = 0.f;
-      for (int64_t d = 0; d < hd; ++d) dot += to_f32(qr[d]) * to_f32(kr[d]);
-      scores[j] = dot * p.scale;
-      mx = std::fmax(mx, scores[j]);
+      const int64_t i0 = blk * rows, n = std::min(rows, sq - i0);
+      for (int64_t i = 0; i < n; ++i) {
+        const T* qr = q + (b * sq + i0 + i) * p.q_stride + p.q_offset + h * hd;
+        for (int64_t d = 0; d < hd; ++d) qf[i * hd + d] = to_f32(qr[d]) * p.scale;
+      }
+      attend_block(qf, kt, vf, mask ? mask + b * skv : nullptr, causal_shift + i0, n, hd, skv, s, of);
+      for (int64_t i = 0; i < n; ++i) {
+        T* o = out + ((b * sq + i0 + i) * p.q_heads + h) * hd;
+        for (int64_t d = 0; d < hd; ++d) o[d] = from_f32<T>(of[i * hd + d]);
+      }
     }
-    for (int64_t d = 0; d < hd; ++d) acc[d] = 0.f;
-    if (mx == -std::numeric_limits<float>::infinity()) {  // every key masked
-      for (int64_t d = 0; d < hd; ++d) o[d] = from_f32<T>(0.f);
-      continue;
-    }
-    float sum = 0.f;
-    for (int64_t j = 0; j < skv; ++j) {
-      if (scores[j] == -std::numeric_limits<float>::infinity()) continue;
-      const float w = std::exp(scores[j] - mx);
-      sum += w;
-      const T* vr = v + (b * skv + j) * p.v_stride + p.v_offset + kvh * hd;
-      for (int64_t d = 0; d < hd; ++d) acc[d] += w * to_f32(vr[d]);
-    }
-    const float inv = 1.f / sum;
-    for (int64_t d = 0; d < hd; ++d) o[d] = from_f32<T>(acc[d] * inv);
   }
 }
 

@@ -1,0 +1,18 @@
+// The CPU backend's one f32 matrix product, row-major C = op(A) @ op(B),
+// behind a function of its own so the library under it can change.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace rlx::cpu {
+
+// One threaded library call over `threads` threads (0 = the library's own
+// count); the caller must not be inside a parallel region.
+void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+              const float* b, int64_t ldb, float* c, int64_t ldc, int threads);
+
+// The library, its version and the processor kernel it chose, as RLX_TRACE
+// prints it: "OpenBLAS 0.3.34 (scipy-openblas32), kernel SAPPHIRERAPIDS".
+std::string gemm_library();
+
+}  // namespace rlx::cpu
