@@ -1,14 +1,13 @@
-// Scaled dot-product attention, blocked: one task is a block of query rows
-// of one (batch, head). Its keys are widened once into K^T [head_dim][skv]
-// and its values into V [skv][head_dim], so Q.K^T, the softmax and P.V are
+// Scaled dot-product attention, blocked: one task is one (batch, head), its
+// keys widened once into K^T [head_dim][skv] and its values into V
+// [skv][head_dim], its queries taken in blocks of 32 rows, so Q.K^T, the softmax and P.V are
 // all loops over contiguous floats that vectorize (no per-key horizontal
 // sums). GQA, causal and padding masks; a fully masked row yields zeros.
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
 #include <limits>
 
+#include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
 #include "backends/cpu/cpu_vec_math.h"
@@ -68,39 +67,29 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
   const int64_t sq = p.sq, skv = p.skv, hd = p.head_dim;
   const int group = p.q_heads / p.kv_heads;
   const int64_t rows = std::min(kRowBlock, sq);
-  const int64_t blocks = (sq + rows - 1) / rows;
-  // Per thread: K^T, V, the block's scaled queries, scores and outputs.
-  const int64_t per_thread = 2 * skv * hd + rows * hd + rows * skv + rows * hd;
-  float* buffers = ctx.scratch(0, size_t(omp_get_max_threads() * per_thread));
-  const int64_t tasks = p.batch * p.q_heads * blocks;
+  // Per worker: K^T, V, the block's scaled queries, scores and outputs.
+  const int threads = run_threads();
+  const int64_t per_worker = 2 * skv * hd + rows * hd + rows * skv + rows * hd;
+  float* buffers = ctx.scratch(0, size_t(threads * per_worker));
   const int64_t causal_shift = p.mask_kind == MaskKind::Causal ? skv - sq : skv;
-#pragma omp parallel
-  {
-    float* kt = buffers + omp_get_thread_num() * per_thread;
+  // One task per (batch, head): its K and V are widened once for all its row blocks.
+  parallel_for_worker(p.batch * p.q_heads, threads, [&](int64_t task, int worker) {
+    float* kt = buffers + worker * per_worker;
     float* vf = kt + skv * hd;
     float* qf = vf + skv * hd;
     float* s = qf + rows * hd;
     float* of = s + rows * skv;
-    int64_t loaded = -1;  // the (batch, kv head) whose K^T and V are in kt / vf
-    // Consecutive tasks share a head, so each thread widens K and V once per head.
-#pragma omp for schedule(static)
-    for (int64_t task = 0; task < tasks; ++task) {
-      const int64_t blk = task % blocks;
-      const int64_t h = (task / blocks) % p.q_heads;
-      const int64_t b = task / (blocks * p.q_heads);
-      const int64_t kvh = h / group;
-      if (loaded != b * p.kv_heads + kvh) {
-        loaded = b * p.kv_heads + kvh;
-        for (int64_t j = 0; j < skv; ++j) {
-          const T* kr = k + (b * skv + j) * p.k_stride + p.k_offset + kvh * hd;
-          const T* vr = v + (b * skv + j) * p.v_stride + p.v_offset + kvh * hd;
-          for (int64_t d = 0; d < hd; ++d) {
-            kt[d * skv + j] = to_f32(kr[d]);
-            vf[j * hd + d] = to_f32(vr[d]);
-          }
-        }
+    const int64_t h = task % p.q_heads, b = task / p.q_heads, kvh = h / group;
+    for (int64_t j = 0; j < skv; ++j) {
+      const T* kr = k + (b * skv + j) * p.k_stride + p.k_offset + kvh * hd;
+      const T* vr = v + (b * skv + j) * p.v_stride + p.v_offset + kvh * hd;
+      for (int64_t d = 0; d < hd; ++d) {
+        kt[d * skv + j] = to_f32(kr[d]);
+        vf[j * hd + d] = to_f32(vr[d]);
       }
-      const int64_t i0 = blk * rows, n = std::min(rows, sq - i0);
+    }
+    for (int64_t i0 = 0; i0 < sq; i0 += rows) {
+      const int64_t n = std::min(rows, sq - i0);
       for (int64_t i = 0; i < n; ++i) {
         const T* qr = q + (b * sq + i0 + i) * p.q_stride + p.q_offset + h * hd;
         for (int64_t d = 0; d < hd; ++d) qf[i * hd + d] = to_f32(qr[d]) * p.scale;
@@ -111,7 +100,7 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
         for (int64_t d = 0; d < hd; ++d) o[d] = from_f32<T>(of[i * hd + d]);
       }
     }
-  }
+  });
 }
 
 }  // namespace

@@ -1,12 +1,10 @@
 // Matrix products through the CPU GEMM (cpu_gemm.h). f16/bf16 operands are widened to f32
 // scratch first; bias and activation run as an epilogue over the output.
-#include <omp.h>
-
 #include <algorithm>
-#include <cstdlib>
 
 #include "backends/cpu/cpu_activation.h"
 #include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
 
@@ -15,34 +13,33 @@ namespace {
 
 // Widens a rows x cols matrix with row length ld into a dense f32 buffer.
 template <class T> void widen(const T* src, int64_t rows, int64_t cols, int64_t ld, float* dst) {
-#pragma omp parallel for if (rows * cols > 16384)
-  for (int64_t r = 0; r < rows; ++r)
+  parallel_for(rows, rows * cols > 16384, [&](int64_t r) {
     for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = to_f32(src[r * ld + c]);
+  });
 }
 
 // out = act(c + bias) for an m x n f32 result c (row length ldc_in).
 template <class T>
 void epilogue(const MatMulParams& p, const float* c, int64_t ldc_in, const T* bias, T* out) {
-#pragma omp parallel for if (p.m * p.n > 16384)
-  for (int64_t i = 0; i < p.m; ++i)
+  parallel_for(p.m, p.m * p.n > 16384, [&](int64_t i) {
     for (int64_t j = 0; j < p.n; ++j) {
       float v = c[i * ldc_in + j];
       if (bias) v += to_f32(bias[j]);
       out[i * p.ldc + j] = from_f32<T>(apply_activation(p.act, v));
     }
+  });
 }
 
 // C (+ bias, activation) = op(A) @ op(B) for one batch entry, split over the
-// OpenMP threads into slices of C: each slice is one single-threaded library
-// call, then its bias and activation while the slice is still in cache. One
-// thread pool (OpenMP's) runs everything; the library never starts its own.
-// Columns are split when B is the larger operand (weights: n >= m), so each
-// thread packs only its part of B; splitting rows would have every thread
-// pack all of B (that packing was 40% of matmul time at M = 64 per thread).
-// RLX_GEMM_ONE_CALL=1 (for measurement): one call threaded by the library.
+// backend's thread pool into slices of C: each slice is one single-threaded
+// library call, then its bias and activation while the slice is still in
+// cache. The library never starts threads of its own, so nothing competes
+// with the pool for the cores. Columns are split when B is the larger operand
+// (weights: n >= m), so each thread packs only its part of B; splitting rows
+// would have every thread pack all of B (that packing was 40% of matmul time
+// at M = 64 per thread). Slices are a few per thread, handed out dynamically.
 void product_f32(const MatMulParams& p, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                  int64_t ldc, const float* bias) {
-  static const bool one_call = std::getenv("RLX_GEMM_ONE_CALL") != nullptr;
   const bool epilogue = bias || p.act != Activation::None;
   auto finish = [&](int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
     if (p.k == 0)  // empty inner product: the library would leave c untouched
@@ -52,23 +49,17 @@ void product_f32(const MatMulParams& p, const float* a, int64_t lda, const float
       for (int64_t i = r0; i < r0 + rows; ++i)
         activation_row(p.act, c + i * ldc + c0, bias ? bias + c0 : nullptr, c + i * ldc + c0, cols);
   };
-  if (one_call) {
-    if (p.k > 0) gemm_f32(p.trans_a, p.trans_b, p.m, p.n, p.k, a, lda, b, ldb, c, ldc, omp_get_max_threads());
-    finish(0, p.m, 0, p.n);
-    return;
-  }
   const int64_t work = p.m * p.n * std::max<int64_t>(p.k, 1);
-  const int threads = work < (int64_t(1) << 17) ? 1 : omp_get_max_threads();
+  const int threads = work < (int64_t(1) << 17) ? 1 : run_threads();
   const bool split_cols = p.n >= p.m;
-  // Column slices are whole 64-byte lines of C so threads never share one.
-  const int64_t grain = split_cols ? 16 : 1, units = ((split_cols ? p.n : p.m) + grain - 1) / grain;
-  const int64_t blocks = std::min<int64_t>(threads, units);
-#pragma omp parallel for num_threads(int(blocks)) if (blocks > 1)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t extent = split_cols ? p.n : p.m;
-    const int64_t lo = std::min(extent, units * blk / blocks * grain);
-    const int64_t len = std::min(extent, units * (blk + 1) / blocks * grain) - lo;
-    if (len <= 0) continue;
+  // Two slices per thread: every slice re-packs the other operand. Column
+  // slices are whole 64-byte lines of C (16 floats) so threads never share one.
+  const int64_t extent = split_cols ? p.n : p.m, align = split_cols ? 16 : 1;
+  const int64_t grain = std::max(align, (extent + 2 * threads - 1) / (2 * threads) + align - 1) / align * align;
+  const int64_t units = (extent + grain - 1) / grain;
+  parallel_ranges(units, threads, [&](int64_t u0, int64_t u1, int) {
+    const int64_t lo = std::min(extent, u0 * grain), len = std::min(extent, u1 * grain) - lo;
+    if (len <= 0) return;
     if (split_cols) {  // columns lo.. of op(B) and C
       const float* bs = p.trans_b ? b + lo * ldb : b + lo;
       if (p.k > 0) gemm_f32(p.trans_a, p.trans_b, p.m, len, p.k, a, lda, bs, ldb, c + lo, ldc, 1);
@@ -78,7 +69,7 @@ void product_f32(const MatMulParams& p, const float* a, int64_t lda, const float
       if (p.k > 0) gemm_f32(p.trans_a, p.trans_b, len, p.n, p.k, as, lda, b, ldb, c + lo * ldc, ldc, 1);
       finish(lo, len, 0, p.n);
     }
-  }
+  });
 }
 
 void matmul_f32(const MatMulParams& p, CpuContext& ctx) {

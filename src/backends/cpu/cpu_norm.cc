@@ -2,6 +2,7 @@
 // add whose sum is also written out (sum_out).
 #include <cmath>
 
+#include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
 #include "backends/cpu/cpu_vec_math.h"
@@ -18,8 +19,7 @@ template <class T> void norm(const NormParams& p, CpuContext& ctx) {
   T* out = at<T>(arena, p.out);
   T* sum_out = p.sum_out == kNoBuffer ? nullptr : at<T>(arena, p.sum_out);
   const int64_t cols = p.cols;
-#pragma omp parallel for if (p.rows * cols > 16384)
-  for (int64_t r = 0; r < p.rows; ++r) {
+  parallel_for(p.rows, p.rows * cols > 16384, [&](int64_t r) {
     const T* xr = x + r * cols;
     const T* rr = res ? res + r * cols : nullptr;
     // The normalized input is the sum as stored, so fused == add then norm.
@@ -46,7 +46,7 @@ template <class T> void norm(const NormParams& p, CpuContext& ctx) {
       if (beta) v += to_f32(beta[c]);
       out[r * cols + c] = from_f32<T>(v);
     }
-  }
+  });
 }
 
 // One f32 row: v = x (+ res), written to sum_out if given; out = norm(v).
@@ -84,10 +84,10 @@ template <> void norm<float>(const NormParams& p, CpuContext& ctx) {
   float* out = at<float>(arena, p.out);
   float* sum_out = p.sum_out == kNoBuffer ? nullptr : at<float>(arena, p.sum_out);
   const int64_t cols = p.cols;
-#pragma omp parallel for if (p.rows * cols > 16384)
-  for (int64_t r = 0; r < p.rows; ++r)
+  parallel_for(p.rows, p.rows * cols > 16384, [&](int64_t r) {
     norm_row_f32(x + r * cols, res ? res + r * cols : nullptr, gamma, beta, out + r * cols,
                  sum_out ? sum_out + r * cols : nullptr, cols, p.kind == NormKind::Layer, p.eps);
+  });
 }
 
 }  // namespace

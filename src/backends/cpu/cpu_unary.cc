@@ -1,7 +1,6 @@
 // Elementwise activations.
-#include <algorithm>
-
 #include "backends/cpu/cpu_activation.h"
+#include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
 
@@ -11,19 +10,16 @@ namespace {
 template <class T> void unary(const UnaryParams& p, CpuContext& ctx) {
   const T* x = at<T>(ctx.arena(), p.x);
   T* out = at<T>(ctx.arena(), p.out);
-#pragma omp parallel for if (p.n > 32768)
-  for (int64_t i = 0; i < p.n; ++i) out[i] = from_f32<T>(apply_activation(p.act, to_f32(x[i])));
+  parallel_for(p.n, p.n > 32768, [&](int64_t i) { out[i] = from_f32<T>(apply_activation(p.act, to_f32(x[i]))); });
 }
 
-// f32: vectorized chunks of a few thousand elements per task.
+// f32: one vectorized pass per contiguous chunk.
 template <> void unary<float>(const UnaryParams& p, CpuContext& ctx) {
   const float* x = at<float>(ctx.arena(), p.x);
   float* out = at<float>(ctx.arena(), p.out);
-  constexpr int64_t kChunk = 4096;
-  const int64_t chunks = (p.n + kChunk - 1) / kChunk;
-#pragma omp parallel for if (p.n > 32768)
-  for (int64_t c = 0; c < chunks; ++c)
-    activation_row(p.act, x + c * kChunk, nullptr, out + c * kChunk, std::min(kChunk, p.n - c * kChunk));
+  parallel_ranges(p.n, p.n > 32768 ? run_threads() : 1, [&](int64_t lo, int64_t hi, int) {
+    activation_row(p.act, x + lo, nullptr, out + lo, hi - lo);
+  });
 }
 
 }  // namespace
