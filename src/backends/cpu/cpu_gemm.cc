@@ -3,6 +3,7 @@
 // that is absent, the system's (Debian 12's 0.3.21 runs SSE3 kernels on
 // processors newer than it).
 #include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_vec_math.h"
 
 #include <atomic>
@@ -27,8 +28,8 @@ void trace_once() {
   static std::once_flag once;
   std::call_once(once, [] {
     if (std::getenv("RLX_TRACE"))
-      std::fprintf(stderr, "rlx cpu: matmul through %s; own kernels built for %s\n", gemm_library().c_str(),
-                   cpu_vector_isa());
+      std::fprintf(stderr, "rlx cpu: matmul through %s, single-threaded slices on a pool of %d; own kernels for %s\n",
+                   gemm_library().c_str(), run_threads(), cpu_vector_isa());
   });
 }
 
@@ -38,8 +39,7 @@ std::string gemm_library() {
   std::string config = RLX_BLAS(openblas_get_config)();  // "OpenBLAS 0.3.34 DYNAMIC_ARCH ..."
   size_t v = config.find(' '), end = v == std::string::npos ? v : config.find(' ', v + 1);
   std::string version = config.substr(0, end);
-  return version + " (" RLX_BLAS_SOURCE "), kernel " + RLX_BLAS(openblas_get_corename)() + ", " +
-         std::to_string(RLX_BLAS(openblas_get_num_threads)()) + " threads";
+  return version + " (" RLX_BLAS_SOURCE "), kernel " + RLX_BLAS(openblas_get_corename)();
 }
 
 void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,

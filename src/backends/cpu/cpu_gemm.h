@@ -6,13 +6,13 @@
 
 namespace rlx::cpu {
 
-// One threaded library call over `threads` threads (0 = the library's own
-// count); the caller must not be inside a parallel region.
+// One library call on `threads` of the library's own threads (the backend
+// passes 1: it splits products over its own pool, cpu_matmul.cc).
 void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
               const float* b, int64_t ldb, float* c, int64_t ldc, int threads);
 
 // The library, its version and the processor kernel it chose, as RLX_TRACE
-// prints it: "OpenBLAS 0.3.34 (scipy-openblas32), kernel SAPPHIRERAPIDS".
+// prints it: "OpenBLAS 0.3.34 (scipy-openblas32), kernel SkylakeX".
 std::string gemm_library();
 
 }  // namespace rlx::cpu
