@@ -3,7 +3,7 @@
 namespace rlx::cpu {
 namespace {
 
-template <Activation A> inline void row(const float* x, const float* bias, float* out, int64_t n) {
+template <Activation A> RLX_CPU_INLINE void row(const float* x, const float* bias, float* out, int64_t n) {
   if (bias)
     for (int64_t j = 0; j < n; ++j) out[j] = apply_activation(A, x[j] + bias[j]);
   else

@@ -8,7 +8,7 @@
 
 namespace rlx::cpu {
 
-inline float apply_activation(Activation act, float x) {
+RLX_CPU_INLINE float apply_activation(Activation act, float x) {
   switch (act) {
     case Activation::None: return x;
     case Activation::Gelu: return gelu_erf(x);

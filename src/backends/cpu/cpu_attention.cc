@@ -18,20 +18,74 @@ namespace {
 constexpr int64_t kRowBlock = 32;  // query rows per task: scores stay in L1/L2
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
 
+// Values of f32x16 never cross a call (the helpers are always inlined), so
+// GCC's note that their calling convention differs by ISA does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+// 16 floats as one value: each RLX_CPU_CLONES variant compiles its arithmetic
+// to that variant's widest vectors (one zmm, two ymm or four xmm).
+using f32x16 = float __attribute__((vector_size(64)));
+RLX_CPU_INLINE f32x16 load16(const float* p) {
+  f32x16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+RLX_CPU_INLINE void store16(float* p, f32x16 v) { std::memcpy(p, &v, sizeof v); }
+
+// c[r][x] = sum_k a[r][k] b[k][x] for a 4 x 32 tile: the tile's sums stay in
+// registers and each row of b is loaded once for the 4 rows of a.
+RLX_CPU_INLINE void tile4x32(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kn, float* c,
+                             int64_t ldc) {
+  f32x16 acc[4][2] = {};
+  for (int64_t k = 0; k < kn; ++k) {
+    const f32x16 b0 = load16(b + k * ldb), b1 = load16(b + k * ldb + 16);
+    for (int r = 0; r < 4; ++r) {
+      const float ar = a[r * lda + k];
+      acc[r][0] += ar * b0;
+      acc[r][1] += ar * b1;
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    store16(c + r * ldc, acc[r][0]);
+    store16(c + r * ldc + 16, acc[r][1]);
+  }
+}
+
+RLX_CPU_INLINE void tile_any(int64_t rows, int64_t cols, const float* a, int64_t lda, const float* b, int64_t ldb,
+                     int64_t kn, float* c, int64_t ldc) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* cr = c + r * ldc;
+    for (int64_t x = 0; x < cols; ++x) cr[x] = 0.f;
+    for (int64_t k = 0; k < kn; ++k) {
+      const float ar = a[r * lda + k];
+      const float* bk = b + k * ldb;
+      for (int64_t x = 0; x < cols; ++x) cr[x] += ar * bk[x];
+    }
+  }
+}
+
+// c (m x n, row length ldc) = a (m x kn) . b (kn x n) in 4 x 32 register tiles.
+RLX_CPU_INLINE void small_gemm(int64_t m, int64_t n, int64_t kn, const float* a, int64_t lda, const float* b,
+                       int64_t ldb, float* c, int64_t ldc) {
+  constexpr int R = 4, C = 32;
+  int64_t i = 0;
+  for (; i + R <= m; i += R) {
+    int64_t x = 0;
+    for (; x + C <= n; x += C) tile4x32(a + i * lda, lda, b + x, ldb, kn, c + i * ldc + x, ldc);
+    if (x < n) tile_any(R, n - x, a + i * lda, lda, b + x, ldb, kn, c + i * ldc + x, ldc);
+  }
+  if (i < m) tile_any(m - i, n, a + i * lda, lda, b, ldb, kn, c + i * ldc, ldc);
+}
+
 // rows x skv scores of q (rows x hd, pre-scaled) against kt (hd x skv), masked
 // (key j of row i is kept when keep[j] != 0 and j <= i + causal_shift), then
 // softmax and .V into out (rows x hd). keep may be null.
 RLX_CPU_CLONES void attend_block(const float* q, const float* kt, const float* v, const int32_t* keep,
                                  int64_t causal_shift, int64_t rows, int64_t hd, int64_t skv, float* s,
                                  float* out) {
+  small_gemm(rows, skv, hd, q, hd, kt, skv, s, skv);
   for (int64_t i = 0; i < rows; ++i) {
     float* si = s + i * skv;
-    for (int64_t j = 0; j < skv; ++j) si[j] = 0.f;
-    for (int64_t d = 0; d < hd; ++d) {
-      const float qd = q[i * hd + d];
-      const float* kd = kt + d * skv;
-      for (int64_t j = 0; j < skv; ++j) si[j] += qd * kd[j];
-    }
     // Keys >= last are causally masked (none when causal_shift >= skv).
     const int64_t last = std::clamp<int64_t>(i + causal_shift + 1, 0, skv);
     for (int64_t j = last; j < skv; ++j) si[j] = kMasked;
@@ -39,22 +93,19 @@ RLX_CPU_CLONES void attend_block(const float* q, const float* kt, const float* v
       for (int64_t j = 0; j < skv; ++j) si[j] = keep[j] != 0 ? si[j] : kMasked;
     float mx = kMasked;
     for (int64_t j = 0; j < skv; ++j) mx = si[j] > mx ? si[j] : mx;
-    float* oi = out + i * hd;
-    for (int64_t d = 0; d < hd; ++d) oi[d] = 0.f;
-    if (mx == kMasked) continue;  // every key masked
+    if (mx == kMasked) {  // every key masked: zero weights give a zero row
+      for (int64_t j = 0; j < skv; ++j) si[j] = 0.f;
+      continue;
+    }
     float sum = 0.f;
     for (int64_t j = 0; j < skv; ++j) {  // exp(-inf - mx) is 0: masked keys drop out
       si[j] = exp_approx(si[j] - mx);
       sum += si[j];
     }
-    for (int64_t j = 0; j < skv; ++j) {
-      const float w = si[j];
-      const float* vj = v + j * hd;
-      for (int64_t d = 0; d < hd; ++d) oi[d] += w * vj[d];
-    }
-    const float inv = 1.f / sum;
-    for (int64_t d = 0; d < hd; ++d) oi[d] *= inv;
+    const float inv = 1.f / sum;  // normalize the weights, not the outputs: hd < skv multiplies
+    for (int64_t j = 0; j < skv; ++j) si[j] *= inv;
   }
+  small_gemm(rows, hd, skv, s, skv, v, hd, out, hd);
 }
 
 template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {

@@ -52,10 +52,12 @@ void product_f32(const MatMulParams& p, const float* a, int64_t lda, const float
   const int64_t work = p.m * p.n * std::max<int64_t>(p.k, 1);
   const int threads = work < (int64_t(1) << 17) ? 1 : run_threads();
   const bool split_cols = p.n >= p.m;
-  // Two slices per thread: every slice re-packs the other operand. Column
-  // slices are whole 64-byte lines of C (16 floats) so threads never share one.
+  // Two slices per thread (one when alone): every slice re-packs the other
+  // operand. Column slices are whole 64-byte lines of C (16 floats) so threads
+  // never share one.
   const int64_t extent = split_cols ? p.n : p.m, align = split_cols ? 16 : 1;
-  const int64_t grain = std::max(align, (extent + 2 * threads - 1) / (2 * threads) + align - 1) / align * align;
+  const int64_t slices = threads > 1 ? 2 * threads : 1;
+  const int64_t grain = std::max(align, (extent + slices - 1) / slices + align - 1) / align * align;
   const int64_t units = (extent + grain - 1) / grain;
   parallel_ranges(units, threads, [&](int64_t u0, int64_t u1, int) {
     const int64_t lo = std::min(extent, u0 * grain), len = std::min(extent, u1 * grain) - lo;

@@ -13,6 +13,9 @@
 #else
 #define RLX_CPU_CLONES
 #endif
+// For helpers of an RLX_CPU_CLONES function: inlined, they are compiled for
+// each variant's instructions; called, they would run the baseline's.
+#define RLX_CPU_INLINE inline __attribute__((always_inline))
 
 namespace rlx::cpu {
 
@@ -23,7 +26,7 @@ const char* cpu_vector_isa();
 // e^x to within ~2 ulp: x = n ln2 + r, |r| <= ln2/2, e^r by its degree-7
 // Taylor polynomial (truncation < 1e-8 relative), times 2^n built in the
 // exponent bits. Below -87.3 (where 2^n leaves the normal range) it is 0.
-inline float exp_approx(float x) {
+RLX_CPU_INLINE float exp_approx(float x) {
   const float xc = x < -87.3f ? -87.3f : (x > 88.3f ? 88.3f : x);
   // Round to nearest by the 1.5 * 2^23 trick: no libm call, vectorizes anywhere.
   const float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;
@@ -45,7 +48,7 @@ inline float exp_approx(float x) {
 // R a degree-9 polynomial fitted (least squares, relative) to erfc(z) e^(z^2)
 // on [0, 10]: 5e-8 relative there; beyond, erfc underflows f32 anyway.
 // x^2/2 is carried as hi + lo so the tail keeps its relative accuracy.
-inline float erfc_scaled_abs(float x) {
+RLX_CPU_INLINE float erfc_scaled_abs(float x) {
   const float z = std::fabs(x) * 0.70710678118654752f;
   const float t = 1.f / (0.5f * z + 1.f);
   float r = -0.05595078691840172f;
@@ -64,7 +67,7 @@ inline float erfc_scaled_abs(float x) {
 
 // x * Phi(x) = x/2 * erfc(-x/sqrt2): the negative tail keeps its relative
 // accuracy because erfc is evaluated directly there, not as 1 + erf.
-inline float gelu_erf(float x) {
+RLX_CPU_INLINE float gelu_erf(float x) {
   const float e = erfc_scaled_abs(x);
   return 0.5f * x * (x <= 0.f ? e : 2.f - e);
 }
