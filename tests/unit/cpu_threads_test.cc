@@ -1,6 +1,6 @@
 // The CPU forward of all-MiniLM-L6-v2 gives the same hidden states, bit for
-// bit, with 1, 2
-// and 3 threads: no kernel's result may depend on how its work is split.
+// bit, with 1, 2 and 3 threads: no kernel's result may depend on how its work
+// is split.
 #include <gtest/gtest.h>
 #include <omp.h>
 
