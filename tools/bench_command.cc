@@ -165,6 +165,7 @@ void add_bench_command(CLI::App& app) {
   auto runs = std::make_shared<int>(50);
   auto warmup = std::make_shared<int>(5);
   auto trace = std::make_shared<std::string>();
+  auto threads = std::make_shared<int>(0);
   cmd->add_option("--model", *model, "Hugging Face BERT directory; without it, the demo encoder");
   cmd->add_option("--layers", s->layers, "encoder layers (demo encoder)");
   cmd->add_option("--hidden", s->hidden, "hidden size (demo encoder)");
@@ -176,6 +177,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--dtype", *dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--runs", *runs, "timed runs per mode");
   cmd->add_option("--warmup", *warmup, "untimed runs first");
+  cmd->add_option("--threads", *threads, "CPU threads (0 = physical cores)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", *json, "one JSON object per row instead of the table");
   cmd->add_option("--trace-json", *trace,
                   "cuda: write per-thunk GPU times of the graph executable here (Chrome trace) and print a "
@@ -200,6 +202,7 @@ void add_bench_command(CLI::App& app) {
         o.batch = s->batch;
         o.seq = s->seq;
         o.trace_json = trace_json;
+        o.threads = *threads;
         return rlx::load_bert(*model, o);
       };
       if (gpu) {
@@ -230,6 +233,7 @@ void add_bench_command(CLI::App& app) {
       rlx::CompileOptions o;
       o.device = gpu ? rlx::Device::Cuda : rlx::Device::Cpu;
       o.mode = m;
+      o.threads = *threads;
       if (m == rlx::ExecMode::Graph) o.trace_json = *trace;  // written after the first run
       auto exe = rlx::compile(g, o);
       fill_random_params(*exe, 1);

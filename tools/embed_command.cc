@@ -23,6 +23,7 @@ struct EmbedArgs {
   std::string model, device = "auto", dtype = "f32", file, format = "json";
   bool similarity = false, truncate = true;
   int batch = 32;
+  int threads = 0;
   std::vector<std::string> sentences;
 };
 
@@ -96,6 +97,7 @@ void run_embed(const EmbedArgs& a) {
             "--format must be json or compact, not '" << a.format << "'");
 
   rlx::EmbedderOptions o;
+  o.threads = a.threads;
   o.dtype = dtype_option(a.dtype);
   o.device = device_option(a.device);
   check_count("--batch", a.batch, 1, rlx::EmbedderOptions::kMaxBatch);
@@ -190,5 +192,6 @@ void add_embed_command(CLI::App& app) {
   cmd->add_flag("--truncate,!--no-truncate", a->truncate,
                 "cut sentences longer than the model's limit, with a warning (the default); "
                 "--no-truncate makes them an error");
+  cmd->add_option("--threads", a->threads, "CPU threads (0 = physical cores)")->check(CLI::NonNegativeNumber);
   cmd->callback([a] { run_embed(*a); });
 }

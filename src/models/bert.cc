@@ -141,6 +141,7 @@ std::unique_ptr<Executable> load_bert(const std::string& dir, const BertLoadOpti
   co.device = o.device;
   co.mode = o.mode;
   co.trace_json = o.trace_json;
+  co.threads = o.threads;
   auto exe = compile(g, co);
   w.load_into(*exe, g);
   return exe;

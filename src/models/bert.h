@@ -41,6 +41,7 @@ struct BertLoadOptions {
   int64_t batch = 1, seq = 128;
   ExecMode mode = ExecMode::Auto;  // CUDA execution mode
   std::string trace_json;          // CUDA: per-thunk GPU times as a Chrome trace
+  int threads = 0;                 // CPU threads, 0 = physical cores
 };
 
 // config.json + sentence-transformers pooling + model.safetensors -> a

@@ -81,6 +81,7 @@ Executable& Embedder::executable(const Bucket& b) {
     Graph g = build_bert_graph(cfg_, sentence_.pooling, b.batch, b.seq, opts_.dtype);
     CompileOptions co;
     co.device = opts_.device;
+    co.threads = opts_.threads;
     co.arena_share = share_;
     auto exe = compile(g, co);
     if (exes_.empty()) weights_.load_into(*exe, g);  // the params live in the shared arena

@@ -22,6 +22,7 @@ struct EmbedderOptions {
   int max_len = 0;     // tokens per text incl. [CLS]/[SEP]; 0 = the model's own limit
   bool truncate = true;  // false: a text longer than max_len is an error, not cut
   static constexpr int kMaxBatch = 1024;
+  int threads = 0;     // CPU threads, 0 = physical cores
 };
 
 struct Bucket {
