@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Writes the byte-level BPE references rlx's tokenizer must reproduce:
+
+- tests/data/bpe_cases.json: ids of a varied corpus for
+  * "smollm2": the SmolLM2-135M-Instruct tokenizer, built with Hugging Face's
+    `tokenizers` from the default model's GGUF metadata (vocabulary, merges,
+    control tokens) with SmolLM2's pre-tokenizer (Digits with
+    individual_digits, then ByteLevel without prefix space: the "smollm"
+    pre-tokenizer of the GGUF), and
+  * "trained": a small byte-level BPE trained here on the corpus below,
+    saved as tests/data/bpe_trained_tokenizer.json;
+- each case also has the text `tokenizers` decodes the ids back to.
+
+    pip install gguf numpy tokenizers
+    python3 tests/data/make_bpe_cases.py
+"""
+import json
+import pathlib
+
+import gguf
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+GGUF = ROOT / "models" / "SmolLM2-135M-Instruct" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+OUT = ROOT / "tests" / "data" / "bpe_cases.json"
+TRAINED = ROOT / "tests" / "data" / "bpe_trained_tokenizer.json"
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Hello, world! It's a test: we're here, they've gone, I'm fine, you'll see, he'd know.",
+    "DON'T SHOUT'S 'quoted' ''s",
+    "Numbers 3.14159 and 1,000,000 on 2024-11-30 at 12:30pm; 0x1F, 1e-9, ½ ⅓ ² ٣",
+    "tabs\there\nnew\r\nlines   many    spaces \u00a0nbsp\u2003em\u3000ideographic\n\n\n",
+    "  leading spaces and trailing   ",
+    "Café naïve résumé façade Ångström Ελληνικά русский",
+    "我爱北京天安门 東京は日本の首都です。 안녕하세요",
+    "emoji 🍕🍕 😀 👍🏽 👨‍👩‍👧 zero\u200bwidth",
+    "def f(x):\n    return x**2  # square\n\nprint(f(3))",
+    "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
+    "text<|endoftext|>more<|im_end|><|im_end|>",
+    "a<|sep|>b <|sep|> c",
+    "supercalifragilisticexpialidocious" * 4,
+    "",
+    " ",
+    "\n",
+    "!!!???...,,,;;;",
+    "x" * 300,
+]
+
+
+def smollm2_tokenizer():
+    r = gguf.GGUFReader(str(GGUF))
+    f = r.fields
+    def strings(key):
+        return [bytes(f[key].parts[i]).decode("utf-8") for i in f[key].data]
+    tokens = strings("tokenizer.ggml.tokens")
+    merges = [tuple(m.split(" ")) for m in strings("tokenizer.ggml.merges")]
+    types = [int(f["tokenizer.ggml.token_type"].parts[i][0]) for i in f["tokenizer.ggml.token_type"].data]
+    vocab = {t: i for i, t in enumerate(tokens)}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([tokens[i] for i, t in enumerate(types) if t == 3])
+    return tok
+
+
+def trained_tokenizer():
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=["<|sep|>", "<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(CORPUS * 3, trainer)
+    tok.save(str(TRAINED))
+    return tok
+
+
+cases = {"smollm2": [], "trained": []}
+for name, tok in [("smollm2", smollm2_tokenizer()), ("trained", trained_tokenizer())]:
+    for text in CORPUS:
+        ids = tok.encode(text).ids
+        cases[name].append({"text": text, "ids": ids,
+                            "decoded": tok.decode(ids, skip_special_tokens=False)})
+OUT.write_text(json.dumps(cases, ensure_ascii=False, indent=1) + "\n")
+print(f"wrote {OUT} and {TRAINED}")
