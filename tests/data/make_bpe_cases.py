@@ -3,10 +3,7 @@
 
 - tests/data/bpe_cases.json: ids of a varied corpus for
   * "smollm2": the SmolLM2-135M-Instruct tokenizer, built with Hugging Face's
-    `tokenizers` from the default model's GGUF metadata (vocabulary, merges,
-    control tokens) with SmolLM2's pre-tokenizer (Digits with
-    individual_digits, then ByteLevel without prefix space: the "smollm"
-    pre-tokenizer of the GGUF), and
+    `tokenizers` from the default model's GGUF (smollm2_hf_tokenizer.py), and
   * "trained": a small byte-level BPE trained here on the corpus below,
     saved as tests/data/bpe_trained_tokenizer.json;
 - each case also has the text `tokenizers` decodes the ids back to.
@@ -17,11 +14,11 @@
 import json
 import pathlib
 
-import gguf
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from smollm2_hf_tokenizer import smollm2_tokenizer
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-GGUF = ROOT / "models" / "SmolLM2-135M-Instruct" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 OUT = ROOT / "tests" / "data" / "bpe_cases.json"
 TRAINED = ROOT / "tests" / "data" / "bpe_trained_tokenizer.json"
 
@@ -46,25 +43,6 @@ CORPUS = [
     "!!!???...,,,;;;",
     "x" * 300,
 ]
-
-
-def smollm2_tokenizer():
-    r = gguf.GGUFReader(str(GGUF))
-    f = r.fields
-    def strings(key):
-        return [bytes(f[key].parts[i]).decode("utf-8") for i in f[key].data]
-    tokens = strings("tokenizer.ggml.tokens")
-    merges = [tuple(m.split(" ")) for m in strings("tokenizer.ggml.merges")]
-    types = [int(f["tokenizer.ggml.token_type"].parts[i][0]) for i in f["tokenizer.ggml.token_type"].data]
-    vocab = {t: i for i, t in enumerate(tokens)}
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-    ])
-    tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens([tokens[i] for i, t in enumerate(types) if t == 3])
-    return tok
 
 
 def trained_tokenizer():

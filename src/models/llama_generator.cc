@@ -1,0 +1,83 @@
+#include "models/llama_generator.h"
+
+#include <algorithm>
+
+#include "models/gguf.h"
+#include "rlx/error.h"
+
+namespace rlx {
+namespace {
+constexpr int64_t kMinBucket = 16;
+}
+
+LlamaGenerator::LlamaGenerator(const std::string& path, GeneratorOptions o)
+    : o_(o), model_(path), tokenizer_(BpeTokenizer::from_gguf(model_.file())) {
+  RLX_CHECK(int64_t(tokenizer_.vocab_size()) == model_.config().vocab_size,
+            "llama: '" << path << "': the tokenizer has " << tokenizer_.vocab_size() << " tokens, the model "
+                       << model_.config().vocab_size);
+}
+
+LlamaGenerator::~LlamaGenerator() = default;
+
+int64_t LlamaGenerator::bucket_for(int64_t n) const {
+  int64_t b = kMinBucket;
+  while (b < n) b *= 2;
+  return std::min<int64_t>(b, config().max_positions);
+}
+
+void LlamaGenerator::reserve(int64_t max_tokens) {
+  RLX_CHECK(exes_.empty(), "llama: reserve() must come before the first forward pass");
+  RLX_CHECK(max_tokens > 0 && max_tokens <= config().max_positions,
+            "llama: " << max_tokens << " tokens exceed the context length " << config().max_positions);
+  max_tokens_ = max_tokens;
+}
+
+std::vector<int64_t> LlamaGenerator::buckets() const {
+  std::vector<int64_t> out;
+  for (auto& [b, e] : exes_) out.push_back(b);
+  return out;
+}
+
+Executable& LlamaGenerator::executable(int64_t bucket) {
+  auto it = exes_.find(bucket);
+  if (it != exes_.end()) return *it->second;
+  CompileOptions co;
+  co.device = o_.device;
+  co.threads = o_.threads;
+  if (!share_) {
+    // The largest bucket sizes the arena all buckets share.
+    const int64_t largest = bucket_for(max_tokens_ ? max_tokens_ : config().max_positions);
+    share_ = make_arena_share(planned_arena_bytes(build_llama_graph(config(), 1, largest, o_.dtype), co));
+  }
+  co.arena_share = share_;
+  Graph g = build_llama_graph(config(), 1, bucket, o_.dtype);
+  auto exe = compile(g, co);
+  if (with_params_) {
+    exe->share_params_with(*with_params_);
+  } else {
+    model_.validate(g);
+    model_.load_into(*exe, g);
+    with_params_ = exe.get();
+  }
+  return *exes_.emplace(bucket, std::move(exe)).first->second;
+}
+
+std::vector<float> LlamaGenerator::next_logits(const std::vector<int32_t>& ids) {
+  const int64_t n = int64_t(ids.size());
+  RLX_CHECK(n > 0, "llama: no tokens to continue");
+  RLX_CHECK(n <= config().max_positions, "llama: " << n << " tokens exceed the context length "
+                                                   << config().max_positions);
+  RLX_CHECK(!max_tokens_ || n <= max_tokens_, "llama: " << n << " tokens exceed the " << max_tokens_ << " reserved");
+  const int64_t b = bucket_for(n);
+  Executable& exe = executable(b);
+  std::vector<int32_t> padded(ids);
+  padded.resize(size_t(b), 0);  // after the last token: masked out by causality
+  std::vector<int32_t> pos(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i) pos[size_t(i)] = int32_t(i);
+  auto out = exe.run({{"input_ids", HostTensor::from_i32({1, b}, padded)},
+                      {"positions", HostTensor::from_i32({b}, pos)},
+                      {"last_index", HostTensor::from_i32({1}, {int32_t(n - 1)})}});
+  return out.at("logits").to_f32();
+}
+
+}  // namespace rlx

@@ -1,0 +1,53 @@
+// Text generation with a LLaMA GGUF on any backend, for now by recomputing
+// the whole prefix for each token: graphs are compiled per length bucket
+// (16, 32, 64, ... tokens; a causal mask makes the padding after the tokens
+// harmless), all sharing one arena and one copy of the weights.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/llama.h"
+#include "rlx/session.h"
+#include "tokenizers/bpe.h"
+
+namespace rlx {
+
+struct GeneratorOptions {
+  Device device = Device::Cpu;
+  DType dtype = DType::F32;
+  int threads = 0;
+};
+
+class LlamaGenerator {
+ public:
+  LlamaGenerator(const std::string& gguf_path, GeneratorOptions o = {});
+  ~LlamaGenerator();
+
+  const LlamaConfig& config() const { return model_.config(); }
+  const BpeTokenizer& tokenizer() const { return tokenizer_; }
+  const GgufFile& file() const { return model_.file(); }
+
+  // Sizes the shared arena for sequences up to max_tokens; call before the
+  // first next_logits (otherwise the context length is assumed).
+  void reserve(int64_t max_tokens);
+  // Logits [vocab] of the token that follows ids.
+  std::vector<float> next_logits(const std::vector<int32_t>& ids);
+  // Length buckets compiled so far (for tests and traces).
+  std::vector<int64_t> buckets() const;
+
+ private:
+  int64_t bucket_for(int64_t n) const;
+  Executable& executable(int64_t bucket);
+
+  GeneratorOptions o_;
+  LlamaGguf model_;
+  BpeTokenizer tokenizer_;
+  int64_t max_tokens_ = 0;
+  std::shared_ptr<ArenaShare> share_;
+  std::map<int64_t, std::unique_ptr<Executable>> exes_;
+  Executable* with_params_ = nullptr;
+};
+
+}  // namespace rlx
