@@ -32,6 +32,14 @@ void LlamaGenerator::reserve(int64_t max_tokens) {
   max_tokens_ = max_tokens;
 }
 
+void LlamaGenerator::prepare() {
+  const int64_t last = bucket_for(max_tokens_ ? max_tokens_ : config().max_positions);
+  for (int64_t b = bucket_for(1);; b = std::min(bucket_for(b * 2), last)) {
+    executable(b);
+    if (b == last) break;
+  }
+}
+
 std::vector<int64_t> LlamaGenerator::buckets() const {
   std::vector<int64_t> out;
   for (auto& [b, e] : exes_) out.push_back(b);

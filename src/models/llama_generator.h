@@ -32,6 +32,9 @@ class LlamaGenerator {
   // Sizes the shared arena for sequences up to max_tokens; call before the
   // first next_logits (otherwise the context length is assumed).
   void reserve(int64_t max_tokens);
+  // Compiles every bucket up to the reserved length now rather than when a
+  // sequence first reaches it (so timings of later tokens hold no compiles).
+  void prepare();
   // Logits [vocab] of the token that follows ids.
   std::vector<float> next_logits(const std::vector<int32_t>& ids);
   // Length buckets compiled so far (for tests and traces).
