@@ -72,6 +72,7 @@ void run_generate(const GenerateArgs& a) {
   using clock = std::chrono::steady_clock;
   RLX_CHECK(a.n >= 0, "-n must be >= 0");
   const std::string path = model_file(a.model.empty() ? default_model() : a.model);
+  rlx::Sampler sampler(a.sampling);  // checks the options before the model loads
   auto t0 = clock::now();
   rlx::GeneratorOptions o;
   o.device = device_option(a.device);
@@ -90,7 +91,6 @@ void run_generate(const GenerateArgs& a) {
   gen.prepare();
   const double load_s = seconds_since(t0);
 
-  rlx::Sampler sampler(a.sampling);
   const int32_t im_end = tok.id_of("<|im_end|>");
   std::string pending;
   const size_t prompt_tokens = ids.size();
