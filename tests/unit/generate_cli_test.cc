@@ -28,7 +28,9 @@ Ran run_generate(const std::string& args, const std::string& model = kSmolLM2) {
   Ran r;
   test::TempDir dir;
   const std::string err_path = (dir.path() / "stderr").string();
-  std::string cmd = std::string(RLX_CLI_PATH) + " generate --model " + model + " " + args + " 2>" + err_path;
+  // One thread: ctest runs tests side by side on CI's two cores.
+  std::string cmd = std::string(RLX_CLI_PATH) + " generate --threads 1 --model " + model + " " + args + " 2>" +
+                    err_path;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   char buf[4096];
