@@ -1,4 +1,4 @@
-// `rlx generate`: text from a LLaMA-family GGUF, streamed as it is produced,
+// `rlx generate`: text from a LLaMA-family GGUF or Hugging Face directory, streamed as it is produced,
 // then prompt and decode speeds. Each token recomputes the whole prefix for
 // now (no KV cache yet).
 #include <chrono>
@@ -7,7 +7,6 @@
 #include <iostream>
 
 #include "models/chat_template.h"
-#include "models/gguf.h"
 #include "models/llama_generator.h"
 #include "models/sampling.h"
 #include "rlx/error.h"
@@ -40,15 +39,15 @@ std::string default_model() {
   RLX_FAIL("no model found (looked in:" << where << "); run scripts/setup, or pass --model FILE.gguf");
 }
 
-// A directory holding exactly one .gguf file stands for that file.
+// A Hugging Face directory (config.json) as it is; a directory holding
+// exactly one .gguf file stands for that file.
 std::string model_file(const std::string& m) {
-  if (!fs::is_directory(m)) return m;
+  if (!fs::is_directory(m) || fs::exists(fs::path(m) / "config.json")) return m;
   std::vector<fs::path> found;
   for (const auto& e : fs::directory_iterator(m))
     if (e.path().extension() == ".gguf") found.push_back(e.path());
   RLX_CHECK(found.size() == 1, "--model '" << m << "': expected one .gguf file in the directory, found "
-                                           << found.size() << " (Hugging Face safetensors directories are "
-                                           << "not read by `rlx generate` yet)");
+                                           << found.size() << " and no config.json");
   return found[0].string();
 }
 
@@ -80,7 +79,7 @@ void run_generate(const GenerateArgs& a) {
   o.threads = a.threads;
   rlx::LlamaGenerator gen(path, o);
   const auto& tok = gen.tokenizer();
-  const std::string text = a.chat ? rlx::render_chat(gen.file().get_string("tokenizer.chat_template", ""), a.prompt)
+  const std::string text = a.chat ? rlx::render_chat(gen.chat_template(), a.prompt)
                                   : a.prompt;
   std::vector<int32_t> ids = tok.encode(text);
   RLX_CHECK(!ids.empty(), "the prompt is empty (give --prompt TEXT)");
@@ -101,7 +100,7 @@ void run_generate(const GenerateArgs& a) {
     int32_t next = sampler.next(gen.next_logits(ids));
     (produced == 0 ? prompt_s : decode_s) += seconds_since(t);
     ++produced;
-    if (next == tok.eos_id() || (a.chat && next == im_end)) break;
+    if (next == gen.eos_id() || (a.chat && next == im_end)) break;
     ids.push_back(next);
     pending += tok.token_bytes(next);
     size_t n = complete_utf8(pending);
@@ -125,7 +124,7 @@ void add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   auto* cmd = app.add_subcommand("generate", "Generate text with a LLaMA-family GGUF model");
   cmd->add_option("--model", a->model,
-                  "a .gguf file, or a directory holding one (default: models/" + std::string(kDefaultModel) + ")");
+                  "a .gguf file, a directory holding one, or a Hugging Face LLaMA directory (default: models/" + std::string(kDefaultModel) + ")");
   cmd->add_option("--prompt", a->prompt, "the text to continue")->required();
   cmd->add_option("-n", a->n, "most tokens to generate");
   cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy (the default)");

@@ -44,17 +44,27 @@ LlamaConfig load_llama_config(const std::string& dir_or_file);
 // (token_embd.weight, blk.N.attn_q.weight, ...).
 Graph build_llama_graph(const LlamaConfig& cfg, int64_t batch, int64_t seq, DType dt);
 
-// A LLaMA GGUF: its config and its weights as f32, set into executables.
-class LlamaGguf {
+// Where a LLaMA's config and weights come from (a GGUF file or a Hugging
+// Face directory), with params named as build_llama_graph names them.
+class LlamaWeights {
+ public:
+  virtual ~LlamaWeights() = default;
+  virtual const LlamaConfig& config() const = 0;
+  // Every param of g exists with its shape and a type rlx reads, else
+  // rlx::Error naming the file and tensor.
+  virtual void validate(const Graph& g) const = 0;
+  virtual void load_into(Executable& exe, const Graph& g) const = 0;
+};
+
+// A LLaMA GGUF: its config and its weights, dequantized to f32 at load.
+class LlamaGguf : public LlamaWeights {
  public:
   explicit LlamaGguf(const std::string& path);
-  ~LlamaGguf();
-  const LlamaConfig& config() const { return cfg_; }
+  ~LlamaGguf() override;
+  const LlamaConfig& config() const override { return cfg_; }
   const GgufFile& file() const { return *file_; }
-  // Every param of g exists with its shape and a type rlx dequantizes, else
-  // rlx::Error naming the file and tensor.
-  void validate(const Graph& g) const;
-  void load_into(Executable& exe, const Graph& g) const;
+  void validate(const Graph& g) const override;
+  void load_into(Executable& exe, const Graph& g) const override;
 
  private:
   std::unique_ptr<GgufFile> file_;

@@ -1,20 +1,54 @@
 #include "models/llama_generator.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "models/gguf.h"
+#include "models/llama_hf.h"
 #include "rlx/error.h"
 
 namespace rlx {
 namespace {
+
 constexpr int64_t kMinBucket = 16;
+
+// A JSON file of a Hugging Face directory, or null when it is absent.
+nlohmann::json read_json_if_present(const std::filesystem::path& p) {
+  if (!std::filesystem::exists(p)) return nullptr;
+  std::ifstream in(p);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    RLX_FAIL("llama: '" << p.string() << "' is not valid JSON: " << e.what());
+  }
 }
 
-LlamaGenerator::LlamaGenerator(const std::string& path, GeneratorOptions o)
-    : o_(o), model_(path), tokenizer_(BpeTokenizer::from_gguf(model_.file())) {
-  RLX_CHECK(int64_t(tokenizer_.vocab_size()) == model_.config().vocab_size,
-            "llama: '" << path << "': the tokenizer has " << tokenizer_.vocab_size() << " tokens, the model "
-                       << model_.config().vocab_size);
+}  // namespace
+
+LlamaGenerator::LlamaGenerator(const std::string& path, GeneratorOptions o) : o_(o) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(path)) {
+    model_ = std::make_unique<LlamaSafetensors>(path);
+    tokenizer_ = std::make_unique<BpeTokenizer>(BpeTokenizer::from_tokenizer_json((fs::path(path) / "tokenizer.json").string()));
+    nlohmann::json cfg = read_json_if_present(fs::path(path) / "config.json");
+    const auto& eos = cfg.contains("eos_token_id") ? cfg["eos_token_id"] : nlohmann::json();
+    if (eos.is_number_integer()) eos_id_ = eos.get<int32_t>();
+    else if (eos.is_array() && !eos.empty() && eos[0].is_number_integer()) eos_id_ = eos[0].get<int32_t>();
+    nlohmann::json tc = read_json_if_present(fs::path(path) / "tokenizer_config.json");
+    if (tc.is_object() && tc.contains("chat_template") && tc["chat_template"].is_string())
+      chat_template_ = tc["chat_template"].get<std::string>();
+  } else {
+    auto gguf = std::make_unique<LlamaGguf>(path);
+    tokenizer_ = std::make_unique<BpeTokenizer>(BpeTokenizer::from_gguf(gguf->file()));
+    eos_id_ = tokenizer_->eos_id();
+    chat_template_ = gguf->file().get_string("tokenizer.chat_template", "");
+    model_ = std::move(gguf);
+  }
+  RLX_CHECK(int64_t(tokenizer_->vocab_size()) <= config().vocab_size,
+            "llama: '" << path << "': the tokenizer has " << tokenizer_->vocab_size() << " tokens, the model "
+                       << config().vocab_size);
 }
 
 LlamaGenerator::~LlamaGenerator() = default;
@@ -63,8 +97,8 @@ Executable& LlamaGenerator::executable(int64_t bucket) {
   if (with_params_) {
     exe->share_params_with(*with_params_);
   } else {
-    model_.validate(g);
-    model_.load_into(*exe, g);
+    model_->validate(g);
+    model_->load_into(*exe, g);
     with_params_ = exe.get();
   }
   return *exes_.emplace(bucket, std::move(exe)).first->second;

@@ -1,4 +1,5 @@
-// Text generation with a LLaMA GGUF on any backend, for now by recomputing
+// Text generation with a LLaMA (a GGUF file or a Hugging Face directory with
+// config.json, safetensors and tokenizer.json) on any backend, for now by recomputing
 // the whole prefix for each token: graphs are compiled per length bucket
 // (16, 32, 64, ... tokens; a causal mask makes the padding after the tokens
 // harmless), all sharing one arena and one copy of the weights.
@@ -22,12 +23,15 @@ struct GeneratorOptions {
 
 class LlamaGenerator {
  public:
-  LlamaGenerator(const std::string& gguf_path, GeneratorOptions o = {});
+  // A .gguf file, or a directory holding config.json.
+  LlamaGenerator(const std::string& path, GeneratorOptions o = {});
   ~LlamaGenerator();
 
-  const LlamaConfig& config() const { return model_.config(); }
-  const BpeTokenizer& tokenizer() const { return tokenizer_; }
-  const GgufFile& file() const { return model_.file(); }
+  const LlamaConfig& config() const { return model_->config(); }
+  const BpeTokenizer& tokenizer() const { return *tokenizer_; }
+  int32_t eos_id() const { return eos_id_; }
+  // The model's chat template text ("" when it has none).
+  const std::string& chat_template() const { return chat_template_; }
 
   // Sizes the shared arena for sequences up to max_tokens; call before the
   // first next_logits (otherwise the context length is assumed).
@@ -45,8 +49,10 @@ class LlamaGenerator {
   Executable& executable(int64_t bucket);
 
   GeneratorOptions o_;
-  LlamaGguf model_;
-  BpeTokenizer tokenizer_;
+  std::unique_ptr<LlamaWeights> model_;
+  std::unique_ptr<BpeTokenizer> tokenizer_;
+  int32_t eos_id_ = -1;
+  std::string chat_template_;
   int64_t max_tokens_ = 0;
   std::shared_ptr<ArenaShare> share_;
   std::map<int64_t, std::unique_ptr<Executable>> exes_;
