@@ -69,17 +69,26 @@ BpeTokenizer BpeTokenizer::from_tokenizer_json(const std::string& path) {
   try {
     const auto& m = j.at("model");
     RLX_CHECK(m.value("type", "") == "BPE", where << ": model type is not BPE");
-    RLX_CHECK(!m.value("ignore_merges", false), where << ": ignore_merges is not supported");
     RLX_CHECK(j.contains("normalizer") && j["normalizer"].is_null(),
               where << ": a normalizer is not supported for byte-level BPE");
     BpeOptions o;
-    bool byte_level = false;
+    o.ignore_merges = m.value("ignore_merges", false);
+    bool byte_level = false, split = false;
     auto pre_one = [&](const nlohmann::json& p) {
       const std::string t = p.at("type").get<std::string>();
       if (t == "ByteLevel") {
         byte_level = true;
-        o.use_regex = p.value("use_regex", true);
+        const bool use_regex = p.value("use_regex", true);
+        RLX_CHECK(!(use_regex && split), where << ": a Split followed by ByteLevel's own regex is not supported");
+        if (!split) o.split = use_regex ? BpeSplit::Gpt2 : BpeSplit::None;
         o.add_prefix_space = p.value("add_prefix_space", false);
+      } else if (t == "Split" && !byte_level && !split) {
+        const auto& pat = p.at("pattern");
+        const std::string re = pat.contains("Regex") ? pat["Regex"].get<std::string>() : "";
+        RLX_CHECK(re == kLlama3Pattern && p.value("behavior", "") == "Isolated" && !p.value("invert", false),
+                  where << ": Split pre-tokenizer with pattern '" << re << "' is not supported (Llama 3's is)");
+        split = true;
+        o.split = BpeSplit::Llama3;
       } else if (t == "Digits" && p.value("individual_digits", false) && !byte_level) {
         o.split_digits = true;
       } else {
@@ -137,6 +146,9 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& f) {
   BpeOptions o;
   if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "codeshell") {
     o.split_digits = true;
+  } else if (pre == "llama-bpe" || pre == "llama3") {
+    o.split = BpeSplit::Llama3;
+    o.ignore_merges = true;
   } else if (pre != "gpt2" && pre != "default" && pre != "mpt" && pre != "olmo") {
     RLX_FAIL(where << ": pre-tokenizer '" << pre << "' is not supported");
   }
@@ -174,6 +186,12 @@ bool BpeTokenizer::is_special(int32_t id) const {
 }
 
 void BpeTokenizer::bpe_piece(const std::string& mapped, std::vector<int32_t>& out) const {
+  if (opts_.ignore_merges) {
+    if (int32_t id = id_of(mapped); id >= 0) {
+      out.push_back(id);
+      return;
+    }
+  }
   std::vector<std::string> sym;
   for (size_t i = 0; i < mapped.size();) {
     size_t n = std::min(utf8_len(static_cast<unsigned char>(mapped[i])), mapped.size() - i);
@@ -213,8 +231,11 @@ void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out
   std::vector<ByteRange> pieces, split;
   if (opts_.split_digits) split_digits(text, {0, text.size()}, pieces);
   else pieces.push_back({0, text.size()});
-  if (opts_.use_regex) {
-    for (auto r : pieces) split_gpt2(text, r, split);
+  if (opts_.split != BpeSplit::None) {
+    for (auto r : pieces) {
+      if (opts_.split == BpeSplit::Gpt2) split_gpt2(text, r, split);
+      else split_llama3(text, r, split);
+    }
     pieces.swap(split);
   }
   std::string mapped;

@@ -1,6 +1,6 @@
-// Byte-level BPE (GPT-2, SmolLM2, StarCoder style) as Hugging Face's
+// Byte-level BPE (GPT-2, SmolLM2, StarCoder, Llama 3 style) as Hugging Face's
 // `tokenizers` does it: special tokens split out of the raw text first, then
-// the pre-tokenizer (optional Digits split, then GPT-2's regex), each piece's
+// the pre-tokenizer (optional Digits split, then GPT-2's or Llama 3's regex), each piece's
 // bytes mapped to printable characters, merges applied by rank, pieces looked
 // up in the vocabulary. Decoding maps the characters back to bytes.
 #pragma once
@@ -14,9 +14,13 @@ namespace rlx {
 
 class GgufFile;
 
+// The regex the pre-tokenizer splits with.
+enum class BpeSplit { None, Gpt2, Llama3 };
+
 struct BpeOptions {
   bool split_digits = false;  // Digits(individual_digits=true) before the regex
-  bool use_regex = true;      // GPT-2's regex split (ByteLevel use_regex)
+  BpeSplit split = BpeSplit::Gpt2;  // Gpt2: ByteLevel's use_regex; Llama3: a Split with its pattern
+  bool ignore_merges = false;  // a piece already in the vocabulary is one token
   bool add_prefix_space = false;
   bool add_bos = false;       // prepend bos_id when encoding
 };

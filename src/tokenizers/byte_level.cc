@@ -3,6 +3,7 @@
 #include <utf8proc.h>
 
 #include <array>
+#include <cstdint>
 #include <unordered_map>
 
 namespace rlx {
@@ -122,6 +123,92 @@ void split_gpt2(std::string_view t, ByteRange r, std::vector<ByteRange>& out) {
       j += ch.len;
     }
     if (j < end && last > i) j = last;
+    out.push_back({i, j});
+    i = j;
+  }
+}
+
+const char* const kLlama3Pattern =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+void split_llama3(std::string_view t, ByteRange r, std::vector<ByteRange>& out) {
+  const size_t end = r.second;
+  auto is_nl = [](int32_t cp) { return cp == '\r' || cp == '\n'; };
+  auto run = [&](size_t j, Cls c, size_t max_chars) {
+    for (size_t n = 0; j < end && n < max_chars; ++n) {
+      Char ch = char_at(t, j, end);
+      if (ch.cls != c) break;
+      j += ch.len;
+    }
+    return j;
+  };
+  size_t i = r.first;
+  while (i < end) {
+    // (?i:'s|'t|'re|'ve|'m|'ll|'d)
+    if (t[i] == '\'') {
+      size_t n = 0;
+      for (std::string_view s : {"s", "t", "re", "ve", "m", "ll", "d"}) {
+        if (end - i - 1 < s.size()) continue;
+        bool eq = true;
+        for (size_t k = 0; k < s.size(); ++k) eq = eq && (t[i + 1 + k] | 0x20) == s[k];
+        if (eq) {
+          n = 1 + s.size();
+          break;
+        }
+      }
+      if (n) {
+        out.push_back({i, i + n});
+        i += n;
+        continue;
+      }
+    }
+    Char c = char_at(t, i, end);
+    // [^\r\n\p{L}\p{N}]?\p{L}+
+    if (c.cls == Cls::Letter) {
+      size_t j = run(i, Cls::Letter, SIZE_MAX);
+      out.push_back({i, j});
+      i = j;
+      continue;
+    }
+    if (c.cls != Cls::Number && !is_nl(c.cp) && i + c.len < end && char_at(t, i + c.len, end).cls == Cls::Letter) {
+      size_t j = run(i + c.len, Cls::Letter, SIZE_MAX);
+      out.push_back({i, j});
+      i = j;
+      continue;
+    }
+    // \p{N}{1,3}
+    if (c.cls == Cls::Number) {
+      size_t j = run(i, Cls::Number, 3);
+      out.push_back({i, j});
+      i = j;
+      continue;
+    }
+    //  ?[^\s\p{L}\p{N}]+[\r\n]*
+    size_t start = i, j = i;
+    if (t[i] == ' ' && i + 1 < end && char_at(t, i + 1, end).cls == Cls::Other) j = i + 1;
+    if (char_at(t, j, end).cls == Cls::Other && (j > i || c.cls == Cls::Other)) {
+      j = run(j, Cls::Other, SIZE_MAX);
+      while (j < end && (t[j] == '\r' || t[j] == '\n')) ++j;
+      out.push_back({start, j});
+      i = j;
+      continue;
+    }
+    // Whitespace: \s*[\r\n]+ up to the run's last newline, else as in GPT-2.
+    size_t last = i, last_nl = SIZE_MAX;
+    j = i;
+    while (j < end) {
+      Char ch = char_at(t, j, end);
+      if (ch.cls != Cls::Space) break;
+      if (is_nl(ch.cp)) last_nl = j;
+      last = j;
+      j += ch.len;
+    }
+    if (last_nl != SIZE_MAX) {
+      j = last_nl + 1;
+    } else if (j < end && last > i) {
+      j = last;
+    }
     out.push_back({i, j});
     i = j;
   }

@@ -6,6 +6,9 @@
     `tokenizers` from the default model's GGUF (smollm2_hf_tokenizer.py), and
   * "trained": a small byte-level BPE trained here on the corpus below,
     saved as tests/data/bpe_trained_tokenizer.json;
+  * "llama3": the same with Llama 3's pre-tokenizer (a Split on its regex,
+    ByteLevel without its own regex, ignore_merges), saved as
+    tests/data/bpe_llama3_tokenizer.json;
 - each case also has the text `tokenizers` decodes the ids back to.
 
     pip install gguf numpy tokenizers
@@ -14,13 +17,17 @@
 import json
 import pathlib
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from smollm2_hf_tokenizer import smollm2_tokenizer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests" / "data" / "bpe_cases.json"
 TRAINED = ROOT / "tests" / "data" / "bpe_trained_tokenizer.json"
+LLAMA3 = ROOT / "tests" / "data" / "bpe_llama3_tokenizer.json"
+# Llama 3's pre-tokenizer pattern, as its tokenizer.json writes it.
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                  r"\s*[\r\n]+|\s+(?!\S)|\s+")
 
 CORPUS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -42,6 +49,7 @@ CORPUS = [
     "\n",
     "!!!???...,,,;;;",
     "x" * 300,
+    "I'M SURE it'S fine 12345678 ab12cd\t\tx  \n\n  y\r\n z (paren) !?x \u00a0\nq",
 ]
 
 
@@ -56,8 +64,23 @@ def trained_tokenizer():
     return tok
 
 
-cases = {"smollm2": [], "trained": []}
-for name, tok in [("smollm2", smollm2_tokenizer()), ("trained", trained_tokenizer())]:
+def llama3_tokenizer():
+    tok = Tokenizer(models.BPE(ignore_merges=True))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=["<|begin_of_text|>", "<|sep|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(CORPUS * 3, trainer)
+    tok.save(str(LLAMA3))
+    return tok
+
+
+cases = {"smollm2": [], "trained": [], "llama3": []}
+for name, tok in [("smollm2", smollm2_tokenizer()), ("trained", trained_tokenizer()),
+                  ("llama3", llama3_tokenizer())]:
     for text in CORPUS:
         ids = tok.encode(text).ids
         cases[name].append({"text": text, "ids": ids,

@@ -1,6 +1,7 @@
 // Byte-level BPE against Hugging Face's `tokenizers` (tests/data/bpe_cases.json,
 // made by make_bpe_cases.py): the SmolLM2 tokenizer read from the default
-// model's GGUF, and a small BPE trained on the spot read from tokenizer.json.
+// model's GGUF, and small BPEs trained on the spot (GPT-2's and Llama 3's
+// pre-tokenizers) read from tokenizer.json.
 #include "tokenizers/bpe.h"
 
 #include <gtest/gtest.h>
@@ -56,6 +57,13 @@ TEST(Bpe, TrainedTokenizerJsonMatchesHuggingFace) {
   EXPECT_FALSE(t.options().split_digits);
   EXPECT_EQ(t.id_of("<|sep|>"), 0);
   expect_matches(t, cases("trained"));
+}
+
+TEST(Bpe, Llama3PreTokenizerMatchesHuggingFace) {
+  BpeTokenizer t = BpeTokenizer::from_tokenizer_json(kData + "bpe_llama3_tokenizer.json");
+  EXPECT_EQ(t.options().split, BpeSplit::Llama3);
+  EXPECT_TRUE(t.options().ignore_merges);
+  expect_matches(t, cases("llama3"));
 }
 
 TEST(Bpe, BytesThatAreNotUtf8RoundTrip) {
