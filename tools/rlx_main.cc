@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   add_embed_command(app);
   add_bench_command(app);
   add_forward_command(app);
+  add_generate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
