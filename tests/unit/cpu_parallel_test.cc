@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -35,7 +36,11 @@ TEST(CpuParallel, EveryIndexOnceOnWorkersInRange) {
 
 TEST(CpuParallel, NestedCallsRunOnTheCallersThread) {
   std::atomic<int> inner_total{0}, inner_off_thread{0};
-  parallel_ranges(8, 3, [&](int64_t lo, int64_t hi, int) {
+  std::atomic<int> outer_on_workers{0};
+  parallel_ranges(8, 3, [&](int64_t lo, int64_t hi, int w) {
+    // Slow enough that the workers wake and take chunks too.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (w != 0) ++outer_on_workers;
     for (int64_t i = lo; i < hi; ++i) {
       const auto me = std::this_thread::get_id();
       parallel_ranges(5, 3, [&](int64_t a, int64_t b, int w) {
@@ -44,6 +49,7 @@ TEST(CpuParallel, NestedCallsRunOnTheCallersThread) {
       });
     }
   });
+  EXPECT_GT(outer_on_workers, 0) << "no chunk ran on a worker: the nested calls there were not tested";
   EXPECT_EQ(inner_total, 8 * 5);
   EXPECT_EQ(inner_off_thread, 0);
 }
