@@ -12,7 +12,7 @@ Bench-only dependencies (onnxruntime, onnx, numpy, safetensors) are installed
 into .deps/bench-py on first use; nothing here is needed to build rlx.
 
   python3 bench/bench_cpu_ort.py [--rlx build/rlx] [--model models/all-MiniLM-L6-v2]
-                                 [--threads 2] [--repeats 3] [--rows minilm-b1s128,...]
+                                 [--threads 2] [--repeats 3] [--rows minilm-b1s128,...] [--cpu-time]
 """
 import argparse
 import json
@@ -158,6 +158,37 @@ def time_rlx(args, row, runs, warmup):
     return json.loads(out.strip().splitlines()[-1])["median_us"]
 
 
+def ort_cpu_ms(sess, feed, runs, warmup):
+    """Median thread CPU time of one ORT run: with one intra-op thread ORT runs
+    on this thread, and CPU time does not count the time other processes held
+    the core."""
+    for _ in range(warmup):
+        sess.run(None, feed)
+    t = []
+    for _ in range(runs):
+        t0 = time.thread_time()
+        sess.run(None, feed)
+        t.append((time.thread_time() - t0) * 1e3)
+    return statistics.median(t)
+
+
+def rlx_cpu_ms(args, row, runs):
+    """CPU time of one rlx run (user + sys of the whole process): the
+    difference between `rlx bench` with 2*runs and with runs timed runs, so
+    loading the model cancels out."""
+    def child_cpu(n):
+        cmd = [args.rlx, "bench", "--device", "cpu", "--batch", str(row["batch"]), "--seq", str(row["seq"]),
+               "--runs", str(n), "--warmup", "1", "--threads", "1", "--json"]
+        if row["model"]:
+            cmd += ["--model", row["model"]]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        if status != 0:
+            sys.exit(f"bench: {' '.join(cmd)} failed")
+        return usage.ru_utime + usage.ru_stime
+    return (child_cpu(2 * runs) - child_cpu(runs)) / runs * 1e3
+
+
 def check_parity(args, sess, model, vocab, workdir):
     """ORT's last_hidden_state against `rlx forward` on random ids."""
     batch, seq = 2, 16
@@ -211,6 +242,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=3, help="alternating blocks per side")
     ap.add_argument("--rows", default="", help="comma-separated row names (default: all)")
     ap.add_argument("--markdown", help="also write the table here")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="one thread each, CPU time per run instead of wall clock (for a loaded machine)")
     args = ap.parse_args()
 
     name = os.path.basename(os.path.normpath(args.model))
@@ -223,6 +256,8 @@ def main():
         keep = args.rows.split(",")
         rows = [r for r in rows if r["name"] in keep]
 
+    if args.cpu_time:
+        args.threads = 1
     workdir = tempfile.mkdtemp(prefix="rlx-bench-")
     cfg, w = load_model(args.model)
     sessions = {}
@@ -242,6 +277,10 @@ def main():
         feed = ort_inputs(sess, vocab, row["batch"], row["seq"])
         o, r = [], []
         for _ in range(args.repeats):  # alternate so both sides see the same machine
+            if args.cpu_time:
+                o.append(ort_cpu_ms(sess, feed, row["runs"], warmup=2) * 1e3)
+                r.append(rlx_cpu_ms(args, row, row["runs"]) * 1e3)
+                continue
             o.append(time_ort(sess, feed, row["runs"], warmup=2))
             r.append(time_rlx(args, row, row["runs"], warmup=2))
         res = dict(row=row["name"], batch=row["batch"], seq=row["seq"], ort_ms=statistics.median(o) / 1e3,
@@ -253,7 +292,8 @@ def main():
               f"   rlx {res['rlx_ms']:8.2f} ms [{res['rlx_spread'][0]:.2f}..{res['rlx_spread'][1]:.2f}]"
               f"   rlx/ORT {res['ratio']:.2f}x", flush=True)
 
-    lines = [f"| workload (f32, {args.threads} threads) | ONNX Runtime {ort.__version__} | rlx | rlx / ORT |",
+    what_time = "CPU time per run, 1 thread" if args.cpu_time else f"{args.threads} threads"
+    lines = [f"| workload (f32, {what_time}) | ONNX Runtime {ort.__version__} | rlx | rlx / ORT |",
              "|---|---|---|---|"]
     for res in results:
         what = f"{name}, batch {res['batch']}, seq {res['seq']}" if res["row"].startswith("minilm") \

@@ -3,7 +3,6 @@
 // that is absent, the system's (Debian 12's 0.3.21 runs SSE3 kernels on
 // processors newer than it).
 #include "backends/cpu/cpu_gemm.h"
-#include "backends/cpu/cpu_gemm_nt.h"
 #include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_vec_math.h"
 
@@ -25,12 +24,6 @@
 namespace rlx::cpu {
 namespace {
 
-// Products against weights (B transposed) with at most this many rows run
-// unpacked (cpu_gemm_nt.cc); above it, packing pays for itself. Measured on
-// MiniLM, one thread: m = 32 unpacked 34-39 ms vs OpenBLAS 45-51; m = 64
-// 51-54 vs 55-56; m = 128 146-156 vs 110-122.
-constexpr int64_t kUnpackedMaxRows = 64;
-
 void trace_once() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -49,21 +42,12 @@ std::string gemm_library() {
   return version + " (" RLX_BLAS_SOURCE "), kernel " + RLX_BLAS(openblas_get_corename)();
 }
 
-GemmPath gemm_path(bool trans_a, bool trans_b, int64_t m) {
-  static const bool library_only = std::getenv("RLX_GEMM_LIBRARY_ONLY") != nullptr;  // for measurement
-  return !trans_a && trans_b && m <= kUnpackedMaxRows && !library_only ? GemmPath::Unpacked : GemmPath::Library;
-}
-
 void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
               const float* b, int64_t ldb, float* c, int64_t ldc, int threads) {
   // The thread count is the library's global: set it only when it changes.
   static std::atomic<int> current{-1};
   if (threads > 0 && current.exchange(threads) != threads) RLX_BLAS(openblas_set_num_threads)(threads);
   trace_once();
-  if (gemm_path(trans_a, trans_b, m) == GemmPath::Unpacked) {
-    gemm_nt_unpacked(m, n, k, a, lda, b, ldb, c, ldc);
-    return;
-  }
   RLX_BLAS(cblas_sgemm)(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
                         int(m), int(n), int(k), 1.f, a, int(lda), b, int(ldb), 0.f, c, int(ldc));
 }

@@ -20,6 +20,10 @@
 namespace rlx::cpu {
 namespace {
 
+// True on the pool's workers and on a caller while its job runs: a nested
+// parallel call there runs on its own thread (the pool runs one job at a time).
+thread_local bool in_pool_job = false;
+
 // Spins while pred() holds for up to ~50 us, then sleeps on `word` until it
 // changes from `seen` (re-checking pred after every wake).
 template <class Pred> void wait_while(std::atomic<uint64_t>& word, uint64_t seen, Pred pred) {
@@ -81,6 +85,7 @@ class Pool {
     workers_.push_back(std::make_unique<Worker>());
     Worker* w = workers_.back().get();
     w->thread = std::thread([this, w, index] {
+      in_pool_job = true;
       uint64_t seen = 0;
       for (;;) {
         wait_while(w->go, seen, [&] { return w->go.load(std::memory_order_acquire) == seen; });
@@ -113,15 +118,14 @@ Pool& pool() {
 int run_threads() { return std::max(1, omp_get_max_threads()); }
 
 void parallel_chunks(int64_t n, int threads, void (*call)(void*, int64_t, int64_t, int), void* ctx) {
-  thread_local bool inside = false;  // a nested call runs on its caller's thread
   if (n <= 0) return;
-  if (threads <= 1 || n == 1 || inside) {
+  if (threads <= 1 || n == 1 || in_pool_job) {
     call(ctx, 0, n, 0);
     return;
   }
-  inside = true;
+  in_pool_job = true;
   struct Reset {
-    ~Reset() { inside = false; }
+    ~Reset() { in_pool_job = false; }
   } reset;
   pool().run(n, threads, call, ctx);
 }
