@@ -40,12 +40,13 @@ uint64_t other_dtype_size(const std::string& s) {
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   RLX_CHECK(fd >= 0, "safetensors: cannot open '" << path << "': " << std::strerror(errno));
   struct stat st{};
-  if (::fstat(fd, &st) != 0) {
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    RLX_FAIL("safetensors: cannot stat '" << path << "'");
+    RLX_FAIL("safetensors: '" << path << "' is not a regular file");
   }
   size_ = uint64_t(st.st_size);
   if (size_ < 8) {

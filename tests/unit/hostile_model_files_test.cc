@@ -4,11 +4,14 @@
 // the field, quickly; never an abort, a hang or a silently different model.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <chrono>
 
 #include "models/bert.h"
 #include "models/embedder.h"
 #include "models/hf_config.h"
+#include "models/json_read.h"
 #include "models/safetensors.h"
 #include "models/test_files.h"  // tests/models
 #include "test_util.h"
@@ -113,6 +116,17 @@ TEST(HostileSafetensors, TensorNamedTwiceIsAnError) {
                               R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
                               std::string(8, '\0'));
   expect_error(error_of([&] { SafetensorsFile f(p.string()); }), {"m.safetensors", "'a' is named twice"});
+}
+
+TEST(HostileSafetensors, DirectoriesAndFifosAreRefusedWithoutWaiting) {
+  TempDir d;
+  std::filesystem::create_directories(d.path() / "dir.safetensors");
+  expect_error(error_of([&] { SafetensorsFile f((d.path() / "dir.safetensors").string()); }),
+               {"dir.safetensors' is not a regular file"});
+  const auto fifo = d.path() / "fifo.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_error(error_of([&] { SafetensorsFile f(fifo.string()); }), {"fifo.safetensors' is not a regular file"});
+  expect_error(error_of([&] { read_json_file(fifo); }), {"fifo.safetensors' is not a regular file"});
 }
 
 TEST(HostileSafetensors, OffsetsAndDimsMustBeIntegers) {
