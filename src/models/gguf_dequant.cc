@@ -38,6 +38,32 @@ void dequant_q4_1(const uint8_t* b, float* y) {
   }
 }
 
+// Q5_0: d (f16), 32 high bits (u32), 16 bytes of low nibbles: x = (q - 16) * d.
+void dequant_q5_0(const uint8_t* b, float* y) {
+  const float d = f16_at(b);
+  uint32_t qh;
+  std::memcpy(&qh, b + 2, 4);
+  const uint8_t* qs = b + 6;
+  for (int j = 0; j < 16; ++j) {
+    const int h0 = int((qh >> j) << 4) & 0x10, h1 = int(qh >> (j + 12)) & 0x10;
+    y[j] = float(((qs[j] & 0xF) | h0) - 16) * d;
+    y[j + 16] = float(((qs[j] >> 4) | h1) - 16) * d;
+  }
+}
+
+// Q5_1: d, m (f16), 32 high bits, 16 bytes of low nibbles: x = q * d + m.
+void dequant_q5_1(const uint8_t* b, float* y) {
+  const float d = f16_at(b), m = f16_at(b + 2);
+  uint32_t qh;
+  std::memcpy(&qh, b + 4, 4);
+  const uint8_t* qs = b + 8;
+  for (int j = 0; j < 16; ++j) {
+    const int h0 = int((qh >> j) << 4) & 0x10, h1 = int(qh >> (j + 12)) & 0x10;
+    y[j] = float((qs[j] & 0xF) | h0) * d + m;
+    y[j + 16] = float((qs[j] >> 4) | h1) * d + m;
+  }
+}
+
 // Q8_0: d (f16), 32 signed bytes.
 void dequant_q8_0(const uint8_t* b, float* y) {
   const float d = f16_at(b);
@@ -69,6 +95,25 @@ void dequant_q4_k(const uint8_t* b, float* y) {
     const float d2 = d * sc, m2 = dmin * m;
     for (int l = 0; l < 32; ++l) y[j + l] = d1 * float(q[l] & 0xF) - m1;
     for (int l = 0; l < 32; ++l) y[j + 32 + l] = d2 * float(q[l] >> 4) - m2;
+  }
+}
+
+// Q5_K: Q4_K's scales and nibbles plus 32 bytes of fifth bits; sub-block
+// pair p takes its high bits from bits 2p and 2p+1 of each of those bytes.
+void dequant_q5_k(const uint8_t* b, float* y) {
+  const float d = f16_at(b), dmin = f16_at(b + 2);
+  const uint8_t* scales = b + 4;
+  const uint8_t* qh = b + 16;
+  const uint8_t* ql = b + 48;
+  uint8_t u1 = 1, u2 = 2;
+  for (int j = 0, is = 0; j < 256; j += 64, is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
+    uint8_t sc, m;
+    scale_min_k4(is, scales, sc, m);
+    const float d1 = d * sc, m1 = dmin * m;
+    scale_min_k4(is + 1, scales, sc, m);
+    const float d2 = d * sc, m2 = dmin * m;
+    for (int l = 0; l < 32; ++l) y[j + l] = d1 * float((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+    for (int l = 0; l < 32; ++l) y[j + 32 + l] = d2 * float((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
   }
 }
 
@@ -141,7 +186,8 @@ bool ggml_type_layout(GgmlType t, uint64_t& be, uint64_t& bb) {
 bool ggml_type_dequantizable(GgmlType t) {
   switch (t) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q4_0:
-    case GgmlType::Q4_1: case GgmlType::Q8_0: case GgmlType::Q4_K: case GgmlType::Q6_K:
+    case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
+    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
       return true;
     default:
       return false;
@@ -174,6 +220,9 @@ void dequantize(GgmlType t, const uint8_t* src, float* dst, uint64_t n) {
   switch (t) {
     case GgmlType::Q4_0: block_fn = dequant_q4_0; break;
     case GgmlType::Q4_1: block_fn = dequant_q4_1; break;
+    case GgmlType::Q5_0: block_fn = dequant_q5_0; break;
+    case GgmlType::Q5_1: block_fn = dequant_q5_1; break;
+    case GgmlType::Q5_K: block_fn = dequant_q5_k; break;
     case GgmlType::Q8_0: block_fn = dequant_q8_0; break;
     case GgmlType::Q4_K: block_fn = dequant_q4_k; break;
     case GgmlType::Q6_K: block_fn = dequant_q6_k; break;
