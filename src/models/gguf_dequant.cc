@@ -70,6 +70,52 @@ void dequant_q8_0(const uint8_t* b, float* y) {
   for (int j = 0; j < 32; ++j) y[j] = float(int8_t(b[2 + j])) * d;
 }
 
+// Q2_K: 16 bytes of 4-bit scale/min pairs, 64 bytes of 2-bit quants, d and
+// dmin (f16). Two halves of 128; each quant byte serves four runs of 16.
+void dequant_q2_k(const uint8_t* b, float* y) {
+  const uint8_t* sc = b;
+  const uint8_t* q = b + 16;
+  const float d = f16_at(b + 80), dmin = f16_at(b + 82);
+  int is = 0;
+  for (int n = 0; n < 256; n += 128, q += 32) {
+    for (int j = 0, shift = 0; j < 4; ++j, shift += 2) {
+      for (int half = 0; half < 2; ++half) {
+        const uint8_t s = sc[is++];
+        const float dl = d * float(s & 0xF), ml = dmin * float(s >> 4);
+        for (int l = 0; l < 16; ++l) *y++ = dl * float((q[l + 16 * half] >> shift) & 3) - ml;
+      }
+    }
+  }
+}
+
+// Q3_K: 32 bytes of high-bit masks, 64 bytes of 2-bit quants, sixteen 6-bit
+// scales packed in 12 bytes, d (f16); a clear high bit subtracts 4.
+void dequant_q3_k(const uint8_t* b, float* y) {
+  const uint8_t* hm = b;
+  const uint8_t* q = b + 32;
+  const float d = f16_at(b + 108);
+  uint32_t aux[4];
+  std::memcpy(aux, b + 96, 12);
+  const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu, tmp = aux[2];
+  aux[2] = ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
+  aux[3] = ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
+  aux[0] = (aux[0] & k2) | (((tmp >> 0) & k1) << 4);
+  aux[1] = (aux[1] & k2) | (((tmp >> 2) & k1) << 4);
+  int8_t scales[16];
+  std::memcpy(scales, aux, 16);
+  int is = 0;
+  uint8_t m = 1;
+  for (int n = 0; n < 256; n += 128, q += 32) {
+    for (int j = 0, shift = 0; j < 4; ++j, shift += 2, m <<= 1) {
+      for (int half = 0; half < 2; ++half) {
+        const float dl = d * float(scales[is++] - 32);
+        for (int l = 16 * half; l < 16 * half + 16; ++l)
+          *y++ = dl * float(int((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+      }
+    }
+  }
+}
+
 // Q4_K's 6-bit scale and min of sub-block j, packed into 12 bytes.
 void scale_min_k4(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
   if (j < 4) {
@@ -187,7 +233,8 @@ bool ggml_type_dequantizable(GgmlType t) {
   switch (t) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q4_0:
     case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
-    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
       return true;
     default:
       return false;
@@ -223,6 +270,8 @@ void dequantize(GgmlType t, const uint8_t* src, float* dst, uint64_t n) {
     case GgmlType::Q5_0: block_fn = dequant_q5_0; break;
     case GgmlType::Q5_1: block_fn = dequant_q5_1; break;
     case GgmlType::Q5_K: block_fn = dequant_q5_k; break;
+    case GgmlType::Q2_K: block_fn = dequant_q2_k; break;
+    case GgmlType::Q3_K: block_fn = dequant_q3_k; break;
     case GgmlType::Q8_0: block_fn = dequant_q8_0; break;
     case GgmlType::Q4_K: block_fn = dequant_q4_k; break;
     case GgmlType::Q6_K: block_fn = dequant_q6_k; break;
