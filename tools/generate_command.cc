@@ -10,6 +10,7 @@
 #include "models/llama_generator.h"
 #include "models/sampling.h"
 #include "rlx/error.h"
+#include "tokenizers/utf8.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
 
@@ -57,7 +58,7 @@ size_t complete_utf8(const std::string& s) {
   for (size_t back = 1; back <= 4 && back <= n; ++back) {
     unsigned char c = static_cast<unsigned char>(s[n - back]);
     if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
-    size_t need = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+    size_t need = rlx::utf8_sequence_length(c);
     return need > back ? n - back : n;
   }
   return n;

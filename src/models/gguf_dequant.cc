@@ -38,10 +38,82 @@ void dequant_q4_1(const uint8_t* b, float* y) {
   }
 }
 
+// Q5_0: d (f16), 32 high bits (u32), 16 bytes of low nibbles: x = (q - 16) * d.
+void dequant_q5_0(const uint8_t* b, float* y) {
+  const float d = f16_at(b);
+  uint32_t qh;
+  std::memcpy(&qh, b + 2, 4);
+  const uint8_t* qs = b + 6;
+  for (int j = 0; j < 16; ++j) {
+    const int h0 = int((qh >> j) << 4) & 0x10, h1 = int(qh >> (j + 12)) & 0x10;
+    y[j] = float(((qs[j] & 0xF) | h0) - 16) * d;
+    y[j + 16] = float(((qs[j] >> 4) | h1) - 16) * d;
+  }
+}
+
+// Q5_1: d, m (f16), 32 high bits, 16 bytes of low nibbles: x = q * d + m.
+void dequant_q5_1(const uint8_t* b, float* y) {
+  const float d = f16_at(b), m = f16_at(b + 2);
+  uint32_t qh;
+  std::memcpy(&qh, b + 4, 4);
+  const uint8_t* qs = b + 8;
+  for (int j = 0; j < 16; ++j) {
+    const int h0 = int((qh >> j) << 4) & 0x10, h1 = int(qh >> (j + 12)) & 0x10;
+    y[j] = float((qs[j] & 0xF) | h0) * d + m;
+    y[j + 16] = float((qs[j] >> 4) | h1) * d + m;
+  }
+}
+
 // Q8_0: d (f16), 32 signed bytes.
 void dequant_q8_0(const uint8_t* b, float* y) {
   const float d = f16_at(b);
   for (int j = 0; j < 32; ++j) y[j] = float(int8_t(b[2 + j])) * d;
+}
+
+// Q2_K: 16 bytes of 4-bit scale/min pairs, 64 bytes of 2-bit quants, d and
+// dmin (f16). Two halves of 128; each quant byte serves four runs of 16.
+void dequant_q2_k(const uint8_t* b, float* y) {
+  const uint8_t* sc = b;
+  const uint8_t* q = b + 16;
+  const float d = f16_at(b + 80), dmin = f16_at(b + 82);
+  int is = 0;
+  for (int n = 0; n < 256; n += 128, q += 32) {
+    for (int j = 0, shift = 0; j < 4; ++j, shift += 2) {
+      for (int half = 0; half < 2; ++half) {
+        const uint8_t s = sc[is++];
+        const float dl = d * float(s & 0xF), ml = dmin * float(s >> 4);
+        for (int l = 0; l < 16; ++l) *y++ = dl * float((q[l + 16 * half] >> shift) & 3) - ml;
+      }
+    }
+  }
+}
+
+// Q3_K: 32 bytes of high-bit masks, 64 bytes of 2-bit quants, sixteen 6-bit
+// scales packed in 12 bytes, d (f16); a clear high bit subtracts 4.
+void dequant_q3_k(const uint8_t* b, float* y) {
+  const uint8_t* hm = b;
+  const uint8_t* q = b + 32;
+  const float d = f16_at(b + 108);
+  uint32_t aux[4];
+  std::memcpy(aux, b + 96, 12);
+  const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu, tmp = aux[2];
+  aux[2] = ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
+  aux[3] = ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
+  aux[0] = (aux[0] & k2) | (((tmp >> 0) & k1) << 4);
+  aux[1] = (aux[1] & k2) | (((tmp >> 2) & k1) << 4);
+  int8_t scales[16];
+  std::memcpy(scales, aux, 16);
+  int is = 0;
+  uint8_t m = 1;
+  for (int n = 0; n < 256; n += 128, q += 32) {
+    for (int j = 0, shift = 0; j < 4; ++j, shift += 2, m <<= 1) {
+      for (int half = 0; half < 2; ++half) {
+        const float dl = d * float(scales[is++] - 32);
+        for (int l = 16 * half; l < 16 * half + 16; ++l)
+          *y++ = dl * float(int((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+      }
+    }
+  }
 }
 
 // Q4_K's 6-bit scale and min of sub-block j, packed into 12 bytes.
@@ -69,6 +141,25 @@ void dequant_q4_k(const uint8_t* b, float* y) {
     const float d2 = d * sc, m2 = dmin * m;
     for (int l = 0; l < 32; ++l) y[j + l] = d1 * float(q[l] & 0xF) - m1;
     for (int l = 0; l < 32; ++l) y[j + 32 + l] = d2 * float(q[l] >> 4) - m2;
+  }
+}
+
+// Q5_K: Q4_K's scales and nibbles plus 32 bytes of fifth bits; sub-block
+// pair p takes its high bits from bits 2p and 2p+1 of each of those bytes.
+void dequant_q5_k(const uint8_t* b, float* y) {
+  const float d = f16_at(b), dmin = f16_at(b + 2);
+  const uint8_t* scales = b + 4;
+  const uint8_t* qh = b + 16;
+  const uint8_t* ql = b + 48;
+  uint8_t u1 = 1, u2 = 2;
+  for (int j = 0, is = 0; j < 256; j += 64, is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
+    uint8_t sc, m;
+    scale_min_k4(is, scales, sc, m);
+    const float d1 = d * sc, m1 = dmin * m;
+    scale_min_k4(is + 1, scales, sc, m);
+    const float d2 = d * sc, m2 = dmin * m;
+    for (int l = 0; l < 32; ++l) y[j + l] = d1 * float((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+    for (int l = 0; l < 32; ++l) y[j + 32 + l] = d2 * float((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
   }
 }
 
@@ -141,7 +232,9 @@ bool ggml_type_layout(GgmlType t, uint64_t& be, uint64_t& bb) {
 bool ggml_type_dequantizable(GgmlType t) {
   switch (t) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q4_0:
-    case GgmlType::Q4_1: case GgmlType::Q8_0: case GgmlType::Q4_K: case GgmlType::Q6_K:
+    case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
       return true;
     default:
       return false;
@@ -174,6 +267,11 @@ void dequantize(GgmlType t, const uint8_t* src, float* dst, uint64_t n) {
   switch (t) {
     case GgmlType::Q4_0: block_fn = dequant_q4_0; break;
     case GgmlType::Q4_1: block_fn = dequant_q4_1; break;
+    case GgmlType::Q5_0: block_fn = dequant_q5_0; break;
+    case GgmlType::Q5_1: block_fn = dequant_q5_1; break;
+    case GgmlType::Q5_K: block_fn = dequant_q5_k; break;
+    case GgmlType::Q2_K: block_fn = dequant_q2_k; break;
+    case GgmlType::Q3_K: block_fn = dequant_q3_k; break;
     case GgmlType::Q8_0: block_fn = dequant_q8_0; break;
     case GgmlType::Q4_K: block_fn = dequant_q4_k; break;
     case GgmlType::Q6_K: block_fn = dequant_q6_k; break;

@@ -29,6 +29,13 @@ LlamaConfig llama_config_from_gguf(const GgufFile& f) {
                        << c.num_heads);
   c.head_dim = int(f.get_int("llama.attention.key_length", c.hidden_size / c.num_heads));
   c.rope_dims = int(f.get_int("llama.rope.dimension_count", c.head_dim));
+  const std::string scaling = f.get_string("llama.rope.scaling.type", "none");
+  RLX_CHECK(scaling == "none", "llama: '" << f.path() << "': llama.rope.scaling.type '" << scaling
+                                          << "' is not supported yet");
+  RLX_CHECK(!f.has_tensor("rope_freqs.weight"), "llama: '" << f.path() << "': rope_freqs.weight (Llama 3.1 "
+                                                            << "rope scaling) is not supported yet");
+  RLX_CHECK(f.get_int("llama.attention.value_length", c.head_dim) == c.head_dim,
+            "llama: '" << f.path() << "': key and value head sizes differ");
   const auto& emb = f.tensor("token_embd.weight");
   RLX_CHECK(emb.shape.size() == 2 && emb.shape[1] == c.hidden_size,
             "llama: '" << f.path() << "': token_embd.weight has shape " << shape_str(emb.shape));

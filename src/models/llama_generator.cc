@@ -7,6 +7,8 @@
 
 #include "models/gguf.h"
 #include "models/llama_hf.h"
+#include "tokenizers/bpe.h"
+#include "tokenizers/spm.h"
 #include "rlx/error.h"
 
 namespace rlx {
@@ -41,7 +43,11 @@ LlamaGenerator::LlamaGenerator(const std::string& path, GeneratorOptions o) : o_
       chat_template_ = tc["chat_template"].get<std::string>();
   } else {
     auto gguf = std::make_unique<LlamaGguf>(path);
-    tokenizer_ = std::make_unique<BpeTokenizer>(BpeTokenizer::from_gguf(gguf->file()));
+    const GgufFile& f = gguf->file();
+    if (f.get_string("tokenizer.ggml.model") == "llama")
+      tokenizer_ = std::make_unique<SpmTokenizer>(SpmTokenizer::from_gguf(f));
+    else
+      tokenizer_ = std::make_unique<BpeTokenizer>(BpeTokenizer::from_gguf(f));
     eos_id_ = tokenizer_->eos_id();
     chat_template_ = gguf->file().get_string("tokenizer.chat_template", "");
     model_ = std::move(gguf);

@@ -11,7 +11,7 @@
 
 #include "models/llama.h"
 #include "rlx/session.h"
-#include "tokenizers/bpe.h"
+#include "tokenizers/text_tokenizer.h"
 
 namespace rlx {
 
@@ -28,7 +28,7 @@ class LlamaGenerator {
   ~LlamaGenerator();
 
   const LlamaConfig& config() const { return model_->config(); }
-  const BpeTokenizer& tokenizer() const { return *tokenizer_; }
+  const TextTokenizer& tokenizer() const { return *tokenizer_; }
   int32_t eos_id() const { return eos_id_; }
   // The model's chat template text ("" when it has none).
   const std::string& chat_template() const { return chat_template_; }
@@ -50,7 +50,7 @@ class LlamaGenerator {
 
   GeneratorOptions o_;
   std::unique_ptr<LlamaWeights> model_;
-  std::unique_ptr<BpeTokenizer> tokenizer_;
+  std::unique_ptr<TextTokenizer> tokenizer_;
   int32_t eos_id_ = -1;
   std::string chat_template_;
   int64_t max_tokens_ = 0;

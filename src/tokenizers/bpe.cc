@@ -7,6 +7,7 @@
 
 #include "models/gguf.h"
 #include "rlx/error.h"
+#include "tokenizers/utf8.h"
 #include "tokenizers/byte_level.h"
 
 namespace rlx {
@@ -20,14 +21,6 @@ std::pair<std::string, std::string> split_merge(const std::string& m, const std:
   RLX_CHECK(sp != std::string::npos && sp > 0 && sp + 1 < m.size() && m.find(' ', sp + 1) == std::string::npos,
             where << ": merge '" << m << "' is not two tokens separated by one space");
   return {m.substr(0, sp), m.substr(sp + 1)};
-}
-
-size_t utf8_len(unsigned char c) {
-  if (c < 0x80) return 1;
-  if ((c >> 5) == 6) return 2;
-  if ((c >> 4) == 14) return 3;
-  if ((c >> 3) == 30) return 4;
-  return 1;
 }
 
 }  // namespace
@@ -194,7 +187,7 @@ void BpeTokenizer::bpe_piece(const std::string& mapped, std::vector<int32_t>& ou
   }
   std::vector<std::string> sym;
   for (size_t i = 0; i < mapped.size();) {
-    size_t n = std::min(utf8_len(static_cast<unsigned char>(mapped[i])), mapped.size() - i);
+    size_t n = std::min(utf8_sequence_length(static_cast<unsigned char>(mapped[i])), mapped.size() - i);
     sym.push_back(mapped.substr(i, n));
     i += n;
   }

@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tokenizers/text_tokenizer.h"
+
 namespace rlx {
 
 class GgufFile;
@@ -25,7 +27,7 @@ struct BpeOptions {
   bool add_bos = false;       // prepend bos_id when encoding
 };
 
-class BpeTokenizer {
+class BpeTokenizer : public TextTokenizer {
  public:
   // tokens[i] is id i; merges are pairs of tokens, highest priority first.
   // special: ids matched verbatim in the raw text (control and added tokens).
@@ -38,16 +40,16 @@ class BpeTokenizer {
   // GGUF metadata with tokenizer.ggml.model = "gpt2".
   static BpeTokenizer from_gguf(const GgufFile& f);
 
-  std::vector<int32_t> encode(std::string_view text) const;
+  std::vector<int32_t> encode(std::string_view text) const override;
   // The bytes ids stand for (special tokens as their text).
-  std::string decode(const std::vector<int32_t>& ids) const;
-  std::string token_bytes(int32_t id) const;
+  std::string decode(const std::vector<int32_t>& ids) const override;
+  std::string token_bytes(int32_t id) const override;
 
-  int32_t id_of(const std::string& token) const;  // -1 when absent
+  int32_t id_of(const std::string& token) const override;  // -1 when absent
   const std::string& token(int32_t id) const;
-  size_t vocab_size() const { return tokens_.size(); }
-  int32_t bos_id() const { return bos_id_; }
-  int32_t eos_id() const { return eos_id_; }
+  size_t vocab_size() const override { return tokens_.size(); }
+  int32_t bos_id() const override { return bos_id_; }
+  int32_t eos_id() const override { return eos_id_; }
   bool is_special(int32_t id) const;
   const BpeOptions& options() const { return opts_; }
 

@@ -5,19 +5,12 @@
 
 #include "models/gguf.h"
 #include "rlx/error.h"
+#include "tokenizers/utf8.h"
 
 namespace rlx {
 namespace {
 
 const std::string kSpace = "\xe2\x96\x81";  // U+2581, sentencepiece's visible space
-
-size_t utf8_len(unsigned char c) {
-  if (c < 0x80) return 1;
-  if ((c >> 5) == 6) return 2;
-  if ((c >> 4) == 14) return 3;
-  if ((c >> 3) == 30) return 4;
-  return 1;
-}
 
 }  // namespace
 
@@ -87,7 +80,7 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text) const {
   }
   std::vector<std::string> sym;
   for (size_t i = 0; i < s.size();) {
-    size_t n = std::min(utf8_len(static_cast<unsigned char>(s[i])), s.size() - i);
+    size_t n = std::min(utf8_sequence_length(static_cast<unsigned char>(s[i])), s.size() - i);
     sym.push_back(s.substr(i, n));
     i += n;
   }

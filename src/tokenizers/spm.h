@@ -10,24 +10,26 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tokenizers/text_tokenizer.h"
+
 namespace rlx {
 
 class GgufFile;
 
-class SpmTokenizer {
+class SpmTokenizer : public TextTokenizer {
  public:
   static SpmTokenizer from_gguf(const GgufFile& f);
 
-  std::vector<int32_t> encode(std::string_view text) const;  // BOS first when the vocabulary asks
+  std::vector<int32_t> encode(std::string_view text) const override;  // BOS first when the vocabulary asks
   // Text as sentencepiece decodes it (byte tokens joined, the prepended space removed).
-  std::string decode(const std::vector<int32_t>& ids) const;
+  std::string decode(const std::vector<int32_t>& ids) const override;
   // The bytes of one token as it continues a text (U+2581 as a space).
-  std::string token_bytes(int32_t id) const;
+  std::string token_bytes(int32_t id) const override;
 
-  int32_t id_of(const std::string& piece) const;  // -1 when absent
-  size_t vocab_size() const { return pieces_.size(); }
-  int32_t bos_id() const { return bos_id_; }
-  int32_t eos_id() const { return eos_id_; }
+  int32_t id_of(const std::string& piece) const override;  // -1 when absent
+  size_t vocab_size() const override { return pieces_.size(); }
+  int32_t bos_id() const override { return bos_id_; }
+  int32_t eos_id() const override { return eos_id_; }
   bool add_bos() const { return add_bos_; }
 
  private:

@@ -26,11 +26,17 @@ rng = np.random.default_rng(10)
 SCALE_FIELDS = {
     T.Q4_0: ([0], 18),
     T.Q4_1: ([0, 2], 20),
+    T.Q5_0: ([0], 22),
+    T.Q5_1: ([0, 2], 24),
     T.Q8_0: ([0], 34),
+    T.Q5_K: ([0, 2], 176),
+    T.Q2_K: ([80, 82], 84),
+    T.Q3_K: ([108], 110),
     T.Q4_K: ([0, 2], 144),
     T.Q6_K: ([208], 210),
 }
-BLOCK_ELEMS = {T.Q4_0: 32, T.Q4_1: 32, T.Q8_0: 32, T.Q4_K: 256, T.Q6_K: 256}
+BLOCK_ELEMS = {T.Q4_0: 32, T.Q4_1: 32, T.Q5_0: 32, T.Q5_1: 32, T.Q8_0: 32, T.Q4_K: 256, T.Q5_K: 256,
+               T.Q6_K: 256, T.Q2_K: 256, T.Q3_K: 256}
 
 
 def random_blocks(qtype, rows, cols):
@@ -61,8 +67,9 @@ w.add_array("t.arr_i32", [1, -2, 3])
 w.add_array("t.arr_str", ["a", "", "ccc"])
 
 # Odd row counts; rows as long as one or a few blocks.
-for qtype, rows, cols in [(T.Q4_0, 3, 96), (T.Q4_1, 5, 64), (T.Q8_0, 3, 160),
-                          (T.Q4_K, 3, 512), (T.Q6_K, 3, 256)]:
+for qtype, rows, cols in [(T.Q4_0, 3, 96), (T.Q4_1, 5, 64), (T.Q5_0, 3, 64), (T.Q5_1, 3, 96),
+                          (T.Q8_0, 3, 160), (T.Q4_K, 3, 512), (T.Q5_K, 3, 256), (T.Q6_K, 3, 256),
+                          (T.Q2_K, 3, 256), (T.Q3_K, 3, 512)]:
     raw = random_blocks(qtype, rows, cols)
     w.add_tensor(f"q.{qtype.name}", raw, raw_dtype=qtype)
     w.add_tensor(f"ref.{qtype.name}", dequantize(raw, qtype).astype(np.float32))

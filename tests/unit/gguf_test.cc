@@ -25,7 +25,8 @@ const std::string kCases = std::string(RLX_SOURCE_DIR) + "/tests/data/gguf_cases
 TEST(Gguf, DequantizesEveryTypeLikeTheReference) {
   GgufFile f(kCases);
   EXPECT_EQ(f.version(), 3u);
-  for (const char* type : {"Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q6_K", "F32", "F16", "BF16"}) {
+  for (const char* type : {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "F32",
+                           "F16", "BF16"}) {
     SCOPED_TRACE(type);
     const auto& q = f.tensor(std::string("q.") + type);
     EXPECT_STREQ(ggml_type_name(q.type), type);
@@ -261,11 +262,11 @@ TEST_F(GgufMalformed, BadAlignmentAndBool) {
 }
 
 TEST(Gguf, DequantizeRejectsPartialBlocksAndUnsupportedTypes) {
-  std::vector<uint8_t> src(64);
-  std::vector<float> dst(64);
+  std::vector<uint8_t> src(512);
+  std::vector<float> dst(256);
   EXPECT_NE(error_of([&] { dequantize(GgmlType::Q4_0, src.data(), dst.data(), 20); }).find("whole blocks"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { dequantize(GgmlType::Q5_0, src.data(), dst.data(), 32); }).find("Q5_0"),
+  EXPECT_NE(error_of([&] { dequantize(GgmlType::Q8_K, src.data(), dst.data(), 256); }).find("Q8_K"),
             std::string::npos);
 }
 
