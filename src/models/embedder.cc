@@ -2,25 +2,29 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <numeric>
 
+#include "models/bert.h"
+#include "models/bucket_cache.h"
+#include "models/hf_config.h"
 #include "rlx/error.h"
+#include "tokenizers/wordpiece.h"
 
 namespace rlx {
-namespace {
 
-int64_t next_pow2(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
+struct Embedder::Impl {
+  Impl(const std::string& dir, const EmbedderOptions& opts);
+  void run_chunk(const std::vector<const Encoding*>& encs, std::vector<std::vector<float>*>& outs);
 
-bool tracing() { return std::getenv("RLX_TRACE") != nullptr; }
-
-}  // namespace
+  BertConfig cfg_;
+  SentenceConfig sentence_;
+  WordPiece tokenizer_;
+  BertWeights weights_;
+  EmbedderOptions opts_;
+  int max_len_ = 512;
+  std::unique_ptr<BucketCache> buckets_;  // one arena and one copy of the weights for every bucket
+};
 
 void l2_normalize(std::vector<float>& v) {
   double ss = 0;
@@ -31,12 +35,10 @@ void l2_normalize(std::vector<float>& v) {
 }
 
 Bucket Embedder::bucket_for(int64_t count, int64_t longest, int64_t max_seq, int64_t max_batch) {
-  RLX_CHECK(count >= 1 && longest >= 1, "embedder: empty bucket request");
-  RLX_CHECK(longest <= max_seq, "embedder: " << longest << " tokens exceed the limit " << max_seq);
-  return {std::min(next_pow2(count), max_batch), std::min(std::max<int64_t>(16, next_pow2(longest)), max_seq)};
+  return rlx::bucket_for(count, longest, max_seq, max_batch);
 }
 
-Embedder::Embedder(const std::string& dir, const EmbedderOptions& opts)
+Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
     : cfg_(load_bert_config(dir)),
       sentence_(load_sentence_config(dir)),
       tokenizer_(WordPiece::from_dir(dir)),
@@ -49,41 +51,31 @@ Embedder::Embedder(const std::string& dir, const EmbedderOptions& opts)
   if (opts_.max_len > 0) max_len_ = std::min(max_len_, opts_.max_len);
   // Fail on missing or misshapen weights now, not at the first bucket.
   weights_.validate(build_bert_graph(cfg_, sentence_.pooling, 1, 2, opts_.dtype));
+  CompileOptions co;
+  co.device = opts_.device;
+  buckets_ = std::make_unique<BucketCache>(
+      [this](const Bucket& b) { return build_bert_graph(cfg_, sentence_.pooling, b.batch, b.seq, opts_.dtype); },
+      [this](Executable& exe, const Graph& g) { weights_.load_into(exe, g); },
+      rlx::bucket_for(opts_.max_batch, max_len_, max_len_, opts_.max_batch), co);
 }
 
-Executable& Embedder::executable(const Bucket& b) {
-  auto it = exes_.find(b);
-  bool fresh = it == exes_.end();
-  if (fresh) {
-    Graph g = build_bert_graph(cfg_, sentence_.pooling, b.batch, b.seq, opts_.dtype);
-    CompileOptions co;
-    co.device = opts_.device;
-    if (!share_) {  // every bucket uses one arena, sized for the largest bucket
-      Bucket largest = bucket_for(opts_.max_batch, max_len_, max_len_, opts_.max_batch);
-      co.arena_share = nullptr;
-      uint64_t need = planned_arena_bytes(
-          build_bert_graph(cfg_, sentence_.pooling, largest.batch, largest.seq, opts_.dtype), co);
-      share_ = make_arena_share(need);
-    }
-    co.arena_share = share_;
-    auto exe = compile(g, co);
-    if (exes_.empty()) weights_.load_into(*exe, g);  // the params live in the shared arena
-    else exe->share_params_with(*exes_.begin()->second);
-    it = exes_.emplace(b, std::move(exe)).first;
-  }
-  if (tracing())
-    std::fprintf(stderr, "rlx embed: bucket batch=%lld seq=%lld (%s)\n", (long long)b.batch,
-                 (long long)b.seq, fresh ? "compiled" : "cached");
-  used_.push_back(b);
-  return *it->second;
-}
+Embedder::Embedder(const std::string& dir, const EmbedderOptions& opts) : impl_(std::make_unique<Impl>(dir, opts)) {}
+Embedder::~Embedder() = default;
 
-void Embedder::run_chunk(const std::vector<const Encoding*>& encs,
+int Embedder::dim() const { return impl_->cfg_.hidden_size; }
+int Embedder::max_len() const { return impl_->max_len_; }
+bool Embedder::normalizes() const { return impl_->sentence_.normalize; }
+const WordPiece& Embedder::tokenizer() const { return impl_->tokenizer_; }
+const BertConfig& Embedder::config() const { return impl_->cfg_; }
+size_t Embedder::compiled_buckets() const { return impl_->buckets_->compiled(); }
+const std::vector<Bucket>& Embedder::buckets_used() const { return impl_->buckets_->used(); }
+
+void Embedder::Impl::run_chunk(const std::vector<const Encoding*>& encs,
                          std::vector<std::vector<float>*>& outs) {
   int64_t longest = 0;
   for (const Encoding* e : encs) longest = std::max<int64_t>(longest, int64_t(e->size()));
   Bucket b = bucket_for(int64_t(encs.size()), longest, max_len_, opts_.max_batch);
-  Executable& exe = executable(b);
+  Executable& exe = buckets_->get(b);
   const size_t S = size_t(b.seq);
   std::vector<int32_t> ids(size_t(b.batch) * S, 0), mask(ids.size(), 0), types(ids.size(), 0);
   for (size_t r = 0; r < size_t(b.batch); ++r) {
@@ -115,25 +107,26 @@ void Embedder::run_chunk(const std::vector<const Encoding*>& encs,
 }
 
 std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& texts) {
+  Impl& m = *impl_;
   std::vector<std::vector<float>> out(texts.size());
   if (texts.empty()) return out;
   std::vector<Encoding> encs;
   encs.reserve(texts.size());
-  for (const auto& t : texts) encs.push_back(tokenizer_.encode(t, max_len_));
+  for (const auto& t : texts) encs.push_back(m.tokenizer_.encode(t, m.max_len_));
   // Similar lengths share a chunk, so padding stays small.
   std::vector<size_t> order(texts.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return encs[a].size() < encs[b].size(); });
-  for (size_t start = 0; start < order.size(); start += size_t(opts_.max_batch)) {
-    size_t end = std::min(order.size(), start + size_t(opts_.max_batch));
+  for (size_t start = 0; start < order.size(); start += size_t(m.opts_.max_batch)) {
+    size_t end = std::min(order.size(), start + size_t(m.opts_.max_batch));
     std::vector<const Encoding*> chunk;
     std::vector<std::vector<float>*> dst;
     for (size_t i = start; i < end; ++i) {
       chunk.push_back(&encs[order[i]]);
       dst.push_back(&out[order[i]]);
     }
-    run_chunk(chunk, dst);
+    m.run_chunk(chunk, dst);
   }
   return out;
 }
