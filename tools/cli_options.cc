@@ -23,3 +23,14 @@ rlx::ExecMode mode_option(const std::string& s) {
   RLX_CHECK(s == "auto", "--mode must be auto, perop or graph, not '" << s << "'");
   return rlx::ExecMode::Auto;
 }
+
+void check_count(const char* option, int64_t value, int64_t lo, int64_t hi) {
+  RLX_CHECK(value >= lo && value <= hi, option << " " << value << " is outside [" << lo << ", " << hi << "]");
+}
+
+void check_batch_seq(int64_t batch, int64_t seq) {
+  check_count("--batch", batch, 1, 1024);
+  check_count("--seq", seq, 1, 65536);
+  RLX_CHECK(batch * seq <= (int64_t(1) << 20),
+            "--batch " << batch << " x --seq " << seq << " is more than 2^20 tokens in one run");
+}

@@ -7,3 +7,10 @@
 rlx::DType dtype_option(const std::string& s);     // f32 | f16 | bf16
 rlx::Device device_option(const std::string& s);   // auto | cpu | cuda (cuda must be present)
 rlx::ExecMode mode_option(const std::string& s);   // auto | perop | graph
+
+// --batch and --seq of the commands that compile a fixed shape: positive,
+// batch <= 1024, seq <= 65536 and at most 2^20 tokens in all, so that a typo
+// fails with a message instead of allocating an arena of many gigabytes.
+void check_batch_seq(int64_t batch, int64_t seq);
+// A count option (--runs, --warmup ...) in [lo, hi], else rlx::Error naming it.
+void check_count(const char* option, int64_t value, int64_t lo, int64_t hi);

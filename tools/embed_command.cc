@@ -21,8 +21,9 @@ namespace fs = std::filesystem;
 
 struct EmbedArgs {
   std::string model, device = "auto", dtype = "f32", file, format = "json";
-  bool similarity = false;
+  bool similarity = false, truncate = true;
   int batch = 32;
+  int threads = 0;
   std::vector<std::string> sentences;
 };
 
@@ -96,9 +97,12 @@ void run_embed(const EmbedArgs& a) {
             "--format must be json or compact, not '" << a.format << "'");
 
   rlx::EmbedderOptions o;
+  o.threads = a.threads;
   o.dtype = dtype_option(a.dtype);
   o.device = device_option(a.device);
+  check_count("--batch", a.batch, 1, rlx::EmbedderOptions::kMaxBatch);
   o.max_batch = a.batch;
+  o.truncate = a.truncate;
   const std::string dir = a.model.empty() ? default_model_dir() : a.model;
   RLX_CHECK(fs::is_directory(dir), "--model '" << dir << "' is not a directory (expected a Hugging Face "
                                                    "model directory with config.json and model.safetensors)");
@@ -160,6 +164,11 @@ void run_embed(const EmbedArgs& a) {
   } else {  // compact: one JSON array per line
     for (const auto& v : emb) std::cout << vec_json(v) << "\n";
   }
+  if (size_t cut = embedder.truncated_texts())
+    std::fprintf(stderr,
+                 "rlx embed: warning: %zu of %zu sentences were longer than the model's %d tokens and "
+                 "were truncated (--no-truncate makes that an error)\n",
+                 cut, texts.size(), embedder.max_len());
   std::fprintf(stderr, "rlx embed: %zu sentences in %.3f s (%.1f sentences/s), %s, %s\n",
                texts.size(), secs, double(texts.size()) / std::max(secs, 1e-9),
                o.device == rlx::Device::Cuda ? "cuda" : "cpu", a.dtype.c_str());
@@ -179,6 +188,10 @@ void add_embed_command(CLI::App& app) {
   cmd->add_option("--file", a->file, "read one sentence per line from a file ('-' = stdin)");
   cmd->add_flag("--similarity", a->similarity, "also print the cosine similarity matrix");
   cmd->add_option("--format", a->format, "json or compact")->check(CLI::IsMember({"json", "compact"}));
-  cmd->add_option("--batch", a->batch, "largest batch per run (a power of two)");
+  cmd->add_option("--batch", a->batch, "largest batch per run (a power of two, at most 1024)");
+  cmd->add_flag("--truncate,!--no-truncate", a->truncate,
+                "cut sentences longer than the model's limit, with a warning (the default); "
+                "--no-truncate makes them an error");
+  cmd->add_option("--threads", a->threads, "CPU threads (0 = physical cores)")->check(CLI::NonNegativeNumber);
   cmd->callback([a] { run_embed(*a); });
 }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/bert.h"
+#include "models/json_read.h"
 #include "rlx/error.h"
 #include "rlx/session.h"
 #include "tools/cli_options.h"
@@ -20,46 +21,39 @@ struct ForwardArgs {
   std::string model, ids, out, dtype = "f32", device = "cpu", mode = "auto";
 };
 
-// A [batch, seq] integer matrix from JSON; every row the same length.
-std::vector<int32_t> read_matrix(const nlohmann::json& j, const char* key, const std::string& file,
+// A [batch, seq] integer matrix from JSON, every row the same length and
+// every value an integer in [lo, hi].
+std::vector<int32_t> read_matrix(const rlx::JsonField& j, const char* key, int32_t lo, int32_t hi,
                                  int64_t& batch, int64_t& seq) {
-  RLX_CHECK(j.contains(key) && j[key].is_array() && !j[key].empty(),
-            "'" << file << "': \"" << key << "\" must be a non-empty array of rows");
-  const auto& rows = j[key];
+  rlx::JsonField rows = j.at(key);
+  RLX_CHECK(rows.size() > 0, rows.where() << "must be a non-empty array of rows");
   int64_t b = int64_t(rows.size()), s = -1;
   std::vector<int32_t> v;
-  for (int64_t r = 0; r < b; ++r) {
-    RLX_CHECK(rows[r].is_array() && !rows[r].empty(), "'" << file << "': " << key << "[" << r
-                                                          << "] must be a non-empty array");
-    if (s < 0) s = int64_t(rows[r].size());
-    RLX_CHECK(int64_t(rows[r].size()) == s, "'" << file << "': " << key << "[" << r << "] has "
-                                                << rows[r].size() << " entries, row 0 has " << s);
-    for (const auto& x : rows[r]) {
-      RLX_CHECK(x.is_number_integer(), "'" << file << "': " << key << "[" << r << "] holds a non-integer");
-      v.push_back(x.get<int32_t>());
-    }
+  for (size_t r = 0; r < rows.size(); ++r) {
+    rlx::JsonField row = rows.at(r);
+    RLX_CHECK(row.size() > 0, row.where() << "must be a non-empty array");
+    if (s < 0) s = int64_t(row.size());
+    RLX_CHECK(int64_t(row.size()) == s, row.where() << "has " << row.size() << " entries, row 0 has " << s);
+    for (size_t i = 0; i < row.size(); ++i) v.push_back(int32_t(row.at(i).integer(lo, hi)));
   }
-  RLX_CHECK(batch < 0 || (b == batch && s == seq), "'" << file << "': \"" << key << "\" is " << b << "x"
-                                                      << s << ", input_ids is " << batch << "x" << seq);
+  RLX_CHECK(batch < 0 || (b == batch && s == seq),
+            rows.where() << "is " << b << "x" << s << ", input_ids is " << batch << "x" << seq);
   batch = b;
   seq = s;
   return v;
 }
 
 void run_forward(const ForwardArgs& a) {
-  std::ifstream in(a.ids);
-  RLX_CHECK(in, "cannot open --ids '" << a.ids << "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    RLX_FAIL("'" << a.ids << "' is not valid JSON: " << e.what());
-  }
+  const rlx::BertConfig cfg = rlx::load_bert_config(a.model);
+  const nlohmann::json doc = rlx::read_json_file(a.ids);
+  rlx::JsonField j(doc, a.ids);
+  j.object();
   int64_t batch = -1, seq = -1;
-  auto ids = read_matrix(j, "input_ids", a.ids, batch, seq);
+  auto ids = read_matrix(j, "input_ids", 0, cfg.vocab_size - 1, batch, seq);
   std::vector<int32_t> mask(ids.size(), 1), types(ids.size(), 0);
-  if (j.contains("attention_mask")) mask = read_matrix(j, "attention_mask", a.ids, batch, seq);
-  if (j.contains("token_type_ids")) types = read_matrix(j, "token_type_ids", a.ids, batch, seq);
+  if (j.has("attention_mask")) mask = read_matrix(j, "attention_mask", 0, 1, batch, seq);
+  if (j.has("token_type_ids")) types = read_matrix(j, "token_type_ids", 0, cfg.type_vocab_size - 1, batch, seq);
+  check_batch_seq(batch, seq);
 
   rlx::BertLoadOptions o;
   o.dtype = dtype_option(a.dtype);

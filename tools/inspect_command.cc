@@ -1,10 +1,12 @@
 // `rlx inspect`: what the compiler makes of a graph.
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 
 #include "models/bert.h"
 #include "models/encoder_demo.h"
 #include "rlx/session.h"
+#include "tools/cli_options.h"
 #include "tools/commands.h"
 
 namespace {
@@ -42,8 +44,12 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_flag("--no-fuse", *no_fuse, "skip the fusion passes");
   cmd->add_flag("--schedule", *full, "print every thunk");
   cmd->callback([=] {
+    check_batch_seq(shape->batch, shape->seq);
     if (!model->empty()) {  // the real model's graph at --batch x --seq
       rlx::BertConfig cfg = rlx::load_bert_config(*model);
+      // A config that disagrees with its weights fails here, before any graph is built.
+      auto weights = std::filesystem::path(*model) / "model.safetensors";
+      if (std::filesystem::exists(weights)) rlx::BertWeights(weights.string()).check_sizes(cfg);
       rlx::Graph g = rlx::build_bert_graph(cfg, rlx::load_sentence_config(*model).pooling, shape->batch,
                                            shape->seq, rlx::DType::F32);
       rlx::CompileOptions o;

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   add_embed_command(app);
   add_bench_command(app);
   add_forward_command(app);
+  add_generate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -18,6 +19,9 @@ int main(int argc, char** argv) {
   } catch (const rlx::Error& e) {
     std::cerr << "rlx: error: " << e.what() << "\n";
     return 1;
+  } catch (const std::exception& e) {  // a bug, but still a message and an exit code, not an abort
+    std::cerr << "rlx: internal error: " << e.what() << "\n";
+    return 2;
   }
   return 0;
 }

@@ -19,8 +19,11 @@ struct BertConfig;
 struct EmbedderOptions {
   DType dtype = DType::F32;
   Device device = Device::Cpu;
-  int max_batch = 32;  // a power of two; larger inputs are chunked
+  int max_batch = 32;  // a power of two, at most kMaxBatch; larger inputs are chunked
   int max_len = 0;     // tokens per text incl. [CLS]/[SEP]; 0 = the model's own limit
+  bool truncate = true;  // false: a text longer than max_len is an error, not cut
+  static constexpr int kMaxBatch = 1024;
+  int threads = 0;     // CPU threads, 0 = physical cores
 };
 
 struct Bucket {
@@ -28,14 +31,23 @@ struct Bucket {
   auto operator<=>(const Bucket&) const = default;
 };
 
+// Thread safety: embed() may be called on one Embedder from several threads
+// at once; the calls are serialised (one runs at a time), so each returns
+// what it would alone. The accessors below that report on past calls
+// (compiled_buckets, buckets_used, truncated_texts) must not be called while
+// another thread is inside embed(). For parallel throughput, use one
+// Embedder per thread.
 class Embedder {
  public:
   Embedder(const std::string& model_dir, const EmbedderOptions& opts = {});
   ~Embedder();
 
   // One embedding per text, in order; L2-normalized when the model's
-  // modules.json ends in a Normalize module.
+  // modules.json ends in a Normalize module. A text longer than max_len()
+  // tokens is cut (counted in truncated_texts()), or an error when
+  // EmbedderOptions::truncate is false.
   std::vector<std::vector<float>> embed(const std::vector<std::string>& texts);
+  size_t truncated_texts() const;  // texts cut so far
 
   int dim() const;
   int max_len() const;

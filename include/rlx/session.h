@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,12 @@ struct CompileReport {
 class BackendExecutable;
 struct Schedule;
 
+// Thread safety: the methods of one Executable may be called from several
+// threads; runs, submits, waits and set_param are serialised (one at a time,
+// over all executables that share an arena), so each run returns what it
+// would alone. report(), schedule() and the name lists are read-only and safe.
+// backend() gives the backend's object, which is not locked: use it from one
+// thread. Executables that share no arena run in parallel.
 class Executable {
  public:
   Executable(std::unique_ptr<Schedule> s, std::unique_ptr<BackendExecutable> be, CompileReport r,
@@ -66,11 +73,13 @@ class Executable {
 
  private:
   std::vector<const void*> check_inputs(const std::map<std::string, HostTensor>& inputs) const;
+  std::mutex& run_mutex() const;  // the arena share's, else own_mutex_
   std::unique_ptr<Schedule> schedule_;
   std::unique_ptr<BackendExecutable> backend_;
   CompileReport report_;
   std::vector<bool> param_set_;
   CompileOptions opts_;
+  mutable std::mutex own_mutex_;
 };
 
 std::unique_ptr<Executable> compile(const Graph& g, const CompileOptions& opts = {});

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -55,8 +56,11 @@ class ArenaShare {
   // True when the constants in the arena are not `owner`'s; marks them `owner`'s.
   bool claim_constants(const void* owner);
   uint64_t bytes() const { return bytes_; }
+  // Held by every run of an executable on this arena: runs must not overlap.
+  std::mutex& run_mutex() { return run_mutex_; }
 
  private:
+  std::mutex run_mutex_;
   uint8_t* base_ = nullptr;
   uint64_t bytes_ = 0, reserve_ = 0;
   std::string backend_;

@@ -88,6 +88,26 @@ BertWeights::BertWeights(const std::string& path) : file_(path) {
     prefix_ = "bert.";
 }
 
+void BertWeights::check_sizes(const BertConfig& c) const {
+  auto expect = [&](const std::string& param, Shape want) {
+    const std::string name = file_name(param);
+    RLX_CHECK(file_.has(name), "bert: '" << file_.path() << "' has no tensor '" << name
+                                         << "' (config.json asks for " << c.num_hidden_layers
+                                         << " layers)");
+    const SafetensorInfo& t = file_.info(name);
+    RLX_CHECK(t.shape == want, "bert: '" << file_.path() << "', tensor '" << name << "' has shape "
+                                         << shape_str(t.shape) << ", config.json needs "
+                                         << shape_str(want));
+  };
+  const int64_t H = c.hidden_size;
+  expect("embeddings.word_embeddings.weight", {c.vocab_size, H});
+  expect("embeddings.position_embeddings.weight", {c.max_position_embeddings, H});
+  expect("embeddings.token_type_embeddings.weight", {c.type_vocab_size, H});
+  const std::string last = "encoder.layer." + std::to_string(c.num_hidden_layers - 1) + ".";
+  expect(last + "intermediate.dense.weight", {c.intermediate_size, H});
+  expect(last + "output.LayerNorm.weight", {H});
+}
+
 void BertWeights::validate(const Graph& g) const {
   for (const Node& n : g.nodes()) {
     if (n.op != OpKind::Param) continue;
@@ -114,12 +134,14 @@ std::unique_ptr<Executable> load_bert(const std::string& dir, const BertLoadOpti
   SentenceConfig sc = load_sentence_config(dir);
   auto path = (std::filesystem::path(dir) / "model.safetensors").string();
   BertWeights w(path);
+  w.check_sizes(cfg);
   Graph g = build_bert_graph(cfg, sc.pooling, o.batch, o.seq, o.dtype);
   w.validate(g);
   CompileOptions co;
   co.device = o.device;
   co.mode = o.mode;
   co.trace_json = o.trace_json;
+  co.threads = o.threads;
   auto exe = compile(g, co);
   w.load_into(*exe, g);
   return exe;

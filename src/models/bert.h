@@ -22,6 +22,9 @@ class BertWeights {
  public:
   explicit BertWeights(const std::string& safetensors_path);
   const SafetensorsFile& file() const { return file_; }
+  // The sizes of the config agree with the file's embeddings and layers:
+  // cheap, so it runs before any graph is built for the config.
+  void check_sizes(const BertConfig& cfg) const;
   // Every param of g exists with its shape, else rlx::Error naming file + tensor.
   void validate(const Graph& g) const;
   void load_into(Executable& exe, const Graph& g) const;
@@ -38,6 +41,7 @@ struct BertLoadOptions {
   int64_t batch = 1, seq = 128;
   ExecMode mode = ExecMode::Auto;  // CUDA execution mode
   std::string trace_json;          // CUDA: per-thunk GPU times as a Chrome trace
+  int threads = 0;                 // CPU threads, 0 = physical cores
 };
 
 // config.json + sentence-transformers pooling + model.safetensors -> a

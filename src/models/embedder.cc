@@ -2,20 +2,28 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <numeric>
 
 #include "models/bert.h"
-#include "models/bucket_cache.h"
 #include "models/hf_config.h"
 #include "rlx/error.h"
 #include "tokenizers/wordpiece.h"
 
 namespace rlx {
 
+// Everything the embedder holds: the public header (rlx/embedder.h) shows
+// none of the internal types.
 struct Embedder::Impl {
   Impl(const std::string& dir, const EmbedderOptions& opts);
+  Executable& executable(const Bucket& b);
+  void reserve_arena(const Bucket& largest);
   void run_chunk(const std::vector<const Encoding*>& encs, std::vector<std::vector<float>*>& outs);
+  std::vector<std::vector<float>> embed(const std::vector<std::string>& texts);
 
   BertConfig cfg_;
   SentenceConfig sentence_;
@@ -23,8 +31,24 @@ struct Embedder::Impl {
   BertWeights weights_;
   EmbedderOptions opts_;
   int max_len_ = 512;
-  std::unique_ptr<BucketCache> buckets_;  // one arena and one copy of the weights for every bucket
+  std::shared_ptr<ArenaShare> share_;  // one arena for every bucket
+  Bucket arena_for_;                   // the bucket shape the arena was sized for
+  std::map<Bucket, std::unique_ptr<Executable>> exes_;
+  std::vector<Bucket> used_;
+  size_t truncated_ = 0;
+  std::mutex mutex_;  // one embed() at a time: the buckets share one arena
 };
+namespace {
+
+int64_t next_pow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+bool tracing() { return std::getenv("RLX_TRACE") != nullptr; }
+
+}  // namespace
 
 void l2_normalize(std::vector<float>& v) {
   double ss = 0;
@@ -35,7 +59,9 @@ void l2_normalize(std::vector<float>& v) {
 }
 
 Bucket Embedder::bucket_for(int64_t count, int64_t longest, int64_t max_seq, int64_t max_batch) {
-  return rlx::bucket_for(count, longest, max_seq, max_batch);
+  RLX_CHECK(count >= 1 && longest >= 1, "embedder: empty bucket request");
+  RLX_CHECK(longest <= max_seq, "embedder: " << longest << " tokens exceed the limit " << max_seq);
+  return {std::min(next_pow2(count), max_batch), std::min(std::max<int64_t>(16, next_pow2(longest)), max_seq)};
 }
 
 Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
@@ -44,38 +70,65 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
       tokenizer_(WordPiece::from_dir(dir)),
       weights_((std::filesystem::path(dir) / "model.safetensors").string()),
       opts_(opts) {
-  RLX_CHECK(opts_.max_batch >= 1 && (opts_.max_batch & (opts_.max_batch - 1)) == 0,
-            "embedder: max_batch " << opts_.max_batch << " must be a power of two");
+  RLX_CHECK(opts_.max_batch >= 1 && opts_.max_batch <= EmbedderOptions::kMaxBatch &&
+                (opts_.max_batch & (opts_.max_batch - 1)) == 0,
+            "embedder: max_batch " << opts_.max_batch << " must be a power of two in [1, "
+                                   << EmbedderOptions::kMaxBatch << "]");
+  RLX_CHECK(tokenizer_.max_id() < cfg_.vocab_size,
+            "embedder: '" << dir << "': the tokenizer gives ids up to " << tokenizer_.max_id()
+                          << " but config.json's vocab_size is " << cfg_.vocab_size);
   max_len_ = cfg_.max_position_embeddings;
   if (sentence_.max_seq_length > 0) max_len_ = std::min(max_len_, sentence_.max_seq_length);
   if (opts_.max_len > 0) max_len_ = std::min(max_len_, opts_.max_len);
   // Fail on missing or misshapen weights now, not at the first bucket.
+  weights_.check_sizes(cfg_);
   weights_.validate(build_bert_graph(cfg_, sentence_.pooling, 1, 2, opts_.dtype));
-  CompileOptions co;
-  co.device = opts_.device;
-  buckets_ = std::make_unique<BucketCache>(
-      [this](const Bucket& b) { return build_bert_graph(cfg_, sentence_.pooling, b.batch, b.seq, opts_.dtype); },
-      [this](Executable& exe, const Graph& g) { weights_.load_into(exe, g); },
-      rlx::bucket_for(opts_.max_batch, max_len_, max_len_, opts_.max_batch), co);
 }
 
-Embedder::Embedder(const std::string& dir, const EmbedderOptions& opts) : impl_(std::make_unique<Impl>(dir, opts)) {}
-Embedder::~Embedder() = default;
+// The arena is sized for the largest bucket an input needs, not for the
+// largest possible one: one short sentence must not reserve max_batch x
+// max_len. A larger input later replaces the arena (and recompiles).
+void Embedder::Impl::reserve_arena(const Bucket& largest) {
+  if (share_ && largest.batch <= arena_for_.batch && largest.seq <= arena_for_.seq) return;
+  Bucket want{std::max(largest.batch, arena_for_.batch), std::max(largest.seq, arena_for_.seq)};
+  CompileOptions co;
+  co.device = opts_.device;
+  uint64_t need = planned_arena_bytes(
+      build_bert_graph(cfg_, sentence_.pooling, want.batch, want.seq, opts_.dtype), co);
+  exes_.clear();  // they hold the old arena
+  share_ = make_arena_share(need);
+  arena_for_ = want;
+}
 
-int Embedder::dim() const { return impl_->cfg_.hidden_size; }
-int Embedder::max_len() const { return impl_->max_len_; }
-bool Embedder::normalizes() const { return impl_->sentence_.normalize; }
-const WordPiece& Embedder::tokenizer() const { return impl_->tokenizer_; }
-const BertConfig& Embedder::config() const { return impl_->cfg_; }
-size_t Embedder::compiled_buckets() const { return impl_->buckets_->compiled(); }
-const std::vector<Bucket>& Embedder::buckets_used() const { return impl_->buckets_->used(); }
+Executable& Embedder::Impl::executable(const Bucket& b) {
+  RLX_CHECK(share_ && b.batch <= arena_for_.batch && b.seq <= arena_for_.seq,
+            "embedder: bucket " << b.batch << "x" << b.seq << " is larger than the arena's");
+  auto it = exes_.find(b);
+  bool fresh = it == exes_.end();
+  if (fresh) {
+    Graph g = build_bert_graph(cfg_, sentence_.pooling, b.batch, b.seq, opts_.dtype);
+    CompileOptions co;
+    co.device = opts_.device;
+    co.threads = opts_.threads;
+    co.arena_share = share_;
+    auto exe = compile(g, co);
+    if (exes_.empty()) weights_.load_into(*exe, g);  // the params live in the shared arena
+    else exe->share_params_with(*exes_.begin()->second);
+    it = exes_.emplace(b, std::move(exe)).first;
+  }
+  if (tracing())
+    std::fprintf(stderr, "rlx embed: bucket batch=%lld seq=%lld (%s)\n", (long long)b.batch,
+                 (long long)b.seq, fresh ? "compiled" : "cached");
+  used_.push_back(b);
+  return *it->second;
+}
 
 void Embedder::Impl::run_chunk(const std::vector<const Encoding*>& encs,
                          std::vector<std::vector<float>*>& outs) {
   int64_t longest = 0;
   for (const Encoding* e : encs) longest = std::max<int64_t>(longest, int64_t(e->size()));
   Bucket b = bucket_for(int64_t(encs.size()), longest, max_len_, opts_.max_batch);
-  Executable& exe = buckets_->get(b);
+  Executable& exe = executable(b);
   const size_t S = size_t(b.seq);
   std::vector<int32_t> ids(size_t(b.batch) * S, 0), mask(ids.size(), 0), types(ids.size(), 0);
   for (size_t r = 0; r < size_t(b.batch); ++r) {
@@ -106,29 +159,58 @@ void Embedder::Impl::run_chunk(const std::vector<const Encoding*>& encs,
   }
 }
 
-std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& texts) {
-  Impl& m = *impl_;
+std::vector<std::vector<float>> Embedder::Impl::embed(const std::vector<std::string>& texts) {
+  std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::vector<float>> out(texts.size());
   if (texts.empty()) return out;
   std::vector<Encoding> encs;
   encs.reserve(texts.size());
-  for (const auto& t : texts) encs.push_back(m.tokenizer_.encode(t, m.max_len_));
+  size_t cut = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    encs.push_back(tokenizer_.encode(texts[i], max_len_));
+    RLX_CHECK(opts_.truncate || !encs.back().truncated,
+              "embedder: text " << i << " is longer than the model's " << max_len_
+                                << " tokens (truncation is off)");
+    cut += encs.back().truncated;
+  }
+  truncated_ += cut;
   // Similar lengths share a chunk, so padding stays small.
   std::vector<size_t> order(texts.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return encs[a].size() < encs[b].size(); });
-  for (size_t start = 0; start < order.size(); start += size_t(m.opts_.max_batch)) {
-    size_t end = std::min(order.size(), start + size_t(m.opts_.max_batch));
+  Bucket largest;
+  for (size_t start = 0; start < order.size(); start += size_t(opts_.max_batch)) {
+    size_t end = std::min(order.size(), start + size_t(opts_.max_batch));
+    Bucket b = bucket_for(int64_t(end - start), int64_t(encs[order[end - 1]].size()), max_len_,
+                          opts_.max_batch);
+    largest = {std::max(largest.batch, b.batch), std::max(largest.seq, b.seq)};
+  }
+  reserve_arena(largest);
+  for (size_t start = 0; start < order.size(); start += size_t(opts_.max_batch)) {
+    size_t end = std::min(order.size(), start + size_t(opts_.max_batch));
     std::vector<const Encoding*> chunk;
     std::vector<std::vector<float>*> dst;
     for (size_t i = start; i < end; ++i) {
       chunk.push_back(&encs[order[i]]);
       dst.push_back(&out[order[i]]);
     }
-    m.run_chunk(chunk, dst);
+    run_chunk(chunk, dst);
   }
   return out;
 }
+
+Embedder::Embedder(const std::string& dir, const EmbedderOptions& opts) : impl_(std::make_unique<Impl>(dir, opts)) {}
+Embedder::~Embedder() = default;
+
+std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& texts) { return impl_->embed(texts); }
+size_t Embedder::truncated_texts() const { return impl_->truncated_; }
+int Embedder::dim() const { return impl_->cfg_.hidden_size; }
+int Embedder::max_len() const { return impl_->max_len_; }
+bool Embedder::normalizes() const { return impl_->sentence_.normalize; }
+const WordPiece& Embedder::tokenizer() const { return impl_->tokenizer_; }
+const BertConfig& Embedder::config() const { return impl_->cfg_; }
+size_t Embedder::compiled_buckets() const { return impl_->exes_.size(); }
+const std::vector<Bucket>& Embedder::buckets_used() const { return impl_->used_; }
 
 }  // namespace rlx

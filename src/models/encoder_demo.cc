@@ -5,6 +5,19 @@
 namespace rlx {
 
 Graph build_encoder_demo(const EncoderShape& s) {
+  auto in = [](const char* what, int v, int lo, int hi) {
+    RLX_CHECK(v >= lo && v <= hi, "encoder demo: " << what << " " << v << " is outside [" << lo << ", " << hi << "]");
+  };
+  in("layers", s.layers, 0, 1024);
+  in("hidden", s.hidden, 1, 1 << 16);
+  in("heads", s.heads, 1, s.hidden);
+  in("ffn", s.ffn, 1, 1 << 18);
+  in("vocab", s.vocab, 1, 1 << 22);
+  in("max_positions", s.max_positions, 1, 1 << 16);
+  in("batch", s.batch, 1, 1 << 20);
+  in("seq", s.seq, 1, 1 << 20);
+  RLX_CHECK(s.hidden % s.heads == 0,
+            "encoder demo: hidden " << s.hidden << " is not a multiple of heads " << s.heads);
   Graph g;
   const int64_t B = s.batch, S = s.seq, H = s.hidden, F = s.ffn;
   const DType dt = s.dtype;

@@ -1,12 +1,20 @@
 // Hugging Face model-directory configs: config.json for BERT-family encoders
 // and the sentence-transformers files (modules.json, pooling, normalize).
 #pragma once
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "rlx/enums.h"
 
 namespace rlx {
+
+// The largest sizes a config may give: far above any BERT-family model, low
+// enough that a hostile config fails at once instead of building for hours.
+struct BertLimits {
+  int vocab = 1 << 22, hidden = 1 << 16, layers = 1024, heads = 1024, intermediate = 1 << 18,
+      positions = 1 << 16, type_vocab = 1 << 16;
+};
 
 struct BertConfig {
   std::string model_type;
@@ -25,8 +33,9 @@ struct BertConfig {
 };
 
 // Reads <dir>/config.json (or the file itself). Throws rlx::Error naming the
-// file for a missing file, bad JSON, inconsistent sizes or a model that is
-// not a BERT encoder.
+// file and field for a missing file, bad JSON, a value of the wrong type, a
+// size outside BertLimits, inconsistent sizes or a model that is not a BERT
+// encoder.
 BertConfig load_bert_config(const std::string& dir_or_file);
 
 enum class Pooling { Mean, Cls };
@@ -42,5 +51,11 @@ struct SentenceConfig {
 // sentence_bert_config.json when present; without modules.json the defaults
 // (mean pooling, no normalization) apply.
 SentenceConfig load_sentence_config(const std::string& dir);
+
+// dir / rel for a path named inside a model file, refused (rlx::Error
+// starting with `where`) when it is absolute, climbs with "..", or is a
+// folder whose real location is outside dir.
+std::filesystem::path confined_path(const std::filesystem::path& dir, const std::string& rel,
+                                    const std::string& where);
 
 }  // namespace rlx

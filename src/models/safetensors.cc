@@ -10,7 +10,9 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 
+#include "models/json_read.h"
 #include "rlx/error.h"
 
 namespace rlx {
@@ -78,65 +80,75 @@ void SafetensorsFile::parse_header(uint64_t header_len) {
   data_start_ = 8 + header_len;
   const char* text = reinterpret_cast<const char*>(map_ + 8);
   nlohmann::json header;
+  // The parser keeps the last of two equal keys; a tensor named twice is an error instead.
+  std::set<std::string> seen;
+  std::string twice;
+  auto note_key = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string() &&
+        !seen.insert(parsed.get<std::string>()).second && twice.empty())
+      twice = parsed.get<std::string>();
+    return true;
+  };
   try {
-    header = nlohmann::json::parse(text, text + header_len);
+    header = nlohmann::json::parse(text, text + header_len, note_key);
   } catch (const nlohmann::json::exception& e) {
     RLX_FAIL("safetensors: '" << path_ << "' has a corrupt JSON header: " << e.what());
   }
+  RLX_CHECK(twice.empty(), "safetensors: '" << path_ << "': tensor '" << twice << "' is named twice in the header");
   RLX_CHECK(header.is_object(), "safetensors: '" << path_ << "': header is not a JSON object");
 
   const uint64_t data_size = size_ - data_start_;
-  for (auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") continue;
-    auto where = [&] { return "safetensors: '" + path_ + "', tensor '" + name + "': "; };
-    RLX_CHECK(entry.is_object() && entry.contains("dtype") && entry.contains("shape") &&
-                  entry.contains("data_offsets"),
-              where() << "entry needs dtype, shape and data_offsets");
+  JsonField top(header, path_);
+  top.for_each_member([&](const std::string& name, const JsonField& entry) {
+    if (name == "__metadata__") return;
+    const std::string where = "safetensors: '" + path_ + "', tensor '" + name + "': ";
+    RLX_CHECK(entry.json().is_object() && entry.has("dtype") && entry.has("shape") &&
+                  entry.has("data_offsets"),
+              where << "entry needs dtype, shape and data_offsets");
     SafetensorInfo info;
     try {
-      info.dtype_name = entry["dtype"].get<std::string>();
-      auto offs = entry["data_offsets"].get<std::vector<uint64_t>>();
-      RLX_CHECK(offs.size() == 2, where() << "data_offsets must have two entries");
-      info.begin = offs[0];
-      info.end = offs[1];
-      for (const auto& d : entry["shape"]) {
-        RLX_CHECK(d.is_number_unsigned(), where() << "shape dims must be non-negative integers");
-        info.shape.push_back(int64_t(d.get<uint64_t>()));
-      }
-    } catch (const nlohmann::json::exception& e) {
-      RLX_FAIL(where() << "malformed entry: " << e.what());
+      info.dtype_name = entry.at("dtype").string();
+      JsonField offs = entry.at("data_offsets");
+      RLX_CHECK(offs.size() == 2, where << "data_offsets must have two entries");
+      info.begin = uint64_t(offs.at(0).integer(0));
+      info.end = uint64_t(offs.at(1).integer(0));
+      JsonField shape = entry.at("shape");
+      for (size_t i = 0; i < shape.size(); ++i) info.shape.push_back(shape.at(i).integer(0));
+    } catch (const Error& e) {
+      RLX_FAIL(where << "malformed entry: " << e.what());
     }
     RLX_CHECK(info.begin <= info.end && info.end <= data_size,
-              where() << "data offsets [" << info.begin << ", " << info.end
-                      << ") lie outside the data section of " << data_size << " bytes");
+              where << "data offsets [" << info.begin << ", " << info.end
+                    << ") lie outside the data section of " << data_size << " bytes");
     info.supported = parse_dtype(info.dtype_name, info.dtype);
     uint64_t elem = info.supported ? dtype_size(info.dtype) : other_dtype_size(info.dtype_name);
     if (elem) {
       uint64_t count = 1;
       for (int64_t d : info.shape) {
         RLX_CHECK(d == 0 || count <= std::numeric_limits<uint64_t>::max() / uint64_t(d),
-                  where() << "shape overflows");
+                  where << "shape overflows");
         count *= uint64_t(d);
       }
       RLX_CHECK(count <= (info.end - info.begin) / elem && count * elem == info.end - info.begin,
-                where() << "shape " << shape_str(info.shape) << " of " << info.dtype_name << " needs "
-                        << "a different byte size than its offsets give (" << info.end - info.begin
-                        << " bytes)");
+                where << "shape " << shape_str(info.shape) << " of " << info.dtype_name << " needs "
+                      << "a different byte size than its offsets give (" << info.end - info.begin
+                      << " bytes)");
     }
     tensors_.emplace(name, std::move(info));
-  }
+  });
 
-  // No two tensors may share bytes.
+  // No two tensors may share bytes: sorted by start, each must begin after
+  // the furthest end so far (empty tensors hold no bytes).
   std::vector<std::pair<const std::string*, const SafetensorInfo*>> order;
-  for (auto& [n, t] : tensors_) order.push_back({&n, &t});
+  for (const auto& kv : tensors_)
+    if (kv.second.begin != kv.second.end) order.push_back({&kv.first, &kv.second});
   std::sort(order.begin(), order.end(),
-            [](auto& a, auto& b) { return a.second->begin < b.second->begin; });
-  for (size_t i = 1; i < order.size(); ++i) {
-    const auto* prev = order[i - 1].second;
-    const auto* cur = order[i].second;
-    RLX_CHECK(cur->begin >= prev->end || cur->begin == cur->end || prev->begin == prev->end,
-              "safetensors: '" << path_ << "': tensors '" << *order[i - 1].first << "' and '"
+            [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
+  for (size_t i = 1, furthest = 0; i < order.size(); ++i) {
+    RLX_CHECK(order[i].second->begin >= order[furthest].second->end,
+              "safetensors: '" << path_ << "': tensors '" << *order[furthest].first << "' and '"
                                << *order[i].first << "' overlap");
+    if (order[i].second->end > order[furthest].second->end) furthest = i;
   }
 }
 
@@ -151,7 +163,7 @@ const SafetensorInfo& SafetensorsFile::info(const std::string& name) const {
 
 std::vector<std::string> SafetensorsFile::names() const {
   std::vector<std::string> out;
-  for (auto& [n, t] : tensors_) out.push_back(n);
+  for (const auto& kv : tensors_) out.push_back(kv.first);
   return out;
 }
 
@@ -166,7 +178,7 @@ std::vector<float> SafetensorsFile::to_f32(const std::string& name) const {
   size_t n = raw.size() / dtype_size(t.dtype);
   std::vector<float> out(n);
   if (t.dtype == DType::F32) {
-    std::memcpy(out.data(), raw.data(), raw.size());  // the mapping may be unaligned
+    if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());  // an empty vector's data() may be null  // the mapping may be unaligned
     return out;
   }
   for (size_t i = 0; i < n; ++i) {

@@ -111,7 +111,12 @@ Executable::Executable(std::unique_ptr<Schedule> s, std::unique_ptr<BackendExecu
     : schedule_(std::move(s)), backend_(std::move(be)), report_(std::move(r)),
       param_set_(schedule_->param_bindings.size(), false), opts_(std::move(opts)) {}
 
+std::mutex& Executable::run_mutex() const {
+  return opts_.arena_share ? opts_.arena_share->run_mutex() : own_mutex_;
+}
+
 void Executable::share_params_with(const Executable& other) {
+  std::lock_guard<std::mutex> lock(run_mutex());
   RLX_CHECK(opts_.arena_share && opts_.arena_share == other.opts_.arena_share,
             "share_params_with: the executables were not compiled with one arena share");
   // compile() checked that both lay out their params identically.
@@ -121,6 +126,7 @@ void Executable::share_params_with(const Executable& other) {
 Executable::~Executable() = default;
 
 void Executable::set_param(const std::string& name, const HostTensor& t) {
+  std::lock_guard<std::mutex> lock(run_mutex());
   for (size_t i = 0; i < schedule_->param_bindings.size(); ++i) {
     const Binding& b = schedule_->param_bindings[i];
     if (b.name != name) continue;
@@ -202,6 +208,7 @@ std::map<std::string, HostTensor> empty_outputs(const Schedule& s, std::vector<v
 }  // namespace
 
 std::map<std::string, HostTensor> Executable::run(const std::map<std::string, HostTensor>& inputs) {
+  std::lock_guard<std::mutex> lock(run_mutex());
   std::vector<const void*> in = check_inputs(inputs);
   std::vector<void*> ptrs;
   auto out = empty_outputs(*schedule_, ptrs);
@@ -210,10 +217,12 @@ std::map<std::string, HostTensor> Executable::run(const std::map<std::string, Ho
 }
 
 uint64_t Executable::submit(const std::map<std::string, HostTensor>& inputs) {
+  std::lock_guard<std::mutex> lock(run_mutex());
   return backend_->submit(check_inputs(inputs));
 }
 
 std::map<std::string, HostTensor> Executable::wait(uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(run_mutex());
   std::vector<void*> ptrs;
   auto out = empty_outputs(*schedule_, ptrs);
   backend_->wait(ticket, ptrs);

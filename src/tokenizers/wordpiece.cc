@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
+#include "models/json_read.h"
 #include "rlx/error.h"
 
 namespace rlx {
@@ -117,6 +119,16 @@ size_t Encoding::tokens() const {
 WordPiece::WordPiece(std::unordered_map<std::string, int32_t> vocab, WordPieceOptions opts,
                      std::vector<std::string> special_tokens)
     : vocab_(std::move(vocab)), opts_(std::move(opts)) {
+  RLX_CHECK(opts_.max_input_chars_per_word >= 1 && opts_.max_input_chars_per_word <= kMaxWordChars,
+            "wordpiece: max_input_chars_per_word " << opts_.max_input_chars_per_word
+                                                   << " is outside [1, " << kMaxWordChars << "]");
+  for (const auto& [tok, id] : vocab_) {
+    RLX_CHECK(id >= 0, "wordpiece: token '" << tok << "' has the negative id " << id);
+    max_id_ = std::max(max_id_, id);
+    size_t chars = 0;
+    for (unsigned char c : tok) chars += (c & 0xC0) != 0x80;  // UTF-8 lead bytes
+    longest_piece_ = std::max(longest_piece_, chars);
+  }
   unk_id_ = id_of(opts_.unk);
   cls_id_ = id_of(opts_.cls);
   sep_id_ = id_of(opts_.sep);
@@ -127,11 +139,13 @@ WordPiece::WordPiece(std::unordered_map<std::string, int32_t> vocab, WordPieceOp
             "wordpiece: vocabulary lacks '" << opts_.cls << "' or '" << opts_.sep << "'");
   for (const auto& s : special_tokens) {
     int32_t id = id_of(s);
-    if (id >= 0 && !s.empty()) specials_.push_back({decode_utf8(s), id});
+    if (id < 0 || s.empty()) continue;
+    std::u32string u = decode_utf8(s);
+    RLX_CHECK(u.size() <= kMaxSpecialChars, "wordpiece: added token '" << s.substr(0, 32) << "...' is "
+                                                << u.size() << " characters long, more than "
+                                                << kMaxSpecialChars);
+    specials_.add(u, id);
   }
-  // Longest first, so a special token that prefixes another never wins.
-  std::sort(specials_.begin(), specials_.end(),
-            [](auto& a, auto& b) { return a.first.size() > b.first.size(); });
 }
 
 int32_t WordPiece::id_of(const std::string& token) const {
@@ -149,85 +163,84 @@ WordPiece WordPiece::from_dir(const std::string& dir) {
 }
 
 WordPiece WordPiece::from_tokenizer_json(const std::string& path) {
-  std::ifstream in(path);
-  RLX_CHECK(in, "wordpiece: cannot open '" << path << "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    RLX_FAIL("wordpiece: '" << path << "' is not valid JSON: " << e.what());
-  }
+  nlohmann::json doc = read_json_file(path);
+  JsonField j(doc, path);
+  j.object();
   WordPieceOptions o;
   std::unordered_map<std::string, int32_t> vocab;
   std::vector<std::string> specials;
-  try {
-    const auto& model = j.at("model");
-    std::string type = model.value("type", std::string());
-    RLX_CHECK(type == "WordPiece", "wordpiece: '" << path << "' holds a '" << type
-                                                  << "' model, not WordPiece");
-    for (auto& [tok, id] : model.at("vocab").items()) vocab.emplace(tok, id.get<int32_t>());
-    o.unk = model.value("unk_token", o.unk);
-    o.continuing_prefix = model.value("continuing_subword_prefix", o.continuing_prefix);
-    o.max_input_chars_per_word = model.value("max_input_chars_per_word", o.max_input_chars_per_word);
-    if (j.contains("normalizer") && j["normalizer"].is_object()) {
-      const auto& n = j["normalizer"];
-      RLX_CHECK(n.value("type", std::string()) == "BertNormalizer",
-                "wordpiece: '" << path << "': only the BertNormalizer is supported");
-      o.clean_text = n.value("clean_text", true);
-      o.handle_chinese_chars = n.value("handle_chinese_chars", true);
-      o.lowercase = n.value("lowercase", true);
-      // strip_accents null follows lowercase, as in BERT.
-      o.strip_accents = n.contains("strip_accents") && n["strip_accents"].is_boolean()
-                            ? n["strip_accents"].get<bool>()
-                            : o.lowercase;
-    }
-    if (j.contains("added_tokens") && j["added_tokens"].is_array())
-      for (const auto& t : j["added_tokens"]) specials.push_back(t.at("content").get<std::string>());
-    if (j.contains("padding") && j["padding"].is_object())
-      o.pad = j["padding"].value("pad_token", o.pad);
-  } catch (const nlohmann::json::exception& e) {
-    RLX_FAIL("wordpiece: '" << path << "': " << e.what());
+  JsonField model = j.at("model").object();
+  std::string type = model.string_or("type", "");
+  RLX_CHECK(type == "WordPiece", "wordpiece: '" << path << "' holds a '" << type
+                                                << "' model, not WordPiece");
+  model.at("vocab").for_each_member([&](const std::string& tok, const JsonField& id) {
+    vocab.emplace(tok, int32_t(id.integer(0, std::numeric_limits<int32_t>::max() - 1)));
+  });
+  o.unk = model.string_or("unk_token", o.unk);
+  o.continuing_prefix = model.string_or("continuing_subword_prefix", o.continuing_prefix);
+  o.max_input_chars_per_word =
+      int(model.integer_or("max_input_chars_per_word", o.max_input_chars_per_word, 1, kMaxWordChars));
+  if (j.has("normalizer")) {
+    JsonField n = j.at("normalizer").object();
+    RLX_CHECK(n.string_or("type", "") == "BertNormalizer",
+              "wordpiece: '" << path << "': only the BertNormalizer is supported");
+    o.clean_text = n.boolean_or("clean_text", true);
+    o.handle_chinese_chars = n.boolean_or("handle_chinese_chars", true);
+    o.lowercase = n.boolean_or("lowercase", true);
+    // strip_accents null follows lowercase, as in BERT.
+    o.strip_accents = n.boolean_or("strip_accents", o.lowercase);
   }
-  return WordPiece(std::move(vocab), o, specials);
+  if (j.has("added_tokens")) {
+    JsonField added = j.at("added_tokens");
+    for (size_t i = 0; i < added.size(); ++i) specials.push_back(added.at(i).at("content").string());
+  }
+  if (j.has("padding")) o.pad = j.at("padding").object().string_or("pad_token", o.pad);
+  try {
+    return WordPiece(std::move(vocab), o, specials);
+  } catch (const Error& e) {
+    RLX_FAIL("'" << path << "': " << e.what());
+  }
 }
 
 WordPiece WordPiece::from_vocab_txt(const std::string& vocab_path, const std::string& config_path) {
+  std::error_code ec;
+  RLX_CHECK(fs::is_regular_file(vocab_path, ec), "wordpiece: '" << vocab_path << "' is not a regular file");
   std::ifstream in(vocab_path);
   RLX_CHECK(in, "wordpiece: cannot open '" << vocab_path << "'");
   std::unordered_map<std::string, int32_t> vocab;
   std::string line;
   int32_t id = 0;
   while (std::getline(in, line)) {
+    RLX_CHECK(id < std::numeric_limits<int32_t>::max(), "wordpiece: '" << vocab_path << "' has too many lines");
     if (!line.empty() && line.back() == '\r') line.pop_back();
     vocab.emplace(line, id++);
   }
   WordPieceOptions o;
   if (!config_path.empty()) {
-    std::ifstream cin(config_path);
-    RLX_CHECK(cin, "wordpiece: cannot open '" << config_path << "'");
-    try {
-      nlohmann::json c = nlohmann::json::parse(cin);
-      o.lowercase = c.value("do_lower_case", true);
-      o.handle_chinese_chars = c.value("tokenize_chinese_chars", true);
-      o.strip_accents = c.contains("strip_accents") && c["strip_accents"].is_boolean()
-                            ? c["strip_accents"].get<bool>()
-                            : o.lowercase;
-      for (auto* key : {"unk_token", "cls_token", "sep_token", "pad_token"}) {
-        if (!c.contains(key) || !c[key].is_string()) continue;
-        std::string v = c[key].get<std::string>();
-        std::string k = key;
-        (k == "unk_token" ? o.unk : k == "cls_token" ? o.cls : k == "sep_token" ? o.sep : o.pad) = v;
-      }
-    } catch (const nlohmann::json::exception& e) {
-      RLX_FAIL("wordpiece: '" << config_path << "': " << e.what());
+    nlohmann::json doc = read_json_file(config_path);
+    JsonField c(doc, config_path);
+    c.object();
+    o.lowercase = c.boolean_or("do_lower_case", true);
+    o.handle_chinese_chars = c.boolean_or("tokenize_chinese_chars", true);
+    o.strip_accents = c.boolean_or("strip_accents", o.lowercase);
+    for (auto* key : {"unk_token", "cls_token", "sep_token", "pad_token"}) {
+      // Newer files write special tokens as objects; those keep the defaults.
+      if (!c.has(key) || !c.at(key).json().is_string()) continue;
+      std::string v = c.at(key).string();
+      std::string k = key;
+      (k == "unk_token" ? o.unk : k == "cls_token" ? o.cls : k == "sep_token" ? o.sep : o.pad) = v;
     }
   }
   std::vector<std::string> specials = {o.pad, o.unk, o.cls, o.sep, "[MASK]"};
-  return WordPiece(std::move(vocab), o, specials);
+  try {
+    return WordPiece(std::move(vocab), o, specials);
+  } catch (const Error& e) {
+    RLX_FAIL("'" << vocab_path << "': " << e.what());
+  }
 }
 
 void WordPiece::word_piece(const std::u32string& word, std::vector<int32_t>& out) const {
-  if (int(word.size()) > opts_.max_input_chars_per_word) {
+  if (word.size() > size_t(opts_.max_input_chars_per_word)) {
     out.push_back(unk_id_);
     return;
   }
@@ -243,7 +256,8 @@ void WordPiece::word_piece(const std::u32string& word, std::vector<int32_t>& out
   std::string piece;
   while (start < word.size()) {
     int32_t found = -1;
-    size_t end = word.size();
+    // No vocabulary entry is longer than longest_piece_, so longer candidates cannot match.
+    size_t end = std::min(word.size(), start + longest_piece_);
     for (; end > start; --end) {
       piece.clear();
       if (start > 0) piece = opts_.continuing_prefix;
@@ -261,87 +275,92 @@ void WordPiece::word_piece(const std::u32string& word, std::vector<int32_t>& out
   }
 }
 
-void WordPiece::tokenize_plain(std::u32string_view text, std::vector<int32_t>& out) const {
-  // Normalize.
-  std::u32string norm;
-  norm.reserve(text.size());
-  for (char32_t c : text) {
-    if (opts_.clean_text) {
-      if (c == 0 || c == 0xFFFD || is_control(c)) continue;
-      if (is_whitespace(c)) c = U' ';
-    }
-    if (opts_.handle_chinese_chars && is_chinese_char(c)) {
-      norm.push_back(U' ');
-      norm.push_back(c);
-      norm.push_back(U' ');
-    } else {
-      norm.push_back(c);
-    }
+// BERT normalization of one code point (clean text, CJK spacing, accent
+// stripping, lowercasing): each step maps code points independently.
+void WordPiece::normalize(char32_t c, std::u32string& out) const {
+  if (opts_.clean_text) {
+    if (c == 0 || c == 0xFFFD || is_control(c)) return;
+    if (is_whitespace(c)) c = U' ';
   }
-  if (opts_.strip_accents) {
-    std::u32string d;
-    for (char32_t c : norm) decompose(c, d);
-    norm.clear();
-    for (char32_t c : d)
-      if (category(c) != UTF8PROC_CATEGORY_MN) norm.push_back(c);
-  }
-  if (opts_.lowercase) {
-    std::u32string l;
-    l.reserve(norm.size());
-    for (char32_t c : norm) lowercase(c, l);
-    norm = std::move(l);
-  }
-  // Split on whitespace; each punctuation char is a word of its own.
-  std::u32string word;
-  auto flush = [&] {
-    if (!word.empty()) word_piece(word, out);
-    word.clear();
-  };
-  for (char32_t c : norm) {
-    if (is_whitespace(c)) {
-      flush();
-    } else if (is_punctuation(c)) {
-      flush();
-      word.push_back(c);
-      flush();
-    } else {
-      word.push_back(c);
+  char32_t spaced[3] = {U' ', c, U' '};
+  bool cjk = opts_.handle_chinese_chars && is_chinese_char(c);
+  std::u32string d;
+  for (char32_t x : cjk ? std::u32string_view(spaced, 3) : std::u32string_view(&c, 1)) {
+    d.clear();
+    if (opts_.strip_accents) decompose(x, d);
+    else d.push_back(x);
+    for (char32_t y : d) {
+      if (opts_.strip_accents && category(y) == UTF8PROC_CATEGORY_MN) continue;
+      if (opts_.lowercase) lowercase(y, out);
+      else out.push_back(y);
     }
   }
-  flush();
 }
 
-std::vector<int32_t> WordPiece::tokenize(std::string_view text) const {
-  std::u32string s = decode_utf8(text);
-  std::vector<int32_t> out;
-  // Special tokens are found in the raw text, leftmost first.
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t best = std::u32string::npos;
-    const std::pair<std::u32string, int32_t>* which = nullptr;
-    for (const auto& sp : specials_) {
-      size_t at = s.find(sp.first, pos);
-      if (at < best) {  // ties keep the longer token (sorted first)
-        best = at;
-        which = &sp;
+bool WordPiece::tokenize_plain(std::u32string_view text, size_t limit, std::vector<int32_t>& out) const {
+  // Split on whitespace; each punctuation char is a word of its own. A word
+  // longer than max_input_chars_per_word is [UNK] whatever its content, so
+  // only one char past the limit is kept.
+  std::u32string word, norm;
+  bool word_too_long = false;
+  auto flush = [&] {
+    if (word_too_long) out.push_back(unk_id_);
+    else if (!word.empty()) word_piece(word, out);
+    word.clear();
+    word_too_long = false;
+    return out.size() < limit;
+  };
+  for (char32_t raw : text) {
+    norm.clear();
+    normalize(raw, norm);
+    for (char32_t c : norm) {
+      if (is_whitespace(c)) {
+        if (!flush()) return false;
+      } else if (is_punctuation(c)) {
+        if (!flush()) return false;
+        word.push_back(c);
+        if (!flush()) return false;
+      } else if (word.size() < size_t(opts_.max_input_chars_per_word)) {
+        word.push_back(c);
+      } else {
+        word_too_long = true;
       }
     }
-    if (!which) {
-      tokenize_plain(std::u32string_view(s).substr(pos), out);
-      break;
-    }
-    tokenize_plain(std::u32string_view(s).substr(pos, best - pos), out);
-    out.push_back(which->second);
-    pos = best + which->first.size();
   }
+  return flush();
+}
+
+std::vector<int32_t> WordPiece::tokenize(std::string_view text, size_t limit) const {
+  std::u32string s = decode_utf8(text);
+  std::u32string_view v(s);
+  std::vector<int32_t> out;
+  if (limit == 0) return out;
+  // Special tokens are found in the raw text, leftmost-longest; the text
+  // between them is tokenized normally.
+  size_t plain = 0;
+  for (size_t pos = 0; pos < v.size();) {
+    auto [len, id] = specials_.empty() ? std::pair<size_t, int32_t>{0, -1} : specials_.longest_at(v, pos);
+    if (len == 0) {
+      ++pos;
+      continue;
+    }
+    if (!tokenize_plain(v.substr(plain, pos - plain), limit, out)) return out;
+    out.push_back(id);
+    if (out.size() >= limit) return out;
+    pos += len;
+    plain = pos;
+  }
+  tokenize_plain(v.substr(plain), limit, out);
   return out;
 }
 
 Encoding WordPiece::encode(std::string_view text, int max_len) const {
   RLX_CHECK(max_len >= 2, "wordpiece: max_len " << max_len << " leaves no room for [CLS] and [SEP]");
-  std::vector<int32_t> toks = tokenize(text);
-  if (toks.size() > size_t(max_len - 2)) toks.resize(size_t(max_len - 2));
+  const size_t room = size_t(max_len - 2);
+  std::vector<int32_t> toks = tokenize(text, room + 1);  // one more shows whether any were dropped
   Encoding e;
+  e.truncated = toks.size() > room;
+  if (e.truncated) toks.resize(room);
   e.ids.reserve(toks.size() + 2);
   e.ids.push_back(cls_id_);
   e.ids.insert(e.ids.end(), toks.begin(), toks.end());

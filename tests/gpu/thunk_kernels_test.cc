@@ -2,7 +2,10 @@
 // against double-precision references on random data of odd sizes.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
+#include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/kernels.h"
 #include "gpu/gpu_harness.h"
 
@@ -42,7 +45,11 @@ class ThunkKernels : public ::testing::TestWithParam<Param> {
       EXPECT_EQ(cu.schedule_string(), std::string(n, '+'));
       int sum = 0;
       for (size_t i = 0; i < n; ++i) {
-        if (s.thunks[i].kind() != ThunkKind::MatMul) EXPECT_EQ(cu.thunk_kernel_nodes()[i], 1) << s.thunks[i].label;
+        // Library-backed thunks (cuBLASLt matmul; cuDNN attention, which adds a
+        // mask-to-bias kernel before and a fully-masked-row fix after) may
+        // record several kernels; every other thunk is exactly one.
+        const bool library = s.thunks[i].kind() == ThunkKind::MatMul || s.thunks[i].kind() == ThunkKind::Attention;
+        if (!library) EXPECT_EQ(cu.thunk_kernel_nodes()[i], 1) << s.thunks[i].label;
         else EXPECT_GE(cu.thunk_kernel_nodes()[i], 1) << s.thunks[i].label;
         sum += cu.thunk_kernel_nodes()[i];
       }
@@ -338,7 +345,7 @@ struct Att {
   const char* variant = nullptr;  // the kernel expected to serve the case, when given
 };
 
-void attention_case(ThunkKernels& t, DType dt, const Att& a) {
+void attention_case_once(ThunkKernels& t, DType dt, const Att& a) {
   Case c;
   AttentionParams p{};
   p.batch = a.batch; p.sq = a.sq; p.skv = a.skv;
@@ -407,6 +414,26 @@ void attention_case(ThunkKernels& t, DType dt, const Att& a) {
   t.check(c, ref, 3.0, {a.packed ? "qkv" : "q"});
 }
 
+// Each case runs on rlx's own kernels (RLX_ATTENTION=own) and then on the
+// default choice, which must be cuDNN wherever cuDNN can take the problem:
+// f16/bf16, head_dim a multiple of 8, 16-byte aligned rows.
+void attention_case(ThunkKernels& t, DType dt, const Att& a) {
+  const bool eligible = cuda::cudnn_attention_built() && dt != DType::F32 && a.d % 8 == 0 &&
+                        (!a.packed || a.aligned_rows);
+  for (const char* path : {"own", "auto"}) {
+    SCOPED_TRACE(std::string("RLX_ATTENTION=") + path);
+    setenv("RLX_ATTENTION", path, 1);
+    const auto before = cuda::attention_path_counts();
+    attention_case_once(t, dt, a);
+    const auto after = cuda::attention_path_counts();
+    const bool cudnn_ran = after.cudnn > before.cudnn, own_ran = after.own > before.own;
+    const bool want_cudnn = eligible && std::string(path) == "auto";
+    EXPECT_EQ(cudnn_ran, want_cudnn);
+    EXPECT_EQ(own_ran, !want_cudnn);
+  }
+  unsetenv("RLX_ATTENTION");
+}
+
 TEST_P(ThunkKernels, AttentionPackedBertShape) { attention_case(*this, dt(), {2, 33, 33, 4, 4, 64, MaskKind::None, true}); }
 TEST_P(ThunkKernels, AttentionPaddingMaskFullyMaskedRow) { attention_case(*this, dt(), {3, 17, 17, 2, 2, 64, MaskKind::Padding, true}); }
 TEST_P(ThunkKernels, AttentionCausalGqaDecodeAlign) { attention_case(*this, dt(), {2, 7, 70, 4, 2, 128, MaskKind::Causal, false}); }
@@ -428,6 +455,17 @@ TEST_P(ThunkKernels, AttentionShort257KeysDim128) {
 }
 TEST_P(ThunkKernels, AttentionShort129KeysDim128) { attention_case(*this, dt(), {2, 3, 129, 2, 1, 128, MaskKind::None, false, false, "short"}); }
 TEST_P(ThunkKernels, AttentionGeneralLongKeys) { attention_case(*this, dt(), {3, 3, 1100, 2, 2, 64, MaskKind::Padding, false, false, "general"}); }
+// Shapes the fused path meets in real models: BERT rows (packed QKV, padding
+// of different lengths per batch), one token, odd lengths around the tiles,
+// grouped-query 6:2 and 32:4 with causal masks, head_dim 64 and 128.
+TEST_P(ThunkKernels, AttentionBertPackedPadding128) { attention_case(*this, dt(), {4, 128, 128, 12, 12, 64, MaskKind::Padding, true, true}); }
+TEST_P(ThunkKernels, AttentionOneToken) { attention_case(*this, dt(), {2, 1, 1, 4, 4, 64, MaskKind::Padding, false}); }
+TEST_P(ThunkKernels, AttentionOdd77Padding) { attention_case(*this, dt(), {3, 77, 77, 6, 6, 64, MaskKind::Padding, true, true}); }
+TEST_P(ThunkKernels, AttentionGqa6to2Causal129) { attention_case(*this, dt(), {2, 129, 129, 6, 2, 64, MaskKind::Causal, false}); }
+TEST_P(ThunkKernels, AttentionGqa32to4Causal130) { attention_case(*this, dt(), {1, 130, 130, 32, 4, 128, MaskKind::Causal, false}); }
+TEST_P(ThunkKernels, AttentionCausal513) { attention_case(*this, dt(), {1, 513, 513, 4, 2, 64, MaskKind::Causal, false}); }
+TEST_P(ThunkKernels, AttentionDecodeRowGqa32to4) { attention_case(*this, dt(), {2, 1, 300, 32, 4, 128, MaskKind::Causal, false}); }
+TEST_P(ThunkKernels, AttentionPadding513) { attention_case(*this, dt(), {2, 513, 513, 2, 2, 64, MaskKind::Padding, false}); }
 
 // ---- rope / gather / reduce ------------------------------------------------
 

@@ -155,6 +155,24 @@ TEST_P(CpuAttention, FusedQkvBuffer) {
   expect_close(h.result("out"), reference_attention(p, qkv, qkv, qkv, {}), tolerance(dt), "attention fused qkv");
 }
 
+// More query rows than one block of the blocked kernel (32), odd sizes, each
+// mask kind: blocks after the first must see the right keys.
+TEST_P(CpuAttention, ManyRowBlocksOddSizes) {
+  auto r = run_attention({2, 77, 77, 3, 3, 40, MaskKind::None}, GetParam(), 850);
+  expect_close(r.got, r.ref, tolerance(GetParam()), "attention 77 rows");
+  r = run_attention({1, 69, 101, 4, 2, 24, MaskKind::Causal}, GetParam(), 851);
+  expect_close(r.got, r.ref, tolerance(GetParam()), "attention causal 69 x 101");
+  r = run_attention({1, 101, 69, 2, 1, 8, MaskKind::Causal}, GetParam(), 852);
+  expect_close(r.got, r.ref, tolerance(GetParam()), "attention causal 101 x 69 (first rows see no key)");
+  for (size_t e = 0; e < size_t(32 * 2 * 8); ++e) ASSERT_EQ(r.got[e], 0.f) << "element " << e;
+  const int64_t batch = 2, skv = 65;
+  std::vector<int32_t> mask(size_t(batch * skv), 1);
+  for (int64_t j = 40; j < skv; ++j) mask[size_t(j)] = 0;
+  for (int64_t j = 0; j < skv; j += 3) mask[size_t(skv + j)] = 0;
+  r = run_attention({batch, skv, skv, 3, 3, 33, MaskKind::Padding}, GetParam(), 853, mask);
+  expect_close(r.got, r.ref, tolerance(GetParam()), "attention padding 65");
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CpuAttention, ::testing::Values(DType::F32, DType::F16, DType::BF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 

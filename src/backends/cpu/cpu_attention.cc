@@ -1,16 +1,112 @@
-// Scaled dot-product attention, one query row per task: scores over the keys,
-// a stable softmax, then the weighted sum of values. GQA, causal and padding
-// masks; a fully masked row yields zeros.
-#include <omp.h>
-
-#include <cmath>
+// Scaled dot-product attention, blocked: one task is one (batch, head), its
+// keys widened once into K^T [head_dim][skv] and its values into V
+// [skv][head_dim], its queries taken in blocks of 32 rows, so Q.K^T, the softmax and P.V are
+// all loops over contiguous floats that vectorize (no per-key horizontal
+// sums). GQA, causal and padding masks; a fully masked row yields zeros.
+#include <algorithm>
+#include <cstring>
 #include <limits>
 
+#include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
+#include "backends/cpu/cpu_vec_math.h"
 
 namespace rlx::cpu {
 namespace {
+
+constexpr int64_t kRowBlock = 32;  // query rows per task: scores stay in L1/L2
+constexpr float kMasked = -std::numeric_limits<float>::infinity();
+
+// Values of f32x16 never cross a call (the helpers are always inlined), so
+// GCC's note that their calling convention differs by ISA does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+// 16 floats as one value: each RLX_CPU_CLONES variant compiles its arithmetic
+// to that variant's widest vectors (one zmm, two ymm or four xmm).
+using f32x16 = float __attribute__((vector_size(64)));
+RLX_CPU_INLINE f32x16 load16(const float* p) {
+  f32x16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+RLX_CPU_INLINE void store16(float* p, f32x16 v) { std::memcpy(p, &v, sizeof v); }
+
+// c[r][x] = sum_k a[r][k] b[k][x] for a 4 x 32 tile: the tile's sums stay in
+// registers and each row of b is loaded once for the 4 rows of a.
+RLX_CPU_INLINE void tile4x32(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kn, float* c,
+                             int64_t ldc) {
+  f32x16 acc[4][2] = {};
+  for (int64_t k = 0; k < kn; ++k) {
+    const f32x16 b0 = load16(b + k * ldb), b1 = load16(b + k * ldb + 16);
+    for (int r = 0; r < 4; ++r) {
+      const float ar = a[r * lda + k];
+      acc[r][0] += ar * b0;
+      acc[r][1] += ar * b1;
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    store16(c + r * ldc, acc[r][0]);
+    store16(c + r * ldc + 16, acc[r][1]);
+  }
+}
+
+RLX_CPU_INLINE void tile_any(int64_t rows, int64_t cols, const float* a, int64_t lda, const float* b, int64_t ldb,
+                     int64_t kn, float* c, int64_t ldc) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* cr = c + r * ldc;
+    for (int64_t x = 0; x < cols; ++x) cr[x] = 0.f;
+    for (int64_t k = 0; k < kn; ++k) {
+      const float ar = a[r * lda + k];
+      const float* bk = b + k * ldb;
+      for (int64_t x = 0; x < cols; ++x) cr[x] += ar * bk[x];
+    }
+  }
+}
+
+// c (m x n, row length ldc) = a (m x kn) . b (kn x n) in 4 x 32 register tiles.
+RLX_CPU_INLINE void small_gemm(int64_t m, int64_t n, int64_t kn, const float* a, int64_t lda, const float* b,
+                       int64_t ldb, float* c, int64_t ldc) {
+  constexpr int R = 4, C = 32;
+  int64_t i = 0;
+  for (; i + R <= m; i += R) {
+    int64_t x = 0;
+    for (; x + C <= n; x += C) tile4x32(a + i * lda, lda, b + x, ldb, kn, c + i * ldc + x, ldc);
+    if (x < n) tile_any(R, n - x, a + i * lda, lda, b + x, ldb, kn, c + i * ldc + x, ldc);
+  }
+  if (i < m) tile_any(m - i, n, a + i * lda, lda, b, ldb, kn, c + i * ldc, ldc);
+}
+
+// rows x skv scores of q (rows x hd, pre-scaled) against kt (hd x skv), masked
+// (key j of row i is kept when keep[j] != 0 and j <= i + causal_shift), then
+// softmax and .V into out (rows x hd). keep may be null.
+RLX_CPU_CLONES void attend_block(const float* q, const float* kt, const float* v, const int32_t* keep,
+                                 int64_t causal_shift, int64_t rows, int64_t hd, int64_t skv, float* s,
+                                 float* out) {
+  small_gemm(rows, skv, hd, q, hd, kt, skv, s, skv);
+  for (int64_t i = 0; i < rows; ++i) {
+    float* si = s + i * skv;
+    // Keys >= last are causally masked (none when causal_shift >= skv).
+    const int64_t last = std::clamp<int64_t>(i + causal_shift + 1, 0, skv);
+    for (int64_t j = last; j < skv; ++j) si[j] = kMasked;
+    if (keep)
+      for (int64_t j = 0; j < skv; ++j) si[j] = keep[j] != 0 ? si[j] : kMasked;
+    float mx = kMasked;
+    for (int64_t j = 0; j < skv; ++j) mx = si[j] > mx ? si[j] : mx;
+    if (mx == kMasked) {  // every key masked: zero weights give a zero row
+      for (int64_t j = 0; j < skv; ++j) si[j] = 0.f;
+      continue;
+    }
+    float sum = 0.f;
+    for (int64_t j = 0; j < skv; ++j) {  // exp(-inf - mx) is 0: masked keys drop out
+      si[j] = exp_approx(si[j] - mx);
+      sum += si[j];
+    }
+    const float inv = 1.f / sum;  // normalize the weights, not the outputs: hd < skv multiplies
+    for (int64_t j = 0; j < skv; ++j) si[j] *= inv;
+  }
+  small_gemm(rows, hd, skv, s, skv, v, hd, out, hd);
+}
 
 template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
   uint8_t* arena = ctx.arena();
@@ -21,52 +117,41 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
   T* out = at<T>(arena, p.out);
   const int64_t sq = p.sq, skv = p.skv, hd = p.head_dim;
   const int group = p.q_heads / p.kv_heads;
-  // Per-thread buffers: skv scores, then head_dim accumulators.
-  const int64_t per_thread = skv + hd;
-  float* buffers = ctx.scratch(0, size_t(omp_get_max_threads() * per_thread));
-  const int64_t tasks = p.batch * p.q_heads * sq;
-#pragma omp parallel for if (tasks * skv * hd > 16384)
-  for (int64_t task = 0; task < tasks; ++task) {
-    const int64_t i = task % sq;
-    const int64_t h = (task / sq) % p.q_heads;
-    const int64_t b = task / (sq * p.q_heads);
-    const int64_t kvh = h / group;
-    float* scores = buffers + omp_get_thread_num() * per_thread;
-    float* acc = scores + skv;
-    const T* qr = q + (b * sq + i) * p.q_stride + p.q_offset + h * hd;
-    T* o = out + ((b * sq + i) * p.q_heads + h) * hd;
-
-    float mx = -std::numeric_limits<float>::infinity();
+  const int64_t rows = std::min(kRowBlock, sq);
+  // Per worker: K^T, V, the block's scaled queries, scores and outputs.
+  const int threads = run_threads();
+  const int64_t per_worker = 2 * skv * hd + rows * hd + rows * skv + rows * hd;
+  float* buffers = ctx.scratch(0, size_t(threads * per_worker));
+  const int64_t causal_shift = p.mask_kind == MaskKind::Causal ? skv - sq : skv;
+  // One task per (batch, head): its K and V are widened once for all its row blocks.
+  parallel_for_worker(p.batch * p.q_heads, threads, [&](int64_t task, int worker) {
+    float* kt = buffers + worker * per_worker;
+    float* vf = kt + skv * hd;
+    float* qf = vf + skv * hd;
+    float* s = qf + rows * hd;
+    float* of = s + rows * skv;
+    const int64_t h = task % p.q_heads, b = task / p.q_heads, kvh = h / group;
     for (int64_t j = 0; j < skv; ++j) {
-      bool keep = true;
-      if (p.mask_kind == MaskKind::Causal) keep = j <= i + skv - sq;
-      if (mask) keep = mask[b * skv + j] != 0;
-      if (!keep) {
-        scores[j] = -std::numeric_limits<float>::infinity();
-        continue;
-      }
       const T* kr = k + (b * skv + j) * p.k_stride + p.k_offset + kvh * hd;
-      float dot = 0.f;
-      for (int64_t d = 0; d < hd; ++d) dot += to_f32(qr[d]) * to_f32(kr[d]);
-      scores[j] = dot * p.scale;
-      mx = std::fmax(mx, scores[j]);
-    }
-    for (int64_t d = 0; d < hd; ++d) acc[d] = 0.f;
-    if (mx == -std::numeric_limits<float>::infinity()) {  // every key masked
-      for (int64_t d = 0; d < hd; ++d) o[d] = from_f32<T>(0.f);
-      continue;
-    }
-    float sum = 0.f;
-    for (int64_t j = 0; j < skv; ++j) {
-      if (scores[j] == -std::numeric_limits<float>::infinity()) continue;
-      const float w = std::exp(scores[j] - mx);
-      sum += w;
       const T* vr = v + (b * skv + j) * p.v_stride + p.v_offset + kvh * hd;
-      for (int64_t d = 0; d < hd; ++d) acc[d] += w * to_f32(vr[d]);
+      for (int64_t d = 0; d < hd; ++d) {
+        kt[d * skv + j] = to_f32(kr[d]);
+        vf[j * hd + d] = to_f32(vr[d]);
+      }
     }
-    const float inv = 1.f / sum;
-    for (int64_t d = 0; d < hd; ++d) o[d] = from_f32<T>(acc[d] * inv);
-  }
+    for (int64_t i0 = 0; i0 < sq; i0 += rows) {
+      const int64_t n = std::min(rows, sq - i0);
+      for (int64_t i = 0; i < n; ++i) {
+        const T* qr = q + (b * sq + i0 + i) * p.q_stride + p.q_offset + h * hd;
+        for (int64_t d = 0; d < hd; ++d) qf[i * hd + d] = to_f32(qr[d]) * p.scale;
+      }
+      attend_block(qf, kt, vf, mask ? mask + b * skv : nullptr, causal_shift + i0, n, hd, skv, s, of);
+      for (int64_t i = 0; i < n; ++i) {
+        T* o = out + ((b * sq + i0 + i) * p.q_heads + h) * hd;
+        for (int64_t d = 0; d < hd; ++d) o[d] = from_f32<T>(of[i * hd + d]);
+      }
+    }
+  });
 }
 
 }  // namespace

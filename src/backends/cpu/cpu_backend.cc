@@ -1,8 +1,8 @@
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_threads.h"
 
 #include <omp.h>
 
-#include <cblas.h>
 #include <cstdlib>
 #include <cstring>
 
@@ -23,7 +23,7 @@ constexpr uint64_t kArenaAlign = 256;
 class CpuExecutable final : public BackendExecutable {
  public:
   CpuExecutable(const Schedule& s, const CpuRegistry& registry, int threads, std::shared_ptr<ArenaShare> share)
-      : registry_(registry), threads_(threads), share_(share ? std::move(share) : make_arena_share()) {
+      : registry_(registry), threads_(threads > 0 ? threads : default_threads()), share_(share ? std::move(share) : make_arena_share()) {
     arena_bytes_ = s.arena_bytes;
     bool fresh = false;
     auto alloc = [](uint64_t bytes) {
@@ -132,11 +132,6 @@ float* CpuContext::scratch(int slot, size_t n) {
 }
 
 CpuBackend::CpuBackend() {
-#ifdef OPENBLAS_VERSION
-  // Matrix products are split over OpenMP threads (cpu_matmul.cc); each BLAS
-  // call runs on its caller's thread.
-  openblas_set_num_threads(1);
-#endif
 #define X(e, n, P) register_cpu_##n(registry_);
 #include "thunks/thunks.def"
 #undef X

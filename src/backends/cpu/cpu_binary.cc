@@ -1,4 +1,5 @@
 // Elementwise a (op) b with broadcasting strides; out is contiguous.
+#include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
 
@@ -25,14 +26,13 @@ template <class T> void binary(const BinaryParams& p, CpuContext& ctx) {
   const int64_t inner = rank > 0 ? p.shape[rank - 1] : 1;
   const int64_t sa = rank > 0 ? p.stride_a[rank - 1] : 0, sb = rank > 0 ? p.stride_b[rank - 1] : 0;
   const int64_t rows = p.n / inner;
-#pragma omp parallel for if (p.n > 32768)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, p.n > 32768, [&](int64_t r) {
     int64_t oa, ob;
     row_offsets(r, rank, p.shape, p.stride_a, p.stride_b, oa, ob);
     T* o = out + r * inner;
     for (int64_t c = 0; c < inner; ++c)
       o[c] = from_f32<T>(apply(p.op, to_f32(a[oa + c * sa]), to_f32(b[ob + c * sb])));
-  }
+  });
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
 
@@ -28,8 +29,7 @@ void copy(const CopyParams& p, CpuContext& ctx) {
   const int64_t rows = p.n / inner;
   const DType st = p.src_dtype, dt = p.dst_dtype;
   const size_t esize = dtype_size(st);
-#pragma omp parallel for if (p.n > 65536)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, p.n > 65536, [&](int64_t r) {
     int64_t so, d_o;
     row_offsets(r, rank, p.shape, p.src_stride, p.dst_stride, so, d_o);
     if (st == dt) {  // bit-exact, i32 included
@@ -46,7 +46,7 @@ void copy(const CopyParams& p, CpuContext& ctx) {
       for (int64_t c = 0; c < inner; ++c)
         store_from_float(dst, dt, size_t(d_o + c * ds), load_as_float(src, st, size_t(so + c * ss)));
     }
-  }
+  });
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // gives a zero row rather than reading out of bounds.
 #include <cstring>
 
+#include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
 
@@ -14,14 +15,13 @@ void gather(const GatherParams& p, CpuContext& ctx) {
   const int32_t* ids = at<int32_t>(arena, p.ids);
   uint8_t* out = arena + p.out;
   const uint64_t row_bytes = uint64_t(p.row) * dtype_size(p.dtype);
-#pragma omp parallel for if (p.n_ids * p.row > 65536)
-  for (int64_t i = 0; i < p.n_ids; ++i) {
+  parallel_for(p.n_ids, p.n_ids * p.row > 65536, [&](int64_t i) {
     const int32_t id = ids[i];
     if (id >= 0 && id < p.vocab)
       std::memcpy(out + uint64_t(i) * row_bytes, table + uint64_t(id) * row_bytes, row_bytes);
     else
       std::memset(out + uint64_t(i) * row_bytes, 0, row_bytes);  // zero in every dtype
-  }
+  });
 }
 
 }  // namespace

@@ -1,11 +1,10 @@
-// Matrix products through cblas_sgemm. f16/bf16 operands are widened to f32
+// Matrix products through the CPU GEMM (cpu_gemm.h). f16/bf16 operands are widened to f32
 // scratch first; bias and activation run as an epilogue over the output.
-#include <cblas.h>
-#include <omp.h>
-
 #include <algorithm>
 
 #include "backends/cpu/cpu_activation.h"
+#include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
 
@@ -14,66 +13,73 @@ namespace {
 
 // Widens a rows x cols matrix with row length ld into a dense f32 buffer.
 template <class T> void widen(const T* src, int64_t rows, int64_t cols, int64_t ld, float* dst) {
-#pragma omp parallel for if (rows * cols > 16384)
-  for (int64_t r = 0; r < rows; ++r)
+  parallel_for(rows, rows * cols > 16384, [&](int64_t r) {
     for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = to_f32(src[r * ld + c]);
+  });
 }
 
 // out = act(c + bias) for an m x n f32 result c (row length ldc_in).
 template <class T>
 void epilogue(const MatMulParams& p, const float* c, int64_t ldc_in, const T* bias, T* out) {
-#pragma omp parallel for if (p.m * p.n > 16384)
-  for (int64_t i = 0; i < p.m; ++i)
+  parallel_for(p.m, p.m * p.n > 16384, [&](int64_t i) {
     for (int64_t j = 0; j < p.n; ++j) {
       float v = c[i * ldc_in + j];
       if (bias) v += to_f32(bias[j]);
       out[i * p.ldc + j] = from_f32<T>(apply_activation(p.act, v));
     }
+  });
 }
 
-// C = op(A) @ op(B) with BLAS single-threaded per call and the work split
-// over OpenMP threads: one thread pool for every kernel, so BLAS threads never
-// compete with OpenMP threads for the cores. Splits rows of C, or columns
-// when there are too few rows (decode).
-void sgemm(const MatMulParams& p, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-           int64_t ldc) {
-  const auto ta = p.trans_a ? CblasTrans : CblasNoTrans, tb = p.trans_b ? CblasTrans : CblasNoTrans;
-  const int64_t work = p.m * p.n * p.k;
-  const int threads = work < (int64_t(1) << 18) ? 1 : omp_get_max_threads();
-  const bool split_rows = p.m >= 8 * int64_t(threads) || p.m >= p.n;
-  const int64_t extent = split_rows ? p.m : p.n;
-  const int64_t blocks = std::min<int64_t>(threads, extent);
-#pragma omp parallel for num_threads(int(blocks)) if (blocks > 1)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t lo = extent * blk / blocks, len = extent * (blk + 1) / blocks - lo;
-    if (len == 0) continue;
-    if (split_rows) {  // rows lo.. of op(A) and C
-      const float* ab = p.trans_a ? a + lo : a + lo * lda;
-      cblas_sgemm(CblasRowMajor, ta, tb, int(len), int(p.n), int(p.k), 1.f, ab, int(lda), b, int(ldb), 0.f,
-                  c + lo * ldc, int(ldc));
-    } else {  // columns lo.. of op(B) and C
-      const float* bb = p.trans_b ? b + lo * ldb : b + lo;
-      cblas_sgemm(CblasRowMajor, ta, tb, int(p.m), int(len), int(p.k), 1.f, a, int(lda), bb, int(ldb), 0.f,
-                  c + lo, int(ldc));
+// C (+ bias, activation) = op(A) @ op(B) for one batch entry, split over the
+// backend's thread pool into slices of C: each slice is one single-threaded
+// library call, then its bias and activation while the slice is still in
+// cache. The library never starts threads of its own, so nothing competes
+// with the pool for the cores. Columns are split when B is the larger operand
+// (weights: n >= m), so each thread packs only its part of B; splitting rows
+// would have every thread pack all of B (that packing was 40% of matmul time
+// at M = 64 per thread). Slices are a few per thread, handed out dynamically.
+void product_f32(const MatMulParams& p, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                 int64_t ldc, const float* bias) {
+  const bool epilogue = bias || p.act != Activation::None;
+  auto finish = [&](int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
+    if (p.k == 0)  // empty inner product: the library would leave c untouched
+      for (int64_t i = r0; i < r0 + rows; ++i)
+        for (int64_t j = c0; j < c0 + cols; ++j) c[i * ldc + j] = 0.f;
+    if (epilogue)
+      for (int64_t i = r0; i < r0 + rows; ++i)
+        activation_row(p.act, c + i * ldc + c0, bias ? bias + c0 : nullptr, c + i * ldc + c0, cols);
+  };
+  const int64_t work = p.m * p.n * std::max<int64_t>(p.k, 1);
+  const int threads = work < (int64_t(1) << 17) ? 1 : run_threads();
+  const bool split_cols = p.n >= p.m;
+  // Two slices per thread (one when alone): every slice re-packs the other
+  // operand. Column slices are whole 64-byte lines of C (16 floats) so threads
+  // never share one.
+  const int64_t extent = split_cols ? p.n : p.m, align = split_cols ? 16 : 1;
+  const int64_t slices = threads > 1 ? 2 * threads : 1;
+  const int64_t grain = std::max(align, (extent + slices - 1) / slices + align - 1) / align * align;
+  const int64_t units = (extent + grain - 1) / grain;
+  parallel_ranges(units, threads, [&](int64_t u0, int64_t u1, int) {
+    const int64_t lo = std::min(extent, u0 * grain), len = std::min(extent, u1 * grain) - lo;
+    if (len <= 0) return;
+    if (split_cols) {  // columns lo.. of op(B) and C
+      const float* bs = p.trans_b ? b + lo * ldb : b + lo;
+      if (p.k > 0) gemm_f32(p.trans_a, p.trans_b, p.m, len, p.k, a, lda, bs, ldb, c + lo, ldc, 1);
+      finish(0, p.m, lo, len);
+    } else {  // rows lo.. of op(A) and C
+      const float* as = p.trans_a ? a + lo : a + lo * lda;
+      if (p.k > 0) gemm_f32(p.trans_a, p.trans_b, len, p.n, p.k, as, lda, b, ldb, c + lo * ldc, ldc, 1);
+      finish(lo, len, 0, p.n);
     }
-  }
+  });
 }
 
 void matmul_f32(const MatMulParams& p, CpuContext& ctx) {
   uint8_t* arena = ctx.arena();
   const float* bias = p.bias == kNoBuffer ? nullptr : at<float>(arena, p.bias);
-  for (int64_t bi = 0; bi < p.batch; ++bi) {
-    const float* a = at<float>(arena, p.a) + bi * p.stride_a;
-    const float* b = at<float>(arena, p.b) + bi * p.stride_b;
-    float* out = at<float>(arena, p.out) + bi * p.stride_out;
-    if (p.k == 0) {  // empty inner product: BLAS leaves c untouched
-      for (int64_t i = 0; i < p.m; ++i)
-        for (int64_t j = 0; j < p.n; ++j) out[i * p.ldc + j] = 0.f;
-    } else {
-      sgemm(p, a, p.lda, b, p.ldb, out, p.ldc);
-    }
-    if (bias || p.act != Activation::None) epilogue(p, out, p.ldc, bias, out);
-  }
+  for (int64_t bi = 0; bi < p.batch; ++bi)
+    product_f32(p, at<float>(arena, p.a) + bi * p.stride_a, p.lda, at<float>(arena, p.b) + bi * p.stride_b, p.ldb,
+                at<float>(arena, p.out) + bi * p.stride_out, p.ldc, bias);
 }
 
 template <class T> void matmul_widened(const MatMulParams& p, CpuContext& ctx) {
@@ -89,11 +95,9 @@ template <class T> void matmul_widened(const MatMulParams& p, CpuContext& ctx) {
     // A batch stride of 0 broadcasts: widen that operand once.
     if (bi == 0 || p.stride_a != 0) widen(at<T>(arena, p.a) + bi * p.stride_a, a_rows, a_cols, p.lda, a32);
     if (bi == 0 || p.stride_b != 0) widen(at<T>(arena, p.b) + bi * p.stride_b, b_rows, b_cols, p.ldb, b32);
-    if (p.k == 0) {
-      for (int64_t i = 0; i < p.m * p.n; ++i) c32[i] = 0.f;
-    } else {
-      sgemm(p, a32, a_cols, b32, b_cols, c32, p.n);
-    }
+    MatMulParams plain = p;  // the product alone; bias and activation apply while narrowing
+    plain.act = Activation::None;
+    product_f32(plain, a32, a_cols, b32, b_cols, c32, p.n, nullptr);
     epilogue(p, c32, p.n, bias, at<T>(arena, p.out) + bi * p.stride_out);
   }
 }

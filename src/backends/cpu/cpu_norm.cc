@@ -2,8 +2,10 @@
 // add whose sum is also written out (sum_out).
 #include <cmath>
 
+#include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
+#include "backends/cpu/cpu_vec_math.h"
 
 namespace rlx::cpu {
 namespace {
@@ -17,8 +19,7 @@ template <class T> void norm(const NormParams& p, CpuContext& ctx) {
   T* out = at<T>(arena, p.out);
   T* sum_out = p.sum_out == kNoBuffer ? nullptr : at<T>(arena, p.sum_out);
   const int64_t cols = p.cols;
-#pragma omp parallel for if (p.rows * cols > 16384)
-  for (int64_t r = 0; r < p.rows; ++r) {
+  parallel_for(p.rows, p.rows * cols > 16384, [&](int64_t r) {
     const T* xr = x + r * cols;
     const T* rr = res ? res + r * cols : nullptr;
     // The normalized input is the sum as stored, so fused == add then norm.
@@ -45,7 +46,48 @@ template <class T> void norm(const NormParams& p, CpuContext& ctx) {
       if (beta) v += to_f32(beta[c]);
       out[r * cols + c] = from_f32<T>(v);
     }
+  });
+}
+
+// One f32 row: v = x (+ res), written to sum_out if given; out = norm(v).
+// Two vectorized passes over v for the mean and the centered variance.
+RLX_CPU_CLONES void norm_row_f32(const float* x, const float* res, const float* gamma, const float* beta,
+                                 float* out, float* sum_out, int64_t cols, bool layer, float eps) {
+  const float* v = x;
+  if (res) {
+    float* dst = sum_out ? sum_out : out;  // out is written element by element after v, so it can hold v
+    for (int64_t c = 0; c < cols; ++c) dst[c] = x[c] + res[c];
+    v = dst;
   }
+  float mean = 0.f;
+  if (layer) {
+    for (int64_t c = 0; c < cols; ++c) mean += v[c];
+    mean /= float(cols);
+  }
+  float sq = 0.f;
+  for (int64_t c = 0; c < cols; ++c) sq += (v[c] - mean) * (v[c] - mean);
+  const float inv = 1.f / std::sqrt(sq / float(cols) + eps);
+  for (int64_t c = 0; c < cols; ++c) {
+    float y = (v[c] - mean) * inv;
+    if (gamma) y *= gamma[c];
+    if (beta) y += beta[c];
+    out[c] = y;
+  }
+}
+
+template <> void norm<float>(const NormParams& p, CpuContext& ctx) {
+  uint8_t* arena = ctx.arena();
+  const float* x = at<float>(arena, p.x);
+  const float* res = p.residual == kNoBuffer ? nullptr : at<float>(arena, p.residual);
+  const float* gamma = p.gamma == kNoBuffer ? nullptr : at<float>(arena, p.gamma);
+  const float* beta = p.beta == kNoBuffer ? nullptr : at<float>(arena, p.beta);
+  float* out = at<float>(arena, p.out);
+  float* sum_out = p.sum_out == kNoBuffer ? nullptr : at<float>(arena, p.sum_out);
+  const int64_t cols = p.cols;
+  parallel_for(p.rows, p.rows * cols > 16384, [&](int64_t r) {
+    norm_row_f32(x + r * cols, res ? res + r * cols : nullptr, gamma, beta, out + r * cols,
+                 sum_out ? sum_out + r * cols : nullptr, cols, p.kind == NormKind::Layer, p.eps);
+  });
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
 
@@ -12,9 +13,8 @@ template <class T> void reduce(const ReduceParams& p, CpuContext& ctx) {
   const T* x = at<T>(ctx.arena(), p.x);
   T* out = at<T>(ctx.arena(), p.out);
   const int64_t len = p.len, inner = p.inner;
-#pragma omp parallel for collapse(2) if (p.outer * len * inner > 32768)
-  for (int64_t o = 0; o < p.outer; ++o)
-    for (int64_t i = 0; i < inner; ++i) {
+  parallel_for(p.outer * inner, p.outer * len * inner > 32768, [&](int64_t oi) {
+    const int64_t o = oi / inner, i = oi % inner;
       const T* src = x + o * len * inner + i;
       float v;
       if (p.kind == ReduceKind::Max) {
@@ -30,7 +30,7 @@ template <class T> void reduce(const ReduceParams& p, CpuContext& ctx) {
         v = float(s);
       }
       out[o * inner + i] = from_f32<T>(v);
-    }
+      });
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // interleaved (GPT-J/GGUF) pairs 2i with 2i+1. Dims >= n_rot are copied.
 #include <cmath>
 
+#include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
 
@@ -15,8 +16,7 @@ template <class T> void rope(const RopeParams& p, CpuContext& ctx) {
   T* out = at<T>(arena, p.out);
   const int64_t hd = p.head_dim, n_rot = p.n_rot > 0 ? p.n_rot : p.head_dim, half = n_rot / 2;
   const int64_t rows = p.batch * p.seq;
-#pragma omp parallel for if (rows * p.heads * hd > 16384)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows * p.heads * hd > 16384, [&](int64_t r) {
     const int64_t s = r % p.seq;
     const double position = pos[p.pos_batched ? r : s];
     for (int64_t h = 0; h < p.heads; ++h) {
@@ -33,7 +33,7 @@ template <class T> void rope(const RopeParams& p, CpuContext& ctx) {
       }
       for (int64_t d = 2 * half; d < hd; ++d) oh[d] = xh[d];
     }
-  }
+  });
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/matmul.h"
 
@@ -57,8 +58,16 @@ std::unique_ptr<DeviceThunk> make_device_thunk(const Thunk& t, const DeviceResou
   return std::visit(
       [&](const auto& p) -> std::unique_ptr<DeviceThunk> {
         using P = std::decay_t<decltype(p)>;
-        if constexpr (std::is_same_v<P, MatMulParams>) return std::make_unique<MatMulThunk>(p, r, t.label);
-        else return std::make_unique<KernelThunk<P>>(p, reg.run<P>(dtype_of(p)));
+        if constexpr (std::is_same_v<P, MatMulParams>) {
+          return std::make_unique<MatMulThunk>(p, r, t.label);
+        } else if constexpr (std::is_same_v<P, AttentionParams>) {
+          // cuDNN's fused attention where it takes the problem; rlx's kernels otherwise.
+          if (auto fused = make_cudnn_attention(p, r, t.label)) return fused;
+          count_own_attention();
+          return std::make_unique<KernelThunk<P>>(p, reg.run<P>(dtype_of(p)));
+        } else {
+          return std::make_unique<KernelThunk<P>>(p, reg.run<P>(dtype_of(p)));
+        }
       },
       t.params);
 }

@@ -1,0 +1,171 @@
+#include "models/llama.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "models/gguf.h"
+#include "rlx/error.h"
+
+namespace rlx {
+
+LlamaConfig llama_config_from_gguf(const GgufFile& f) {
+  const std::string arch = f.get_string("general.architecture");
+  RLX_CHECK(arch == "llama", "llama: '" << f.path() << "' holds a '" << arch << "' model, not llama");
+  auto i = [&](const char* key) { return int(f.get_int(std::string("llama.") + key)); };
+  LlamaConfig c;
+  c.hidden_size = i("embedding_length");
+  c.intermediate_size = i("feed_forward_length");
+  c.num_layers = i("block_count");
+  c.num_heads = i("attention.head_count");
+  c.num_kv_heads = int(f.get_int("llama.attention.head_count_kv", c.num_heads));
+  c.max_positions = int(f.get_int("llama.context_length", 2048));
+  c.rms_eps = float(f.get_float("llama.attention.layer_norm_rms_epsilon"));
+  c.rope_theta = float(f.get_float("llama.rope.freq_base", 10000.0));
+  RLX_CHECK(c.num_heads > 0 && c.hidden_size % c.num_heads == 0,
+            "llama: '" << f.path() << "': embedding_length " << c.hidden_size << " is not a multiple of head_count "
+                       << c.num_heads);
+  c.head_dim = int(f.get_int("llama.attention.key_length", c.hidden_size / c.num_heads));
+  c.rope_dims = int(f.get_int("llama.rope.dimension_count", c.head_dim));
+  const auto& emb = f.tensor("token_embd.weight");
+  RLX_CHECK(emb.shape.size() == 2 && emb.shape[1] == c.hidden_size,
+            "llama: '" << f.path() << "': token_embd.weight has shape " << shape_str(emb.shape));
+  c.vocab_size = int(f.get_int("llama.vocab_size", emb.shape[0]));
+  c.tie_embeddings = !f.has_tensor("output.weight");
+  c.rope_interleaved = true;
+  RLX_CHECK(c.num_layers > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0 && c.head_dim > 0 &&
+                c.rope_dims > 0 && c.rope_dims <= c.head_dim && c.rope_dims % 2 == 0 && c.intermediate_size > 0 &&
+                c.vocab_size == emb.shape[0],
+            "llama: '" << f.path() << "': inconsistent llama.* metadata");
+  return c;
+}
+
+LlamaConfig load_llama_config(const std::string& dir_or_file) {
+  namespace fs = std::filesystem;
+  std::string path = fs::is_directory(dir_or_file) ? (fs::path(dir_or_file) / "config.json").string() : dir_or_file;
+  std::ifstream in(path);
+  RLX_CHECK(in, "llama: cannot open '" << path << "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    RLX_FAIL("llama: '" << path << "' is not valid JSON: " << e.what());
+  }
+  LlamaConfig c;
+  try {
+    const std::string type = j.value("model_type", "");
+    RLX_CHECK(type == "llama", "llama: '" << path << "': model_type is '" << type << "', not llama");
+    c.vocab_size = j.at("vocab_size").get<int>();
+    c.hidden_size = j.at("hidden_size").get<int>();
+    c.intermediate_size = j.at("intermediate_size").get<int>();
+    c.num_layers = j.at("num_hidden_layers").get<int>();
+    c.num_heads = j.at("num_attention_heads").get<int>();
+    c.num_kv_heads = j.value("num_key_value_heads", c.num_heads);
+    RLX_CHECK(c.num_heads > 0, "llama: '" << path << "': num_attention_heads must be positive");
+    c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? j["head_dim"].get<int>()
+                                                                      : c.hidden_size / c.num_heads;
+    c.rope_dims = c.head_dim;
+    c.rope_theta = j.value("rope_theta", 10000.f);
+    c.rms_eps = j.value("rms_norm_eps", 1e-6f);
+    c.max_positions = j.value("max_position_embeddings", 2048);
+    c.tie_embeddings = j.value("tie_word_embeddings", false);
+    RLX_CHECK(!j.contains("rope_scaling") || j["rope_scaling"].is_null(),
+              "llama: '" << path << "': rope_scaling is not supported yet");
+    RLX_CHECK(!j.value("attention_bias", false) && !j.value("mlp_bias", false),
+              "llama: '" << path << "': attention/MLP biases are not supported yet");
+  } catch (const nlohmann::json::exception& e) {
+    RLX_FAIL("llama: '" << path << "': malformed config: " << e.what());
+  }
+  RLX_CHECK(c.num_layers > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0 && c.head_dim > 0 &&
+                c.hidden_size > 0 && c.intermediate_size > 0 && c.vocab_size > 0,
+            "llama: '" << path << "': inconsistent sizes");
+  return c;
+}
+
+Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt) {
+  RLX_CHECK(is_float(dt), "llama: compute dtype must be f32, f16 or bf16");
+  RLX_CHECK(batch > 0 && seq > 0, "llama: batch and seq must be positive");
+  RLX_CHECK(seq <= c.max_positions, "llama: seq " << seq << " exceeds the context length " << c.max_positions);
+  Graph g;
+  const int64_t H = c.hidden_size, F = c.intermediate_size, hd = c.head_dim;
+  const int64_t q_dim = int64_t(c.num_heads) * hd, kv_dim = int64_t(c.num_kv_heads) * hd;
+  auto param = [&](const std::string& name, Shape s) { return g.param(name, std::move(s), dt); };
+  // x @ W^T with W in the [out, in] layout GGUF and Hugging Face share.
+  auto dense = [&](ValueId x, const std::string& name, int64_t out, int64_t in) {
+    return g.matmul(x, param(name, {out, in}), false, true);
+  };
+
+  ValueId ids = g.input("input_ids", {batch, seq}, DType::I32);
+  ValueId positions = g.input("positions", {seq}, DType::I32);
+  ValueId last = g.input("last_index", {batch}, DType::I32);
+  ValueId embed = param("token_embd.weight", {c.vocab_size, H});
+  ValueId x = g.gather(embed, ids);
+
+  AttentionAttrs attn;
+  attn.q_heads = c.num_heads;
+  attn.kv_heads = c.num_kv_heads;
+  attn.head_dim = c.head_dim;
+  attn.scale = 1.f / std::sqrt(float(hd));
+  attn.mask = MaskKind::Causal;
+  RopeAttrs rq;
+  rq.heads = c.num_heads;
+  rq.head_dim = c.head_dim;
+  rq.n_rot = c.rope_dims;
+  rq.theta = c.rope_theta;
+  rq.interleaved = c.rope_interleaved;
+  RopeAttrs rk = rq;
+  rk.heads = c.num_kv_heads;
+
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    ValueId h = g.rms_norm(x, param(p + "attn_norm.weight", {H}), c.rms_eps);
+    ValueId q = g.rope(dense(h, p + "attn_q.weight", q_dim, H), positions, rq);
+    ValueId k = g.rope(dense(h, p + "attn_k.weight", kv_dim, H), positions, rk);
+    ValueId v = dense(h, p + "attn_v.weight", kv_dim, H);
+    ValueId ctx = g.attention(q, k, v, -1, attn);
+    x = g.add(x, dense(ctx, p + "attn_output.weight", H, q_dim));
+    h = g.rms_norm(x, param(p + "ffn_norm.weight", {H}), c.rms_eps);
+    ValueId gate = g.silu(dense(h, p + "ffn_gate.weight", F, H));
+    ValueId up = dense(h, p + "ffn_up.weight", F, H);
+    x = g.add(x, dense(g.mul(gate, up), p + "ffn_down.weight", H, F));
+  }
+  // Only the rows asked for reach the final norm and the LM head.
+  x = g.gather(g.reshape(x, {batch * seq, H}), last);
+  x = g.rms_norm(x, param("output_norm.weight", {H}), c.rms_eps);
+  ValueId head = c.tie_embeddings ? embed : param("output.weight", {c.vocab_size, H});
+  ValueId logits = g.matmul(x, head, false, true);
+  if (dt != DType::F32) logits = g.cast(logits, DType::F32);
+  g.output("logits", logits);
+  return g;
+}
+
+LlamaGguf::LlamaGguf(const std::string& path)
+    : file_(std::make_unique<GgufFile>(path)), cfg_(llama_config_from_gguf(*file_)) {}
+
+LlamaGguf::~LlamaGguf() = default;
+
+void LlamaGguf::validate(const Graph& g) const {
+  for (const Node& n : g.nodes()) {
+    if (n.op != OpKind::Param) continue;
+    RLX_CHECK(file_->has_tensor(n.name), "llama: '" << file_->path() << "' has no tensor '" << n.name << "'");
+    const GgufTensorInfo& t = file_->tensor(n.name);
+    const Shape& want = g.value(n.outputs[0]).shape;
+    RLX_CHECK(t.shape == want, "llama: '" << file_->path() << "', tensor '" << n.name << "' has shape "
+                                          << shape_str(t.shape) << ", the config needs " << shape_str(want));
+    RLX_CHECK(ggml_type_dequantizable(t.type), "llama: '" << file_->path() << "', tensor '" << n.name
+                                                          << "': type " << ggml_type_name(t.type)
+                                                          << " is not supported");
+  }
+}
+
+void LlamaGguf::load_into(Executable& exe, const Graph& g) const {
+  for (const Node& n : g.nodes()) {
+    if (n.op != OpKind::Param) continue;
+    std::vector<float> v = file_->to_f32(n.name);
+    exe.set_param_f32(n.name, v.data(), v.size());
+  }
+}
+
+}  // namespace rlx

@@ -1,0 +1,74 @@
+// LLaMA-family decoders (LlamaForCausalLM: TinyLlama, SmolLM2, ...): the
+// config from GGUF metadata or a Hugging Face config.json, the graph (built
+// with the public builder API) and weights from GGUF, dequantized to f32 at
+// load. The graph recomputes the whole prefix: no KV cache yet.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "rlx/graph.h"
+#include "rlx/session.h"
+
+namespace rlx {
+
+class GgufFile;
+
+struct LlamaConfig {
+  int vocab_size = 32000;
+  int hidden_size = 4096;
+  int intermediate_size = 11008;
+  int num_layers = 32;
+  int num_heads = 32;
+  int num_kv_heads = 32;
+  int head_dim = 128;
+  int rope_dims = 128;          // rotated dims of each head
+  float rope_theta = 10000.f;
+  float rms_eps = 1e-6f;
+  int max_positions = 2048;
+  bool tie_embeddings = false;  // the LM head is the token embedding
+  // GGUF stores Q and K rows permuted so that rotated pairs are adjacent
+  // (dims 2i, 2i+1); Hugging Face weights pair dim i with i + head_dim/2.
+  bool rope_interleaved = false;
+};
+
+// llama.* metadata of a GGUF whose general.architecture is "llama"; throws
+// naming the file and key for anything missing or inconsistent.
+LlamaConfig llama_config_from_gguf(const GgufFile& f);
+// A Hugging Face LlamaConfig (<dir>/config.json or the file itself).
+LlamaConfig load_llama_config(const std::string& dir_or_file);
+
+// Graph for a fixed [batch, seq] with a causal mask. Inputs: input_ids i32
+// [batch, seq]; positions i32 [seq]; last_index i32 [batch]: for each
+// sequence, the flat row (b * seq + position) whose logits to compute.
+// Output: logits f32 [batch, vocab]. Params carry the GGUF tensor names
+// (token_embd.weight, blk.N.attn_q.weight, ...).
+Graph build_llama_graph(const LlamaConfig& cfg, int64_t batch, int64_t seq, DType dt);
+
+// Where a LLaMA's config and weights come from (a GGUF file or a Hugging
+// Face directory), with params named as build_llama_graph names them.
+class LlamaWeights {
+ public:
+  virtual ~LlamaWeights() = default;
+  virtual const LlamaConfig& config() const = 0;
+  // Every param of g exists with its shape and a type rlx reads, else
+  // rlx::Error naming the file and tensor.
+  virtual void validate(const Graph& g) const = 0;
+  virtual void load_into(Executable& exe, const Graph& g) const = 0;
+};
+
+// A LLaMA GGUF: its config and its weights, dequantized to f32 at load.
+class LlamaGguf : public LlamaWeights {
+ public:
+  explicit LlamaGguf(const std::string& path);
+  ~LlamaGguf() override;
+  const LlamaConfig& config() const override { return cfg_; }
+  const GgufFile& file() const { return *file_; }
+  void validate(const Graph& g) const override;
+  void load_into(Executable& exe, const Graph& g) const override;
+
+ private:
+  std::unique_ptr<GgufFile> file_;
+  LlamaConfig cfg_;
+};
+
+}  // namespace rlx

@@ -1,0 +1,125 @@
+#include "models/llama_generator.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "models/gguf.h"
+#include "models/llama_hf.h"
+#include "rlx/error.h"
+
+namespace rlx {
+namespace {
+
+constexpr int64_t kMinBucket = 16;
+
+// A JSON file of a Hugging Face directory, or null when it is absent.
+nlohmann::json read_json_if_present(const std::filesystem::path& p) {
+  if (!std::filesystem::exists(p)) return nullptr;
+  std::ifstream in(p);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    RLX_FAIL("llama: '" << p.string() << "' is not valid JSON: " << e.what());
+  }
+}
+
+}  // namespace
+
+LlamaGenerator::LlamaGenerator(const std::string& path, GeneratorOptions o) : o_(o) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(path)) {
+    model_ = std::make_unique<LlamaSafetensors>(path);
+    tokenizer_ = std::make_unique<BpeTokenizer>(BpeTokenizer::from_tokenizer_json((fs::path(path) / "tokenizer.json").string()));
+    nlohmann::json cfg = read_json_if_present(fs::path(path) / "config.json");
+    const auto& eos = cfg.contains("eos_token_id") ? cfg["eos_token_id"] : nlohmann::json();
+    if (eos.is_number_integer()) eos_id_ = eos.get<int32_t>();
+    else if (eos.is_array() && !eos.empty() && eos[0].is_number_integer()) eos_id_ = eos[0].get<int32_t>();
+    nlohmann::json tc = read_json_if_present(fs::path(path) / "tokenizer_config.json");
+    if (tc.is_object() && tc.contains("chat_template") && tc["chat_template"].is_string())
+      chat_template_ = tc["chat_template"].get<std::string>();
+  } else {
+    auto gguf = std::make_unique<LlamaGguf>(path);
+    tokenizer_ = std::make_unique<BpeTokenizer>(BpeTokenizer::from_gguf(gguf->file()));
+    eos_id_ = tokenizer_->eos_id();
+    chat_template_ = gguf->file().get_string("tokenizer.chat_template", "");
+    model_ = std::move(gguf);
+  }
+  RLX_CHECK(int64_t(tokenizer_->vocab_size()) <= config().vocab_size,
+            "llama: '" << path << "': the tokenizer has " << tokenizer_->vocab_size() << " tokens, the model "
+                       << config().vocab_size);
+}
+
+LlamaGenerator::~LlamaGenerator() = default;
+
+int64_t LlamaGenerator::bucket_for(int64_t n) const {
+  int64_t b = kMinBucket;
+  while (b < n) b *= 2;
+  return std::min<int64_t>(b, config().max_positions);
+}
+
+void LlamaGenerator::reserve(int64_t max_tokens) {
+  RLX_CHECK(exes_.empty(), "llama: reserve() must come before the first forward pass");
+  RLX_CHECK(max_tokens > 0 && max_tokens <= config().max_positions,
+            "llama: " << max_tokens << " tokens exceed the context length " << config().max_positions);
+  max_tokens_ = max_tokens;
+}
+
+void LlamaGenerator::prepare() {
+  const int64_t last = bucket_for(max_tokens_ ? max_tokens_ : config().max_positions);
+  for (int64_t b = bucket_for(1);; b = std::min(bucket_for(b * 2), last)) {
+    executable(b);
+    if (b == last) break;
+  }
+}
+
+std::vector<int64_t> LlamaGenerator::buckets() const {
+  std::vector<int64_t> out;
+  for (auto& [b, e] : exes_) out.push_back(b);
+  return out;
+}
+
+Executable& LlamaGenerator::executable(int64_t bucket) {
+  auto it = exes_.find(bucket);
+  if (it != exes_.end()) return *it->second;
+  CompileOptions co;
+  co.device = o_.device;
+  co.threads = o_.threads;
+  if (!share_) {
+    // The largest bucket sizes the arena all buckets share.
+    const int64_t largest = bucket_for(max_tokens_ ? max_tokens_ : config().max_positions);
+    share_ = make_arena_share(planned_arena_bytes(build_llama_graph(config(), 1, largest, o_.dtype), co));
+  }
+  co.arena_share = share_;
+  Graph g = build_llama_graph(config(), 1, bucket, o_.dtype);
+  auto exe = compile(g, co);
+  if (with_params_) {
+    exe->share_params_with(*with_params_);
+  } else {
+    model_->validate(g);
+    model_->load_into(*exe, g);
+    with_params_ = exe.get();
+  }
+  return *exes_.emplace(bucket, std::move(exe)).first->second;
+}
+
+std::vector<float> LlamaGenerator::next_logits(const std::vector<int32_t>& ids) {
+  const int64_t n = int64_t(ids.size());
+  RLX_CHECK(n > 0, "llama: no tokens to continue");
+  RLX_CHECK(n <= config().max_positions, "llama: " << n << " tokens exceed the context length "
+                                                   << config().max_positions);
+  RLX_CHECK(!max_tokens_ || n <= max_tokens_, "llama: " << n << " tokens exceed the " << max_tokens_ << " reserved");
+  const int64_t b = bucket_for(n);
+  Executable& exe = executable(b);
+  std::vector<int32_t> padded(ids);
+  padded.resize(size_t(b), 0);  // after the last token: masked out by causality
+  std::vector<int32_t> pos(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i) pos[size_t(i)] = int32_t(i);
+  auto out = exe.run({{"input_ids", HostTensor::from_i32({1, b}, padded)},
+                      {"positions", HostTensor::from_i32({b}, pos)},
+                      {"last_index", HostTensor::from_i32({1}, {int32_t(n - 1)})}});
+  return out.at("logits").to_f32();
+}
+
+}  // namespace rlx

@@ -1,0 +1,90 @@
+#include "models/llama_hf.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "rlx/error.h"
+
+namespace rlx {
+
+std::string llama_hf_name(const std::string& p) {
+  if (p == "token_embd.weight") return "model.embed_tokens.weight";
+  if (p == "output_norm.weight") return "model.norm.weight";
+  if (p == "output.weight") return "lm_head.weight";
+  static const std::map<std::string, std::string> layer = {
+      {"attn_norm.weight", "input_layernorm.weight"},  {"ffn_norm.weight", "post_attention_layernorm.weight"},
+      {"attn_q.weight", "self_attn.q_proj.weight"},    {"attn_k.weight", "self_attn.k_proj.weight"},
+      {"attn_v.weight", "self_attn.v_proj.weight"},    {"attn_output.weight", "self_attn.o_proj.weight"},
+      {"ffn_gate.weight", "mlp.gate_proj.weight"},     {"ffn_up.weight", "mlp.up_proj.weight"},
+      {"ffn_down.weight", "mlp.down_proj.weight"}};
+  if (p.rfind("blk.", 0) == 0) {
+    size_t dot = p.find('.', 4);
+    auto it = dot == std::string::npos ? layer.end() : layer.find(p.substr(dot + 1));
+    if (it != layer.end()) return "model.layers." + p.substr(4, dot - 4) + "." + it->second;
+  }
+  RLX_FAIL("llama: no Hugging Face name for param '" << p << "'");
+}
+
+LlamaSafetensors::LlamaSafetensors(const std::string& dir) : dir_(dir), cfg_(load_llama_config(dir)) {
+  namespace fs = std::filesystem;
+  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  if (fs::exists(index)) {
+    std::ifstream in(index);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      RLX_FAIL("llama: '" << index.string() << "' is not valid JSON: " << e.what());
+    }
+    RLX_CHECK(j.contains("weight_map") && j["weight_map"].is_object(),
+              "llama: '" << index.string() << "' has no weight_map object");
+    std::map<std::string, size_t> shard_index;
+    for (auto& [tensor, file] : j["weight_map"].items()) {
+      RLX_CHECK(file.is_string(), "llama: '" << index.string() << "': weight_map['" << tensor << "'] is not a file name");
+      const std::string f = file.get<std::string>();
+      RLX_CHECK(f.find('/') == std::string::npos && f.find("..") == std::string::npos,
+                "llama: '" << index.string() << "': shard '" << f << "' is not a file in the directory");
+      auto it = shard_index.find(f);
+      if (it == shard_index.end()) {
+        it = shard_index.emplace(f, shards_.size()).first;
+        shards_.push_back(std::make_unique<SafetensorsFile>((fs::path(dir) / f).string()));
+      }
+      RLX_CHECK(shards_[it->second]->has(tensor),
+                "llama: '" << index.string() << "' puts '" << tensor << "' in '" << f << "', which lacks it");
+      shard_of_[tensor] = it->second;
+    }
+  } else {
+    shards_.push_back(std::make_unique<SafetensorsFile>((fs::path(dir) / "model.safetensors").string()));
+    for (const auto& n : shards_[0]->names()) shard_of_[n] = 0;
+  }
+}
+
+const SafetensorsFile& LlamaSafetensors::file_of(const std::string& name) const {
+  auto it = shard_of_.find(name);
+  RLX_CHECK(it != shard_of_.end(), "llama: '" << dir_ << "' has no tensor '" << name << "'");
+  return *shards_[it->second];
+}
+
+void LlamaSafetensors::validate(const Graph& g) const {
+  for (const Node& n : g.nodes()) {
+    if (n.op != OpKind::Param) continue;
+    const std::string name = llama_hf_name(n.name);
+    const SafetensorsFile& f = file_of(name);
+    const Shape& want = g.value(n.outputs[0]).shape;
+    RLX_CHECK(f.info(name).shape == want, "llama: '" << f.path() << "', tensor '" << name << "' has shape "
+                                                     << shape_str(f.info(name).shape) << ", the config needs "
+                                                     << shape_str(want));
+  }
+}
+
+void LlamaSafetensors::load_into(Executable& exe, const Graph& g) const {
+  for (const Node& n : g.nodes()) {
+    if (n.op != OpKind::Param) continue;
+    const std::string name = llama_hf_name(n.name);
+    std::vector<float> v = file_of(name).to_f32(name);
+    exe.set_param_f32(n.name, v.data(), v.size());
+  }
+}
+
+}  // namespace rlx

@@ -1,0 +1,34 @@
+// LLaMA weights from a Hugging Face directory: config.json and
+// model.safetensors, or shards listed in model.safetensors.index.json.
+// Tensors keep Hugging Face's layout (RoPE rotates halves).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/llama.h"
+#include "models/safetensors.h"
+
+namespace rlx {
+
+// The Hugging Face name of a graph param ("blk.3.attn_q.weight" ->
+// "model.layers.3.self_attn.q_proj.weight").
+std::string llama_hf_name(const std::string& param);
+
+class LlamaSafetensors : public LlamaWeights {
+ public:
+  explicit LlamaSafetensors(const std::string& dir);
+  const LlamaConfig& config() const override { return cfg_; }
+  void validate(const Graph& g) const override;
+  void load_into(Executable& exe, const Graph& g) const override;
+
+ private:
+  const SafetensorsFile& file_of(const std::string& hf_name) const;
+  std::string dir_;
+  LlamaConfig cfg_;
+  std::vector<std::unique_ptr<SafetensorsFile>> shards_;
+  std::map<std::string, size_t> shard_of_;  // tensor name -> shard
+};
+
+}  // namespace rlx

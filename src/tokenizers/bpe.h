@@ -1,0 +1,67 @@
+// Byte-level BPE (GPT-2, SmolLM2, StarCoder, Llama 3 style) as Hugging Face's
+// `tokenizers` does it: special tokens split out of the raw text first, then
+// the pre-tokenizer (optional Digits split, then GPT-2's or Llama 3's regex), each piece's
+// bytes mapped to printable characters, merges applied by rank, pieces looked
+// up in the vocabulary. Decoding maps the characters back to bytes.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace rlx {
+
+class GgufFile;
+
+// The regex the pre-tokenizer splits with.
+enum class BpeSplit { None, Gpt2, Llama3 };
+
+struct BpeOptions {
+  bool split_digits = false;  // Digits(individual_digits=true) before the regex
+  BpeSplit split = BpeSplit::Gpt2;  // Gpt2: ByteLevel's use_regex; Llama3: a Split with its pattern
+  bool ignore_merges = false;  // a piece already in the vocabulary is one token
+  bool add_prefix_space = false;
+  bool add_bos = false;       // prepend bos_id when encoding
+};
+
+class BpeTokenizer {
+ public:
+  // tokens[i] is id i; merges are pairs of tokens, highest priority first.
+  // special: ids matched verbatim in the raw text (control and added tokens).
+  BpeTokenizer(std::vector<std::string> tokens, const std::vector<std::pair<std::string, std::string>>& merges,
+               const std::vector<int32_t>& special, BpeOptions opts, int32_t bos_id, int32_t eos_id);
+
+  // A Hugging Face tokenizer.json with a BPE model and a ByteLevel
+  // pre-tokenizer; throws naming the file for anything else.
+  static BpeTokenizer from_tokenizer_json(const std::string& path);
+  // GGUF metadata with tokenizer.ggml.model = "gpt2".
+  static BpeTokenizer from_gguf(const GgufFile& f);
+
+  std::vector<int32_t> encode(std::string_view text) const;
+  // The bytes ids stand for (special tokens as their text).
+  std::string decode(const std::vector<int32_t>& ids) const;
+  std::string token_bytes(int32_t id) const;
+
+  int32_t id_of(const std::string& token) const;  // -1 when absent
+  const std::string& token(int32_t id) const;
+  size_t vocab_size() const { return tokens_.size(); }
+  int32_t bos_id() const { return bos_id_; }
+  int32_t eos_id() const { return eos_id_; }
+  bool is_special(int32_t id) const;
+  const BpeOptions& options() const { return opts_; }
+
+ private:
+  void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
+  void bpe_piece(const std::string& mapped, std::vector<int32_t>& out) const;
+
+  std::vector<std::string> tokens_;
+  std::unordered_map<std::string, int32_t> vocab_;
+  std::unordered_map<std::string, int32_t> merge_rank_;  // left + '\xff' + right
+  std::vector<std::pair<std::string, int32_t>> specials_;  // longest first
+  std::vector<bool> special_;
+  BpeOptions opts_;
+  int32_t bos_id_ = -1, eos_id_ = -1, unk_id_ = -1;
+};
+
+}  // namespace rlx

@@ -1,0 +1,165 @@
+#include "tokenizers/spm.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "models/gguf.h"
+#include "rlx/error.h"
+
+namespace rlx {
+namespace {
+
+const std::string kSpace = "\xe2\x96\x81";  // U+2581, sentencepiece's visible space
+
+size_t utf8_len(unsigned char c) {
+  if (c < 0x80) return 1;
+  if ((c >> 5) == 6) return 2;
+  if ((c >> 4) == 14) return 3;
+  if ((c >> 3) == 30) return 4;
+  return 1;
+}
+
+}  // namespace
+
+SpmTokenizer SpmTokenizer::from_gguf(const GgufFile& f) {
+  const std::string where = "spm: '" + f.path() + "'";
+  const std::string model = f.get_string("tokenizer.ggml.model");
+  RLX_CHECK(model == "llama", where << ": tokenizer.ggml.model is '" << model << "', not 'llama'");
+  SpmTokenizer t;
+  t.pieces_ = f.get_string_array("tokenizer.ggml.tokens");
+  const size_t n = t.pieces_.size();
+  RLX_CHECK(n > 0 && n < (size_t(1) << 24), where << ": vocabulary of " << n << " tokens");
+  if (f.has("tokenizer.ggml.scores")) {
+    const GgufValue& v = f.get("tokenizer.ggml.scores");
+    RLX_CHECK(v.type == GgufValueType::Array && v.items.size() == n && (n == 0 || v.items[0].is_number()),
+              where << ": tokenizer.ggml.scores must be " << n << " numbers");
+    for (const auto& x : v.items) t.scores_.push_back(float(x.as_double()));
+  } else {
+    t.scores_.assign(n, 0.f);
+  }
+  t.types_.assign(n, 1);
+  if (f.has("tokenizer.ggml.token_type")) {
+    auto ty = f.get_int_array("tokenizer.ggml.token_type");
+    RLX_CHECK(ty.size() == n, where << ": tokenizer.ggml.token_type has " << ty.size() << " entries for " << n
+                                    << " tokens");
+    for (size_t i = 0; i < n; ++i) t.types_[i] = int32_t(ty[i]);
+  }
+  std::fill(std::begin(t.byte_ids_), std::end(t.byte_ids_), -1);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& p = t.pieces_[i];
+    if (t.types_[i] == 6) {
+      unsigned b = 0;
+      RLX_CHECK(p.size() == 6 && std::sscanf(p.c_str(), "<0x%2X>", &b) == 1,
+                where << ": byte token " << i << " is '" << p << "', not <0xNN>");
+      t.byte_ids_[b] = int32_t(i);
+    } else if (t.types_[i] == 1 || t.types_[i] == 4) {
+      t.vocab_.emplace(p, int32_t(i));
+    } else if (t.types_[i] == 2) {
+      t.unk_id_ = int32_t(i);
+    }
+  }
+  auto id = [&](const char* key) {
+    int64_t v = f.get_int(key, -1);
+    RLX_CHECK(v < int64_t(n), where << ": " << key << " " << v << " is out of range");
+    return int32_t(v);
+  };
+  t.bos_id_ = id("tokenizer.ggml.bos_token_id");
+  t.eos_id_ = id("tokenizer.ggml.eos_token_id");
+  if (f.has("tokenizer.ggml.unknown_token_id")) t.unk_id_ = id("tokenizer.ggml.unknown_token_id");
+  t.add_bos_ = f.get_bool("tokenizer.ggml.add_bos_token", true);
+  t.add_space_prefix_ = f.get_bool("tokenizer.ggml.add_space_prefix", true);
+  return t;
+}
+
+int32_t SpmTokenizer::id_of(const std::string& piece) const {
+  auto it = vocab_.find(piece);
+  return it == vocab_.end() ? -1 : it->second;
+}
+
+std::vector<int32_t> SpmTokenizer::encode(std::string_view text) const {
+  std::vector<int32_t> out;
+  if (add_bos_ && bos_id_ >= 0) out.push_back(bos_id_);
+  if (text.empty()) return out;
+  std::string s = add_space_prefix_ ? kSpace : "";
+  for (char c : text) {
+    if (c == ' ') s += kSpace;
+    else s += c;
+  }
+  std::vector<std::string> sym;
+  for (size_t i = 0; i < s.size();) {
+    size_t n = std::min(utf8_len(static_cast<unsigned char>(s[i])), s.size() - i);
+    sym.push_back(s.substr(i, n));
+    i += n;
+  }
+  // Merge the pair forming the highest-scored piece, leftmost on ties.
+  while (sym.size() > 1) {
+    int best_at = -1;
+    float best = 0.f;
+    for (size_t i = 0; i + 1 < sym.size(); ++i) {
+      auto it = vocab_.find(sym[i] + sym[i + 1]);
+      if (it == vocab_.end()) continue;
+      const float sc = scores_[size_t(it->second)];
+      if (best_at < 0 || sc > best) {
+        best = sc;
+        best_at = int(i);
+      }
+    }
+    if (best_at < 0) break;
+    sym[size_t(best_at)] += sym[size_t(best_at) + 1];
+    sym.erase(sym.begin() + best_at + 1);
+  }
+  for (const auto& p : sym) {
+    int32_t id = id_of(p);
+    if (id >= 0) {
+      out.push_back(id);
+      continue;
+    }
+    for (unsigned char b : p) {  // byte fallback, else unknown
+      if (byte_ids_[b] >= 0) out.push_back(byte_ids_[b]);
+      else if (unk_id_ >= 0 && (out.empty() || out.back() != unk_id_)) out.push_back(unk_id_);
+    }
+  }
+  return out;
+}
+
+std::string SpmTokenizer::token_bytes(int32_t id) const {
+  RLX_CHECK(id >= 0 && size_t(id) < pieces_.size(),
+            "spm: token id " << id << " is out of range (vocabulary of " << pieces_.size() << ")");
+  const std::string& p = pieces_[size_t(id)];
+  switch (types_[size_t(id)]) {
+    case 6: {
+      for (int b = 0; b < 256; ++b)
+        if (byte_ids_[b] == id) return std::string(1, char(b));
+      return "";
+    }
+    case 2: return " \xe2\x81\x87 ";  // sentencepiece writes unknowns as " ⁇ "
+    case 3: return "";                // control tokens (BOS, EOS) print nothing
+    default: break;
+  }
+  std::string out;
+  for (size_t i = 0; i < p.size();) {
+    if (p.compare(i, kSpace.size(), kSpace) == 0) {
+      out += ' ';
+      i += kSpace.size();
+    } else {
+      out += p[i++];
+    }
+  }
+  return out;
+}
+
+std::string SpmTokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  bool first = true;
+  for (int32_t id : ids) {
+    std::string b = token_bytes(id);
+    if (first && !b.empty()) {
+      if (add_space_prefix_ && b[0] == ' ' && types_[size_t(id)] != 6) b.erase(0, 1);
+      first = false;
+    }
+    out += b;
+  }
+  return out;
+}
+
+}  // namespace rlx

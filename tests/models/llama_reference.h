@@ -1,0 +1,142 @@
+// A LLaMA forward pass in plain double-precision C++ (Hugging Face layout,
+// RoPE rotating halves), random weights for a graph's params and GGUF's Q/K
+// row order: the independent reference the LLaMA tests compare with.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/llama.h"
+#include "test_util.h"
+
+namespace rlx::test {
+
+// An odd shape: GQA 6:2 heads, head_dim 48, FFN 776, tied embeddings.
+inline LlamaConfig odd_config() {
+  LlamaConfig c;
+  c.vocab_size = 301;
+  c.hidden_size = 288;
+  c.intermediate_size = 776;
+  c.num_layers = 2;
+  c.num_heads = 6;
+  c.num_kv_heads = 2;
+  c.head_dim = 48;
+  c.rope_dims = 48;
+  c.rope_theta = 10000.f;
+  c.rms_eps = 1e-5f;
+  c.max_positions = 64;
+  c.tie_embeddings = true;
+  return c;
+}
+
+using Weights = std::map<std::string, std::vector<float>>;
+
+inline Weights random_weights(const Graph& g) {
+  Weights w;
+  uint64_t seed = 100;
+  for (const Node& n : g.nodes()) {
+    if (n.op != OpKind::Param) continue;
+    const Shape& s = g.value(n.outputs[0]).shape;
+    if (s.size() == 1) w[n.name] = test::random_floats(size_t(s[0]), seed++, 0.8f, 1.2f);  // norm gains
+    else w[n.name] = test::random_floats(size_t(numel(s)), seed++, -0.08f, 0.08f);
+  }
+  return w;
+}
+
+// GGUF's order of a Q or K weight: per head, row 2i + half holds HF's row half * hd/2 + i.
+inline std::vector<float> to_gguf_rows(const std::vector<float>& w, int heads, int hd, int64_t cols) {
+  std::vector<float> out(w.size());
+  for (int h = 0; h < heads; ++h)
+    for (int i = 0; i < hd / 2; ++i)
+      for (int half = 0; half < 2; ++half)
+        std::copy_n(&w[size_t((h * hd + half * hd / 2 + i) * cols)], cols, &out[size_t((h * hd + 2 * i + half) * cols)]);
+  return out;
+}
+
+// Logits [vocab] at position `last` of one sequence, in double, HF layout.
+inline std::vector<double> reference(const LlamaConfig& c, const Weights& w, const std::vector<int32_t>& ids, int last) {
+  const int S = last + 1, H = c.hidden_size, F = c.intermediate_size, hd = c.head_dim;
+  const int nh = c.num_heads, nkv = c.num_kv_heads, group = nh / nkv;
+  using Mat = std::vector<std::vector<double>>;
+  auto linear = [&](const Mat& x, const std::string& name, int out, int in) {
+    const auto& W = w.at(name);
+    Mat y(x.size(), std::vector<double>(size_t(out)));
+    for (size_t s = 0; s < x.size(); ++s)
+      for (int o = 0; o < out; ++o) {
+        double a = 0;
+        for (int i = 0; i < in; ++i) a += x[s][size_t(i)] * W[size_t(o) * size_t(in) + size_t(i)];
+        y[s][size_t(o)] = a;
+      }
+    return y;
+  };
+  auto rms = [&](const Mat& x, const std::string& name) {
+    Mat y = x;
+    for (auto& row : y) {
+      double ss = 0;
+      for (double v : row) ss += v * v;
+      double inv = 1.0 / std::sqrt(ss / H + c.rms_eps);
+      for (int i = 0; i < H; ++i) row[size_t(i)] *= inv * w.at(name)[size_t(i)];
+    }
+    return y;
+  };
+  auto rope = [&](Mat& x, int heads) {
+    for (int s = 0; s < S; ++s)
+      for (int h = 0; h < heads; ++h)
+        for (int i = 0; i < hd / 2; ++i) {
+          double ang = s * std::pow(double(c.rope_theta), -2.0 * i / hd);
+          double& a = x[size_t(s)][size_t(h * hd + i)];
+          double& b = x[size_t(s)][size_t(h * hd + i + hd / 2)];
+          double x1 = a, x2 = b;
+          a = x1 * std::cos(ang) - x2 * std::sin(ang);
+          b = x2 * std::cos(ang) + x1 * std::sin(ang);
+        }
+  };
+  const auto& E = w.at("token_embd.weight");
+  Mat x(static_cast<size_t>(S), std::vector<double>(static_cast<size_t>(H)));
+  for (int s = 0; s < S; ++s)
+    for (int i = 0; i < H; ++i) x[size_t(s)][size_t(i)] = E[size_t(ids[size_t(s)]) * size_t(H) + size_t(i)];
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    Mat h = rms(x, p + "attn_norm.weight");
+    Mat q = linear(h, p + "attn_q.weight", nh * hd, H), k = linear(h, p + "attn_k.weight", nkv * hd, H);
+    Mat v = linear(h, p + "attn_v.weight", nkv * hd, H);
+    rope(q, nh);
+    rope(k, nkv);
+    Mat ctx(static_cast<size_t>(S), std::vector<double>(static_cast<size_t>(nh * hd)));
+    for (int s = 0; s < S; ++s)
+      for (int hh = 0; hh < nh; ++hh) {
+        const int kv = hh / group;
+        std::vector<double> sc(size_t(s + 1));
+        double mx = -1e300, sum = 0;
+        for (int t = 0; t <= s; ++t) {
+          double d = 0;
+          for (int i = 0; i < hd; ++i) d += q[size_t(s)][size_t(hh * hd + i)] * k[size_t(t)][size_t(kv * hd + i)];
+          sc[size_t(t)] = d / std::sqrt(double(hd));
+          mx = std::max(mx, sc[size_t(t)]);
+        }
+        for (double& e : sc) sum += e = std::exp(e - mx);
+        for (int t = 0; t <= s; ++t)
+          for (int i = 0; i < hd; ++i)
+            ctx[size_t(s)][size_t(hh * hd + i)] += sc[size_t(t)] / sum * v[size_t(t)][size_t(kv * hd + i)];
+      }
+    Mat o = linear(ctx, p + "attn_output.weight", H, nh * hd);
+    for (int s = 0; s < S; ++s)
+      for (int i = 0; i < H; ++i) x[size_t(s)][size_t(i)] += o[size_t(s)][size_t(i)];
+    h = rms(x, p + "ffn_norm.weight");
+    Mat g = linear(h, p + "ffn_gate.weight", F, H), u = linear(h, p + "ffn_up.weight", F, H);
+    for (int s = 0; s < S; ++s)
+      for (int i = 0; i < F; ++i) {
+        double a = g[size_t(s)][size_t(i)];
+        g[size_t(s)][size_t(i)] = a / (1 + std::exp(-a)) * u[size_t(s)][size_t(i)];
+      }
+    Mat d = linear(g, p + "ffn_down.weight", H, F);
+    for (int s = 0; s < S; ++s)
+      for (int i = 0; i < H; ++i) x[size_t(s)][size_t(i)] += d[size_t(s)][size_t(i)];
+  }
+  Mat last_row = rms(Mat{x[size_t(last)]}, "output_norm.weight");
+  return linear(last_row, "token_embd.weight", c.vocab_size, H)[0];
+}
+
+}  // namespace rlx::test

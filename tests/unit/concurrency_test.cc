@@ -1,0 +1,110 @@
+// One Embedder and one Executable shared by 4 threads, as a server shares
+// them between requests: every result equals the one-thread result, bit for
+// bit. The ThreadSanitizer build in .ci/run runs these too.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "models/embedder.h"
+#include "models/encoder_demo.h"
+#include "models/test_files.h"  // tests/models
+#include "rlx/session.h"
+#include "test_util.h"
+#include "thunks/thunk.h"
+
+namespace rlx {
+namespace {
+
+constexpr int kThreads = 4;
+
+// Runs f(thread) on kThreads threads at once.
+template <class F>
+void on_threads(F f) {
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t) ts.emplace_back([&, t] { f(t); });
+  for (auto& th : ts) th.join();
+}
+
+TEST(Concurrency, OneEmbedderSharedByFourThreads) {
+  ASSERT_TRUE(test::minilm_present());
+  // Different lengths per thread, so threads want different buckets at once.
+  std::vector<std::vector<std::string>> texts(kThreads);
+  for (int t = 0; t < kThreads; ++t)
+    for (int i = 0; i <= t; ++i) {
+      std::string s = "thread " + std::to_string(t) + " sentence " + std::to_string(i);
+      for (int k = 0; k < t * 9; ++k) s += " more words";
+      texts[size_t(t)].push_back(s);
+    }
+  EmbedderOptions o;
+  o.max_batch = 2;
+  std::vector<std::vector<std::vector<float>>> alone(kThreads);
+  {
+    Embedder one(test::minilm_dir(), o);
+    for (int t = 0; t < kThreads; ++t) alone[size_t(t)] = one.embed(texts[size_t(t)]);
+  }
+  Embedder shared(test::minilm_dir(), o);
+  constexpr int kRounds = 3;
+  std::vector<int> mismatches(kThreads, 0), empty(kThreads, 0);
+  on_threads([&](int t) {
+    for (int r = 0; r < kRounds; ++r) {
+      auto got = shared.embed(texts[size_t(t)]);
+      if (got != alone[size_t(t)]) ++mismatches[size_t(t)];
+      for (const auto& v : got) empty[size_t(t)] += v.empty() || std::all_of(v.begin(), v.end(), [](float x) { return x == 0; });
+    }
+  });
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(mismatches[size_t(t)], 0) << "thread " << t << " got other embeddings than alone";
+    EXPECT_EQ(empty[size_t(t)], 0) << "thread " << t;
+  }
+  EXPECT_GE(shared.compiled_buckets(), 2u);
+}
+
+TEST(Concurrency, OneExecutableSharedByFourThreads) {
+  EncoderShape s;
+  s.layers = 2;
+  s.hidden = 48;
+  s.heads = 4;
+  s.ffn = 80;
+  s.vocab = 101;
+  s.batch = 3;
+  s.seq = 13;
+  auto exe = compile(build_encoder_demo(s));
+  test::Rng rng(7);
+  for (const Binding& b : exe->schedule().param_bindings) {
+    auto v = test::random_floats(size_t(numel(b.shape)), rng.next(), -0.2f, 0.2f);
+    exe->set_param_f32(b.name, v.data(), v.size());
+  }
+  std::vector<std::map<std::string, HostTensor>> inputs(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    auto ids = test::random_ints(size_t(s.batch * s.seq), 100 + uint64_t(t), 0, s.vocab - 1);
+    std::vector<int32_t> mask(ids.size(), 1);
+    for (int64_t j = s.seq - 1 - t; j < s.seq; ++j) mask[size_t(j)] = 0;  // row 0 padded per thread
+    inputs[size_t(t)] = {{"input_ids", HostTensor::from_i32({s.batch, s.seq}, ids)},
+                         {"attention_mask", HostTensor::from_i32({s.batch, s.seq}, mask)}};
+  }
+  std::vector<std::vector<uint8_t>> alone(kThreads);
+  for (int t = 0; t < kThreads; ++t) alone[size_t(t)] = exe->run(inputs[size_t(t)]).at("hidden").bytes;
+  for (int t = 1; t < kThreads; ++t) ASSERT_NE(alone[0], alone[size_t(t)]) << "inputs must differ per thread";
+  std::vector<float> h0 = test::from_bytes(alone[0], DType::F32);
+  ASSERT_EQ(h0.size(), size_t(s.batch * s.seq * s.hidden));
+  EXPECT_TRUE(std::all_of(h0.begin(), h0.end(), [](float x) { return std::isfinite(x); }));
+  EXPECT_FALSE(std::all_of(h0.begin(), h0.end(), [](float x) { return x == 0; }));
+  constexpr int kRounds = 10;
+  std::vector<int> mismatches(kThreads, 0);
+  on_threads([&](int t) {
+    for (int r = 0; r < kRounds; ++r) {
+      if (r % 2 == 0) {
+        if (exe->run(inputs[size_t(t)]).at("hidden").bytes != alone[size_t(t)]) ++mismatches[size_t(t)];
+      } else {  // submit/wait from several threads too
+        uint64_t ticket = exe->submit(inputs[size_t(t)]);
+        if (exe->wait(ticket).at("hidden").bytes != alone[size_t(t)]) ++mismatches[size_t(t)];
+      }
+    }
+  });
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[size_t(t)], 0) << "thread " << t;
+}
+
+}  // namespace
+}  // namespace rlx

@@ -1,0 +1,55 @@
+// The CPU forward of all-MiniLM-L6-v2 gives the same hidden states, bit for
+// bit, with 1, 2 and 3 threads: no kernel's result may depend on how its work
+// is split.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <random>
+
+#include "models/bert.h"
+#include "models/test_files.h"  // tests/models
+
+namespace rlx {
+namespace {
+
+std::vector<float> hidden_states(int threads, int64_t batch, int64_t seq) {
+  BertLoadOptions o;
+  o.batch = batch;
+  o.seq = seq;
+  o.threads = threads;
+  auto exe = load_bert(test::minilm_dir(), o);
+  std::mt19937 rng(5);
+  std::vector<int32_t> ids(size_t(batch * seq)), mask(ids.size(), 1), types(ids.size(), 0);
+  for (auto& i : ids) i = int32_t(1000 + rng() % 20000);
+  for (int64_t t = seq - 9; t < seq; ++t) mask[size_t(seq + t)] = 0;  // row 1 padded
+  auto out = exe->run({{"input_ids", HostTensor::from_i32({batch, seq}, ids)},
+                       {"attention_mask", HostTensor::from_i32({batch, seq}, mask)},
+                       {"token_type_ids", HostTensor::from_i32({batch, seq}, types)}});
+  return out.at("last_hidden_state").to_f32();
+}
+
+TEST(CpuThreads, SameHiddenStatesWithOneTwoAndThreeThreads) {
+  ASSERT_TRUE(test::minilm_present());
+  const int saved = omp_get_max_threads();
+  const int64_t batch = 3, seq = 45;  // odd sizes, more rows than one attention block
+  auto one = hidden_states(1, batch, seq);
+  ASSERT_EQ(one.size(), size_t(batch * seq * 384));
+  double max_abs = 0;
+  for (float x : one) {
+    ASSERT_TRUE(std::isfinite(x));
+    max_abs = std::max(max_abs, double(std::fabs(x)));
+  }
+  ASSERT_GT(max_abs, 0.1) << "all-zero hidden states";
+  for (int threads : {2, 3}) {
+    auto got = hidden_states(threads, batch, seq);
+    ASSERT_EQ(got.size(), one.size());
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double(std::fabs(got[i] - one[i])));
+    EXPECT_EQ(worst, 0.0) << threads << " threads differ from 1 thread by " << worst;
+  }
+  EXPECT_EQ(omp_get_max_threads(), saved) << "a run changed the process's thread count";
+}
+
+}  // namespace
+}  // namespace rlx
