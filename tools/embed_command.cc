@@ -10,7 +10,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "models/embedder.h"
+#include "rlx/embedder.h"
 #include "rlx/error.h"
 #include "rlx/session.h"
 #include "tools/cli_options.h"

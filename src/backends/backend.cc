@@ -87,8 +87,5 @@ void require_support(const Backend& be, const Schedule& s, const Graph& g) {
   }
 }
 
-#ifndef RLX_HAVE_CUDA
-Backend* cuda_backend() { return nullptr; }
-#endif
 
 }  // namespace rlx

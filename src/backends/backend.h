@@ -82,6 +82,9 @@ class Backend {
 void require_support(const Backend& be, const Schedule& s, const Graph& g);
 
 Backend& cpu_backend();
-Backend* cuda_backend();  // nullptr when not built or no device
+// nullptr when librlx_cuda.so was not built or cannot load, or no device is
+// present (cuda_unavailable_reason says which). Loads it on first call.
+Backend* cuda_backend();
+std::string cuda_unavailable_reason();
 
 }  // namespace rlx

@@ -5,11 +5,39 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <numeric>
 
+#include "models/bert.h"
+#include "models/hf_config.h"
 #include "rlx/error.h"
+#include "tokenizers/wordpiece.h"
 
 namespace rlx {
+
+// Everything the embedder holds: the public header (rlx/embedder.h) shows
+// none of the internal types.
+struct Embedder::Impl {
+  Impl(const std::string& dir, const EmbedderOptions& opts);
+  Executable& executable(const Bucket& b);
+  void reserve_arena(const Bucket& largest);
+  void run_chunk(const std::vector<const Encoding*>& encs, std::vector<std::vector<float>*>& outs);
+  std::vector<std::vector<float>> embed(const std::vector<std::string>& texts);
+
+  BertConfig cfg_;
+  SentenceConfig sentence_;
+  WordPiece tokenizer_;
+  BertWeights weights_;
+  EmbedderOptions opts_;
+  int max_len_ = 512;
+  std::shared_ptr<ArenaShare> share_;  // one arena for every bucket
+  Bucket arena_for_;                   // the bucket shape the arena was sized for
+  std::map<Bucket, std::unique_ptr<Executable>> exes_;
+  std::vector<Bucket> used_;
+  size_t truncated_ = 0;
+  std::mutex mutex_;  // one embed() at a time: the buckets share one arena
+};
 namespace {
 
 int64_t next_pow2(int64_t n) {
@@ -36,7 +64,7 @@ Bucket Embedder::bucket_for(int64_t count, int64_t longest, int64_t max_seq, int
   return {std::min(next_pow2(count), max_batch), std::min(std::max<int64_t>(16, next_pow2(longest)), max_seq)};
 }
 
-Embedder::Embedder(const std::string& dir, const EmbedderOptions& opts)
+Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
     : cfg_(load_bert_config(dir)),
       sentence_(load_sentence_config(dir)),
       tokenizer_(WordPiece::from_dir(dir)),
@@ -60,7 +88,7 @@ Embedder::Embedder(const std::string& dir, const EmbedderOptions& opts)
 // The arena is sized for the largest bucket an input needs, not for the
 // largest possible one: one short sentence must not reserve max_batch x
 // max_len. A larger input later replaces the arena (and recompiles).
-void Embedder::reserve_arena(const Bucket& largest) {
+void Embedder::Impl::reserve_arena(const Bucket& largest) {
   if (share_ && largest.batch <= arena_for_.batch && largest.seq <= arena_for_.seq) return;
   Bucket want{std::max(largest.batch, arena_for_.batch), std::max(largest.seq, arena_for_.seq)};
   CompileOptions co;
@@ -72,7 +100,7 @@ void Embedder::reserve_arena(const Bucket& largest) {
   arena_for_ = want;
 }
 
-Executable& Embedder::executable(const Bucket& b) {
+Executable& Embedder::Impl::executable(const Bucket& b) {
   RLX_CHECK(share_ && b.batch <= arena_for_.batch && b.seq <= arena_for_.seq,
             "embedder: bucket " << b.batch << "x" << b.seq << " is larger than the arena's");
   auto it = exes_.find(b);
@@ -95,7 +123,7 @@ Executable& Embedder::executable(const Bucket& b) {
   return *it->second;
 }
 
-void Embedder::run_chunk(const std::vector<const Encoding*>& encs,
+void Embedder::Impl::run_chunk(const std::vector<const Encoding*>& encs,
                          std::vector<std::vector<float>*>& outs) {
   int64_t longest = 0;
   for (const Encoding* e : encs) longest = std::max<int64_t>(longest, int64_t(e->size()));
@@ -131,7 +159,7 @@ void Embedder::run_chunk(const std::vector<const Encoding*>& encs,
   }
 }
 
-std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& texts) {
+std::vector<std::vector<float>> Embedder::Impl::embed(const std::vector<std::string>& texts) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::vector<float>> out(texts.size());
   if (texts.empty()) return out;
@@ -171,5 +199,18 @@ std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& 
   }
   return out;
 }
+
+Embedder::Embedder(const std::string& dir, const EmbedderOptions& opts) : impl_(std::make_unique<Impl>(dir, opts)) {}
+Embedder::~Embedder() = default;
+
+std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& texts) { return impl_->embed(texts); }
+size_t Embedder::truncated_texts() const { return impl_->truncated_; }
+int Embedder::dim() const { return impl_->cfg_.hidden_size; }
+int Embedder::max_len() const { return impl_->max_len_; }
+bool Embedder::normalizes() const { return impl_->sentence_.normalize; }
+const WordPiece& Embedder::tokenizer() const { return impl_->tokenizer_; }
+const BertConfig& Embedder::config() const { return impl_->cfg_; }
+size_t Embedder::compiled_buckets() const { return impl_->exes_.size(); }
+const std::vector<Bucket>& Embedder::buckets_used() const { return impl_->used_; }
 
 }  // namespace rlx

@@ -76,11 +76,8 @@ std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& op
   Backend* be = nullptr;
   if (opts.device == Device::Cuda) {
     be = cuda_backend();
-    RLX_CHECK(be, "compile: device cuda requested but no CUDA device is available"
-#ifndef RLX_HAVE_CUDA
-                  " (rlx was built without the CUDA backend)"
-#endif
-    );
+    RLX_CHECK(be, "compile: device cuda requested but no CUDA device is available ("
+                      << cuda_unavailable_reason() << ")");
   } else if (opts.device == Device::Auto) {
     be = cuda_backend();
   }

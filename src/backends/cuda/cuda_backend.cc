@@ -1,5 +1,6 @@
 // The CUDA backend: claims come from the kernel registry; prepare builds a
-// CudaExecutable. Absent (nullptr) when no device is present.
+// CudaExecutable. librlx_cuda.so's entry point, found by backends/cuda_loader.cc;
+// it answers nullptr when no device is present.
 #include <cuda_runtime.h>
 
 #include "backends/backend.h"
@@ -21,15 +22,16 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-Backend* cuda_backend() {
+}  // namespace rlx
+
+// The entry point librlx.so looks up when something first asks for CUDA.
+extern "C" __attribute__((visibility("default"))) rlx::Backend* rlx_cuda_backend() {
   static const bool present = [] {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return false;
-    cuda::prepare_attention_kernels();
+    rlx::cuda::prepare_attention_kernels();
     return true;
   }();
-  static CudaBackend backend;
+  static rlx::CudaBackend backend;
   return present ? &backend : nullptr;
 }
-
-}  // namespace rlx
