@@ -79,9 +79,17 @@ def text_seeds(cases, out):
     write(out, "tokenize_fuzzer", "seed-specials", b"\x10" + b"[CLS][SEP]x[MASK[MASK] [PAD][UNK]" * 4)
 
 
+def gguf_seeds(data_dir, out):
+    # The committed test GGUFs: every quantized type, a llama, a vocabulary.
+    for name in ("gguf_cases.gguf", "tiny_llama.gguf", "spm_vocab.gguf"):
+        with open(os.path.join(data_dir, name), "rb") as f:
+            write(out, "gguf_fuzzer", "seed-" + name, f.read())
+
+
 def main():
     model, out = sys.argv[1], sys.argv[2]
     here = os.path.dirname(os.path.abspath(__file__))
+    gguf_seeds(os.path.join(here, "..", "tests", "data"), out)
     safetensors_seeds(model, out)
     config_seeds(model, out)
     tokenizer_seeds(model, out)
