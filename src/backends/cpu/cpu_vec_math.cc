@@ -3,7 +3,7 @@
 namespace rlx::cpu {
 
 const char* cpu_vector_isa() {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(RLX_NO_CPU_CLONES)
 #if defined(__clang__)
   // Clang does not take level names here: test the levels' defining features.
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

@@ -8,7 +8,17 @@
 
 // Products and sums below are contracted to FMA where the target has it.
 
-#if defined(__x86_64__) && defined(__GNUC__)
+// ThreadSanitizer instruments the clones' resolvers, which the dynamic loader
+// runs before the sanitizer's runtime starts: such builds take the baseline.
+#if defined(__SANITIZE_THREAD__)
+#define RLX_NO_CPU_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RLX_NO_CPU_CLONES 1
+#endif
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(RLX_NO_CPU_CLONES)
 #define RLX_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define RLX_CPU_CLONES
