@@ -41,6 +41,10 @@ struct OpCase {
   // A reference that needs the dtype (e.g. a sum rounded as stored); used
   // instead of `reference` when set.
   std::function<Refs(const Values&, DType)> dtype_reference;
+  // GPU suite: run the executable a second time on the inputs reversed, so a
+  // replayed graph must read new inputs. Only for cases whose inputs stay
+  // valid reversed and that keep no state between runs.
+  bool rerun_reversed = false;
 };
 
 inline Refs reference_of(const OpCase& oc, const Values& in, DType dt) {
@@ -127,6 +131,7 @@ inline OpCase matmul_case(const MatMulCase& mm, uint64_t seed) {
   // admits TF32 (opt-in through CompileOptions::allow_tf32).
   oc.elem_scale = 3.0;
   oc.elem_scale_f32 = 100.0;
+  oc.rerun_reversed = true;
   return oc;
 }
 
@@ -163,6 +168,7 @@ inline OpCase binary_case(BinaryOp op, uint64_t seed) {
     return Refs{{"out", out}};
   };
   oc.elem_scale = 1.0;
+  oc.rerun_reversed = true;
   return oc;
 }
 
@@ -182,6 +188,7 @@ inline OpCase unary_case(Activation act, const char* name, uint64_t seed) {
     return Refs{{"out", out}};
   };
   oc.elem_scale = 1.0;
+  oc.rerun_reversed = true;
   return oc;
 }
 
@@ -207,6 +214,7 @@ inline OpCase softmax_case(int64_t cols, uint64_t seed) {
     return Refs{{"out", out}};
   };
   oc.elem_scale = 1.0;
+  oc.rerun_reversed = true;
   return oc;
 }
 
@@ -264,6 +272,7 @@ inline OpCase norm_case(const char* name, NormKind kind, bool residual, int64_t 
     return m;
   };
   oc.elem_scale = 2.0;
+  oc.rerun_reversed = true;
   return oc;
 }
 
@@ -293,6 +302,7 @@ inline OpCase reduce_case(ReduceKind kind, int64_t inner, uint64_t seed) {
     return Refs{{"out", out}};
   };
   oc.elem_scale = kind == ReduceKind::Max ? 1.0 : 4.0;
+  oc.rerun_reversed = true;
   return oc;
 }
 
@@ -331,6 +341,7 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
 
 inline std::vector<OpCase> op_cases() {
   std::vector<OpCase> cases;
+  add_kernel_cases(cases);
 
   // silu(gate) * up on separate tensors: rows 3x5, 37 columns.
   cases.push_back({"swiglu", "swiglu",
@@ -405,7 +416,6 @@ inline std::vector<OpCase> op_cases() {
                      for (float v : in.at("x")) out.push_back(ref_activation(Activation::Gelu, v));
                      return std::map<std::string, std::vector<double>>{{"out", out}};
                    }});
-  add_kernel_cases(cases);
   return cases;
 }
 
