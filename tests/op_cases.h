@@ -2,8 +2,9 @@
 // case builds a small graph at odd sizes with random inputs and computes a
 // double-precision reference from those same inputs. The CPU suite checks the
 // CPU backend against the reference (tests/unit/op_cases_test.cc); the GPU
-// suite checks the CUDA backend against the CPU backend in every execution
-// mode (tests/gpu/op_cases_test.cc). A new kind means a new case here.
+// suite checks the CUDA backend against the reference and against the CPU
+// backend in every execution mode (tests/gpu/op_cases_test.cc). A new kind
+// means a new case here.
 #pragma once
 #include <algorithm>
 #include <cmath>
