@@ -165,9 +165,11 @@ TEST_P(ThunkKernels, NormCasesTakeTheVariantOfTheirRowLength) {
           << oc.name;
     }
   }
-  EXPECT_EQ(seen, 9);
+  EXPECT_GE(seen, 9);  // the nine norm cases of the table
 }
 
+// Bad labels (and bad gather ids below) reach only a hand-built thunk:
+// run() refuses them before a graph runs, so no op case can.
 TEST_P(ThunkKernels, SoftmaxCrossEntropyWithBadLabels) {
   Case c;
   SoftmaxCEParams p{};
