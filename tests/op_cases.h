@@ -2,9 +2,12 @@
 // case builds a small graph at odd sizes with random inputs and computes a
 // double-precision reference from those same inputs. The CPU suite checks the
 // CPU backend against the reference (tests/unit/op_cases_test.cc); the GPU
-// suite checks the CUDA backend against the CPU backend in every execution
-// mode (tests/gpu/op_cases_test.cc). A new kind means a new case here.
+// suite checks the CUDA backend against the reference and against the CPU
+// backend in every execution mode (tests/gpu/op_cases_test.cc). A new kind
+// means a new case here.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <string>
@@ -18,6 +21,7 @@
 namespace rlx::test {
 
 using Values = std::map<std::string, std::vector<float>>;  // per input, already rounded to its dtype
+using Refs = std::map<std::string, std::vector<double>>;   // per output
 
 struct OpGraph {
   Graph graph;
@@ -30,7 +34,38 @@ struct OpCase {
   std::function<OpGraph(DType)> build;
   std::function<std::map<std::string, std::vector<double>>(const Values&)> reference;
   double tol_scale = 1.0;  // times test::tolerance(dtype)
+  // When > 0: every element within test::tol_for(dtype, elem_scale) of the
+  // reference (atol + rtol * |ref|) instead of tol_scale's bound relative to
+  // max |ref|: the bound the kernel cases moved here from the GPU harness had.
+  double elem_scale = 0;
+  double elem_scale_f32 = 0;  // when > 0: elem_scale for f32 results
+  // A reference that needs the dtype (e.g. a sum rounded as stored); used
+  // instead of `reference` when set.
+  std::function<Refs(const Values&, DType)> dtype_reference;
+  // GPU suite: run the executable a second time on the inputs reversed, so a
+  // replayed graph must read new inputs. Only for cases whose inputs stay
+  // valid reversed and that keep no state between runs.
+  bool rerun_reversed = false;
 };
+
+inline Refs reference_of(const OpCase& oc, const Values& in, DType dt) {
+  return oc.dtype_reference ? oc.dtype_reference(in, dt) : oc.reference(in);
+}
+
+// Checks one output of a case against its reference with the case's bound.
+inline void expect_case_close(const OpCase& oc, DType dt, const std::vector<float>& got,
+                              const std::vector<double>& ref, const std::string& what) {
+  const double elem = dt == DType::F32 && oc.elem_scale_f32 > 0 ? oc.elem_scale_f32 : oc.elem_scale;
+  if (elem > 0) expect_close(to_double(got), ref, tol_for(dt, elem), what);
+  else expect_close(got, ref, tolerance(dt) * oc.tol_scale, what);
+}
+
+// The same inputs in reverse order: a second, different set from the same
+// distribution, for a second run of one executable.
+inline OpGraph reversed_inputs(OpGraph c) {
+  for (auto& [name, v] : c.inputs) std::reverse(v.begin(), v.end());
+  return c;
+}
 
 // Feeds for an executable from the case's input values.
 inline std::map<std::string, HostTensor> feeds(const OpGraph& c) {
@@ -45,8 +80,269 @@ inline std::map<std::string, HostTensor> feeds(const OpGraph& c) {
   return f;
 }
 
+// ---- kernel cases moved from the GPU harness (tests/gpu/thunk_kernels_test.cc):
+// the same sizes, input ranges and per-element bounds, now run on every
+// backend. Matrix products, binary broadcast, activations, softmax, norms.
+
+struct MatMulCase {
+  const char* name;
+  int64_t batch, m, n, k;
+  bool ta, tb, bias, broadcast_a;
+  Activation act;
+};
+
+inline OpCase matmul_case(const MatMulCase& mm, uint64_t seed) {
+  OpCase oc;
+  oc.name = mm.name;
+  oc.thunk = "matmul";
+  oc.build = [mm, seed](DType dt) {
+    OpGraph c;
+    const bool batched_a = mm.batch > 1 && !mm.broadcast_a;
+    Shape as = mm.ta ? Shape{mm.k, mm.m} : Shape{mm.m, mm.k};
+    Shape bs = mm.tb ? Shape{mm.n, mm.k} : Shape{mm.k, mm.n};
+    if (batched_a) as.insert(as.begin(), mm.batch);
+    if (mm.batch > 1) bs.insert(bs.begin(), mm.batch);
+    std::vector<ValueId> in{c.graph.input("a", as, dt), c.graph.input("b", bs, dt)};
+    if (mm.bias) in.push_back(c.graph.input("bias", {mm.n}, dt));
+    MatMulAttrs at;
+    at.trans_a = mm.ta, at.trans_b = mm.tb, at.act = mm.act;
+    c.graph.output("out", c.graph.add_node(OpKind::MatMul, in, at, "mm")[0]);
+    c.inputs["a"] = quantize(random_floats(size_t(numel(as)), seed), dt);
+    c.inputs["b"] = quantize(random_floats(size_t(numel(bs)), seed + 1), dt);
+    if (mm.bias) c.inputs["bias"] = quantize(random_floats(size_t(mm.n), seed + 2), dt);
+    return c;
+  };
+  oc.reference = [mm](const Values& in) {
+    const int64_t lda = mm.ta ? mm.m : mm.k, ldb = mm.tb ? mm.k : mm.n;
+    const int64_t sa = mm.broadcast_a || mm.batch == 1 ? 0 : mm.m * mm.k, sb = mm.k * mm.n;
+    const auto &a = in.at("a"), &b = in.at("b");
+    std::vector<double> out;
+    for (int64_t bi = 0; bi < mm.batch; ++bi)
+      for (int64_t i = 0; i < mm.m; ++i)
+        for (int64_t j = 0; j < mm.n; ++j) {
+          double acc = mm.bias ? in.at("bias")[size_t(j)] : 0.0;
+          for (int64_t q = 0; q < mm.k; ++q)
+            acc += double(a[size_t(bi * sa + (mm.ta ? q * lda + i : i * lda + q))]) *
+                   b[size_t(bi * sb + (mm.tb ? j * ldb + q : q * ldb + j))];
+          out.push_back(ref_activation(mm.act, acc));
+        }
+    return Refs{{"out", out}};
+  };
+  // 16-bit inputs accumulate rounding over k terms; the f32 bound still
+  // admits TF32 (opt-in through CompileOptions::allow_tf32).
+  oc.elem_scale = 3.0;
+  oc.elem_scale_f32 = 100.0;
+  oc.rerun_reversed = true;
+  return oc;
+}
+
+inline OpCase binary_case(BinaryOp op, uint64_t seed) {
+  OpCase oc;
+  oc.name = std::string("binary_") +
+            (op == BinaryOp::Add ? "add" : op == BinaryOp::Sub ? "sub" : op == BinaryOp::Mul ? "mul" : "div") +
+            "_broadcast";
+  oc.thunk = "binary";
+  // [3, 7, 33] with a [7, 1] operand: broadcast over the first and last axes.
+  oc.build = [op, seed](DType dt) {
+    OpGraph c;
+    ValueId a = c.graph.input("a", {3, 7, 33}, dt), b = c.graph.input("b", {7, 1}, dt);
+    ValueId y = op == BinaryOp::Add   ? c.graph.add(a, b)
+                : op == BinaryOp::Sub ? c.graph.sub(a, b)
+                : op == BinaryOp::Mul ? c.graph.mul(a, b)
+                                      : c.graph.div(a, b);
+    c.graph.output("out", y);
+    c.inputs["a"] = quantize(random_floats(3 * 7 * 33, seed), dt);
+    c.inputs["b"] = quantize(random_floats(7, seed + 1, 0.5f, 1.5f), dt);
+    return c;
+  };
+  oc.reference = [op](const Values& in) {
+    std::vector<double> out;
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 7; ++j)
+        for (int k = 0; k < 33; ++k) {
+          double x = in.at("a")[size_t((i * 7 + j) * 33 + k)], y = in.at("b")[size_t(j)];
+          out.push_back(op == BinaryOp::Add   ? x + y
+                        : op == BinaryOp::Sub ? x - y
+                        : op == BinaryOp::Mul ? x * y
+                                              : x / y);
+        }
+    return Refs{{"out", out}};
+  };
+  oc.elem_scale = 1.0;
+  oc.rerun_reversed = true;
+  return oc;
+}
+
+inline OpCase unary_case(Activation act, const char* name, uint64_t seed) {
+  OpCase oc;
+  oc.name = name;
+  oc.thunk = "unary";
+  oc.build = [act, seed](DType dt) {
+    OpGraph c;
+    c.graph.output("out", c.graph.activation(c.graph.input("x", {7, 129}, dt), act));
+    c.inputs["x"] = quantize(random_floats(7 * 129, seed, -4.f, 4.f), dt);
+    return c;
+  };
+  oc.reference = [act](const Values& in) {
+    std::vector<double> out;
+    for (float v : in.at("x")) out.push_back(ref_activation(act, v));
+    return Refs{{"out", out}};
+  };
+  oc.elem_scale = 1.0;
+  oc.rerun_reversed = true;
+  return oc;
+}
+
+inline OpCase softmax_case(int64_t cols, uint64_t seed) {
+  OpCase oc;
+  oc.name = "softmax_33x" + std::to_string(cols);
+  oc.thunk = "softmax";
+  oc.build = [cols, seed](DType dt) {
+    OpGraph c;
+    c.graph.output("out", c.graph.softmax(c.graph.input("x", {33, cols}, dt)));
+    c.inputs["x"] = quantize(random_floats(size_t(33 * cols), seed, -6.f, 6.f), dt);
+    return c;
+  };
+  oc.reference = [cols](const Values& in) {
+    const auto& x = in.at("x");
+    std::vector<double> out;
+    for (int64_t r = 0; r < 33; ++r) {
+      double m = -1e300, s = 0;
+      for (int64_t j = 0; j < cols; ++j) m = std::max(m, double(x[size_t(r * cols + j)]));
+      for (int64_t j = 0; j < cols; ++j) s += std::exp(x[size_t(r * cols + j)] - m);
+      for (int64_t j = 0; j < cols; ++j) out.push_back(std::exp(x[size_t(r * cols + j)] - m) / s);
+    }
+    return Refs{{"out", out}};
+  };
+  oc.elem_scale = 1.0;
+  oc.rerun_reversed = true;
+  return oc;
+}
+
+// Layer or RMS norm of [rows, cols], eps 1e-5; with a residual, the fused
+// add + norm with both outputs (the sum and the normed sum).
+inline OpCase norm_case(const char* name, NormKind kind, bool residual, int64_t rows, int64_t cols, uint64_t seed) {
+  OpCase oc;
+  oc.name = name;
+  oc.thunk = "norm";
+  const bool layer = kind == NormKind::Layer;
+  oc.build = [=](DType dt) {
+    OpGraph c;
+    Graph& g = c.graph;
+    ValueId x = g.input("x", {rows, cols}, dt), gamma = g.input("gamma", {cols}, dt);
+    ValueId beta = layer ? g.input("beta", {cols}, dt) : ValueId(-1);
+    if (residual) {
+      auto [sum, out] = g.add_norm(x, g.input("res", {rows, cols}, dt), gamma, beta, kind, 1e-5f);
+      g.output("out", out);
+      g.output("sum", sum);
+    } else {
+      g.output("out", layer ? g.layer_norm(x, gamma, beta, 1e-5f) : g.rms_norm(x, gamma, 1e-5f));
+    }
+    c.inputs["x"] = quantize(random_floats(size_t(rows * cols), seed, -2.f, 3.f), dt);
+    if (residual) c.inputs["res"] = quantize(random_floats(size_t(rows * cols), seed + 1), dt);
+    c.inputs["gamma"] = quantize(random_floats(size_t(cols), seed + 2, 0.5f, 1.5f), dt);
+    if (layer) c.inputs["beta"] = quantize(random_floats(size_t(cols), seed + 3), dt);
+    return c;
+  };
+  oc.dtype_reference = [=](const Values& in, DType dt) {
+    std::vector<double> out, sum;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<double> v(static_cast<size_t>(cols));
+      for (int64_t j = 0; j < cols; ++j) {
+        double s = in.at("x")[size_t(r * cols + j)];
+        // The kernel normalizes the sum as stored in dt.
+        if (residual) s = quantize({float(s + in.at("res")[size_t(r * cols + j)])}, dt)[0];
+        v[size_t(j)] = s;
+        sum.push_back(s);
+      }
+      double mean = 0, var = 0;
+      if (layer) {
+        for (double x : v) mean += x;
+        mean /= double(cols);
+      }
+      for (double x : v) var += (x - mean) * (x - mean);
+      var /= double(cols);
+      for (int64_t j = 0; j < cols; ++j) {
+        double y = (v[size_t(j)] - mean) / std::sqrt(var + 1e-5) * in.at("gamma")[size_t(j)];
+        if (layer) y += in.at("beta")[size_t(j)];
+        out.push_back(y);
+      }
+    }
+    Refs m{{"out", out}};
+    if (residual) m["sum"] = sum;
+    return m;
+  };
+  oc.elem_scale = 2.0;
+  oc.rerun_reversed = true;
+  return oc;
+}
+
+// Sum, mean or max over the middle axis of [5, 129, inner].
+inline OpCase reduce_case(ReduceKind kind, int64_t inner, uint64_t seed) {
+  OpCase oc;
+  oc.name = std::string("reduce_") + (kind == ReduceKind::Sum ? "sum" : kind == ReduceKind::Mean ? "mean" : "max") +
+            "_inner" + std::to_string(inner);
+  oc.thunk = "reduce";
+  oc.build = [=](DType dt) {
+    OpGraph c;
+    c.graph.output("out", c.graph.reduce(c.graph.input("x", {5, 129, inner}, dt), 1, kind));
+    c.inputs["x"] = quantize(random_floats(size_t(5 * 129 * inner), seed), dt);
+    return c;
+  };
+  oc.reference = [=](const Values& in) {
+    std::vector<double> out;
+    for (int64_t o = 0; o < 5; ++o)
+      for (int64_t k = 0; k < inner; ++k) {
+        double acc = kind == ReduceKind::Max ? -INFINITY : 0;
+        for (int64_t l = 0; l < 129; ++l) {
+          double v = in.at("x")[size_t((o * 129 + l) * inner + k)];
+          acc = kind == ReduceKind::Max ? std::max(acc, v) : acc + v;
+        }
+        out.push_back(kind == ReduceKind::Mean ? acc / 129.0 : acc);
+      }
+    return Refs{{"out", out}};
+  };
+  oc.elem_scale = kind == ReduceKind::Max ? 1.0 : 4.0;
+  oc.rerun_reversed = true;
+  return oc;
+}
+
+inline void add_kernel_cases(std::vector<OpCase>& cases) {
+  const MatMulCase mms[] = {
+      {"matmul_bias_gelu_tanh", 1, 7, 33, 129, false, false, true, false, Activation::GeluTanh},
+      {"matmul_batched_trans_b_gelu", 3, 33, 8, 17, false, true, false, false, Activation::Gelu},
+      {"matmul_broadcast_trans_a_relu", 2, 16, 24, 40, true, false, true, true, Activation::Relu},
+      {"matmul_bias_gelu_tail", 1, 9, 129, 33, false, true, true, false, Activation::Gelu},
+      {"matmul_odd_silu", 1, 1, 7, 33, false, false, false, false, Activation::Silu},
+  };
+  uint64_t seed = 200;
+  for (const MatMulCase& mm : mms) cases.push_back(matmul_case(mm, seed += 10));
+  for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div})
+    cases.push_back(binary_case(op, seed += 10));
+  cases.push_back(unary_case(Activation::Gelu, "unary_gelu", seed += 10));
+  cases.push_back(unary_case(Activation::GeluTanh, "unary_gelu_tanh", seed += 10));
+  cases.push_back(unary_case(Activation::Silu, "unary_silu", seed += 10));
+  cases.push_back(unary_case(Activation::Relu, "unary_relu", seed += 10));
+  cases.push_back(unary_case(Activation::Tanh, "unary_tanh", seed += 10));
+  for (int64_t cols : {1, 7, 129, 1000}) cases.push_back(softmax_case(cols, seed += 10));
+  // Rows of whole 16-byte chunks take the vectorized CUDA kernel (1, 2 and
+  // 4 chunks per thread by dtype), rows over 1024 the block-per-row one.
+  cases.push_back(norm_case("layer_norm_residual_7x769", NormKind::Layer, true, 7, 769, seed += 10));
+  cases.push_back(norm_case("layer_norm_33x33", NormKind::Layer, false, 33, 33, seed += 10));
+  cases.push_back(norm_case("rms_norm_residual_1x129", NormKind::Rms, true, 1, 129, seed += 10));
+  cases.push_back(norm_case("layer_norm_residual_5x768", NormKind::Layer, true, 5, 768, seed += 10));
+  cases.push_back(norm_case("rms_norm_3x4096", NormKind::Rms, false, 3, 4096, seed += 10));
+  cases.push_back(norm_case("layer_norm_residual_2x8192", NormKind::Layer, true, 2, 8192, seed += 10));
+  cases.push_back(norm_case("layer_norm_residual_3x2051", NormKind::Layer, true, 3, 2051, seed += 10));
+  cases.push_back(norm_case("rms_norm_2x1100", NormKind::Rms, false, 2, 1100, seed += 10));
+  cases.push_back(norm_case("rms_norm_9x1000", NormKind::Rms, false, 9, 1000, seed += 10));
+  for (ReduceKind kind : {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max})
+    for (int64_t inner : {1, 7}) cases.push_back(reduce_case(kind, inner, seed += 10));
+}
+
 inline std::vector<OpCase> op_cases() {
   std::vector<OpCase> cases;
+  add_kernel_cases(cases);
 
   // silu(gate) * up on separate tensors: rows 3x5, 37 columns.
   cases.push_back({"swiglu", "swiglu",

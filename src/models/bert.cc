@@ -27,7 +27,8 @@ struct Builder {
 
 }  // namespace
 
-Graph build_bert_graph(const BertConfig& c, Pooling pooling, int64_t batch, int64_t seq, DType dt) {
+Graph build_bert_graph(const BertConfig& c, Pooling pooling, int64_t batch, int64_t seq, DType dt,
+                       const BertGraphParts& parts) {
   RLX_CHECK(is_float(dt), "bert: compute dtype must be f32, f16 or bf16");
   RLX_CHECK(batch > 0 && seq > 0, "bert: batch and seq must be positive");
   RLX_CHECK(seq <= c.max_position_embeddings,
@@ -37,7 +38,7 @@ Graph build_bert_graph(const BertConfig& c, Pooling pooling, int64_t batch, int6
   const int64_t H = c.hidden_size, I = c.intermediate_size;
   ValueId ids = g.input("input_ids", {batch, seq}, DType::I32);
   ValueId mask = g.input("attention_mask", {batch, seq}, DType::I32);
-  ValueId types = g.input("token_type_ids", {batch, seq}, DType::I32);
+  ValueId types = parts.token_types ? g.input("token_type_ids", {batch, seq}, DType::I32) : ValueId{};
   std::vector<uint8_t> pos_bytes(size_t(seq) * 4);
   for (int32_t i = 0; i < int32_t(seq); ++i) std::memcpy(pos_bytes.data() + 4 * i, &i, 4);
   ValueId positions = g.constant({seq}, DType::I32, std::move(pos_bytes), "position_ids");
@@ -46,8 +47,9 @@ Graph build_bert_graph(const BertConfig& c, Pooling pooling, int64_t batch, int6
   x = g.add(x, g.gather(b.param("embeddings.position_embeddings.weight",
                                 {c.max_position_embeddings, H}),
                         positions));  // [seq, H] broadcasts over the batch
-  x = g.add(x, g.gather(b.param("embeddings.token_type_embeddings.weight", {c.type_vocab_size, H}),
-                        types));
+  if (parts.token_types)
+    x = g.add(x, g.gather(b.param("embeddings.token_type_embeddings.weight", {c.type_vocab_size, H}),
+                          types));
   x = b.norm(x, "embeddings.LayerNorm", H, c.layer_norm_eps);
 
   AttentionAttrs attn;
@@ -68,6 +70,7 @@ Graph build_bert_graph(const BertConfig& c, Pooling pooling, int64_t batch, int6
     x = b.norm(g.add(f, x), p + "output.LayerNorm", H, c.layer_norm_eps);
   }
   g.output("last_hidden_state", x);
+  if (!parts.pooled) return g;
 
   ValueId pooled;
   if (pooling == Pooling::Cls) {

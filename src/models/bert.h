@@ -15,7 +15,14 @@ namespace rlx {
 // token_type_ids, all i32 [batch, seq]. Outputs: last_hidden_state
 // [batch, seq, hidden] and embedding [batch, hidden] (pooled, not normalized).
 // Params are named like the Hugging Face tensors without the "bert." prefix.
-Graph build_bert_graph(const BertConfig& cfg, Pooling pooling, int64_t batch, int64_t seq, DType dt);
+// The parts around the encoder stack. A Hugging Face model has both; the
+// demo encoder (encoder_demo.h) has neither.
+struct BertGraphParts {
+  bool token_types = true;  // the token_type_ids input and its embedding table
+  bool pooled = true;       // the `embedding` output
+};
+Graph build_bert_graph(const BertConfig& cfg, Pooling pooling, int64_t batch, int64_t seq, DType dt,
+                       const BertGraphParts& parts = {});
 
 // The name a graph param has in the file ("bert." prefixed checkpoints too).
 class BertWeights {

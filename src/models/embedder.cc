@@ -2,14 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <mutex>
 #include <numeric>
 
 #include "models/bert.h"
+#include "models/bucket_cache.h"
 #include "models/hf_config.h"
 #include "rlx/error.h"
 #include "tokenizers/wordpiece.h"
@@ -20,8 +18,6 @@ namespace rlx {
 // none of the internal types.
 struct Embedder::Impl {
   Impl(const std::string& dir, const EmbedderOptions& opts);
-  Executable& executable(const Bucket& b);
-  void reserve_arena(const Bucket& largest);
   void run_chunk(const std::vector<const Encoding*>& encs, std::vector<std::vector<float>*>& outs);
   std::vector<std::vector<float>> embed(const std::vector<std::string>& texts);
 
@@ -31,24 +27,10 @@ struct Embedder::Impl {
   BertWeights weights_;
   EmbedderOptions opts_;
   int max_len_ = 512;
-  std::shared_ptr<ArenaShare> share_;  // one arena for every bucket
-  Bucket arena_for_;                   // the bucket shape the arena was sized for
-  std::map<Bucket, std::unique_ptr<Executable>> exes_;
-  std::vector<Bucket> used_;
+  std::unique_ptr<BucketCache> buckets_;  // one arena and one copy of the weights for every bucket
   size_t truncated_ = 0;
   std::mutex mutex_;  // one embed() at a time: the buckets share one arena
 };
-namespace {
-
-int64_t next_pow2(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
-
-bool tracing() { return std::getenv("RLX_TRACE") != nullptr; }
-
-}  // namespace
 
 void l2_normalize(std::vector<float>& v) {
   double ss = 0;
@@ -59,9 +41,7 @@ void l2_normalize(std::vector<float>& v) {
 }
 
 Bucket Embedder::bucket_for(int64_t count, int64_t longest, int64_t max_seq, int64_t max_batch) {
-  RLX_CHECK(count >= 1 && longest >= 1, "embedder: empty bucket request");
-  RLX_CHECK(longest <= max_seq, "embedder: " << longest << " tokens exceed the limit " << max_seq);
-  return {std::min(next_pow2(count), max_batch), std::min(std::max<int64_t>(16, next_pow2(longest)), max_seq)};
+  return rlx::bucket_for(count, longest, max_seq, max_batch);
 }
 
 Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
@@ -83,44 +63,13 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
   // Fail on missing or misshapen weights now, not at the first bucket.
   weights_.check_sizes(cfg_);
   weights_.validate(build_bert_graph(cfg_, sentence_.pooling, 1, 2, opts_.dtype));
-}
-
-// The arena is sized for the largest bucket an input needs, not for the
-// largest possible one: one short sentence must not reserve max_batch x
-// max_len. A larger input later replaces the arena (and recompiles).
-void Embedder::Impl::reserve_arena(const Bucket& largest) {
-  if (share_ && largest.batch <= arena_for_.batch && largest.seq <= arena_for_.seq) return;
-  Bucket want{std::max(largest.batch, arena_for_.batch), std::max(largest.seq, arena_for_.seq)};
   CompileOptions co;
   co.device = opts_.device;
-  uint64_t need = planned_arena_bytes(
-      build_bert_graph(cfg_, sentence_.pooling, want.batch, want.seq, opts_.dtype), co);
-  exes_.clear();  // they hold the old arena
-  share_ = make_arena_share(need);
-  arena_for_ = want;
-}
-
-Executable& Embedder::Impl::executable(const Bucket& b) {
-  RLX_CHECK(share_ && b.batch <= arena_for_.batch && b.seq <= arena_for_.seq,
-            "embedder: bucket " << b.batch << "x" << b.seq << " is larger than the arena's");
-  auto it = exes_.find(b);
-  bool fresh = it == exes_.end();
-  if (fresh) {
-    Graph g = build_bert_graph(cfg_, sentence_.pooling, b.batch, b.seq, opts_.dtype);
-    CompileOptions co;
-    co.device = opts_.device;
-    co.threads = opts_.threads;
-    co.arena_share = share_;
-    auto exe = compile(g, co);
-    if (exes_.empty()) weights_.load_into(*exe, g);  // the params live in the shared arena
-    else exe->share_params_with(*exes_.begin()->second);
-    it = exes_.emplace(b, std::move(exe)).first;
-  }
-  if (tracing())
-    std::fprintf(stderr, "rlx embed: bucket batch=%lld seq=%lld (%s)\n", (long long)b.batch,
-                 (long long)b.seq, fresh ? "compiled" : "cached");
-  used_.push_back(b);
-  return *it->second;
+  co.threads = opts_.threads;
+  buckets_ = std::make_unique<BucketCache>(
+      "embed",
+      [this](const Bucket& b) { return build_bert_graph(cfg_, sentence_.pooling, b.batch, b.seq, opts_.dtype); },
+      [this](Executable& exe, const Graph& g) { weights_.load_into(exe, g); }, co);
 }
 
 void Embedder::Impl::run_chunk(const std::vector<const Encoding*>& encs,
@@ -128,7 +77,7 @@ void Embedder::Impl::run_chunk(const std::vector<const Encoding*>& encs,
   int64_t longest = 0;
   for (const Encoding* e : encs) longest = std::max<int64_t>(longest, int64_t(e->size()));
   Bucket b = bucket_for(int64_t(encs.size()), longest, max_len_, opts_.max_batch);
-  Executable& exe = executable(b);
+  Executable& exe = buckets_->get(b);
   const size_t S = size_t(b.seq);
   std::vector<int32_t> ids(size_t(b.batch) * S, 0), mask(ids.size(), 0), types(ids.size(), 0);
   for (size_t r = 0; r < size_t(b.batch); ++r) {
@@ -186,7 +135,10 @@ std::vector<std::vector<float>> Embedder::Impl::embed(const std::vector<std::str
                           opts_.max_batch);
     largest = {std::max(largest.batch, b.batch), std::max(largest.seq, b.seq)};
   }
-  reserve_arena(largest);
+  // The arena is sized for the largest bucket this input needs, not for the
+  // largest possible one: one short sentence must not reserve max_batch x
+  // max_len. A larger input later replaces the arena (and recompiles).
+  buckets_->reserve(largest);
   for (size_t start = 0; start < order.size(); start += size_t(opts_.max_batch)) {
     size_t end = std::min(order.size(), start + size_t(opts_.max_batch));
     std::vector<const Encoding*> chunk;
@@ -210,7 +162,7 @@ int Embedder::max_len() const { return impl_->max_len_; }
 bool Embedder::normalizes() const { return impl_->sentence_.normalize; }
 const WordPiece& Embedder::tokenizer() const { return impl_->tokenizer_; }
 const BertConfig& Embedder::config() const { return impl_->cfg_; }
-size_t Embedder::compiled_buckets() const { return impl_->exes_.size(); }
-const std::vector<Bucket>& Embedder::buckets_used() const { return impl_->used_; }
+size_t Embedder::compiled_buckets() const { return impl_->buckets_->compiled(); }
+const std::vector<Bucket>& Embedder::buckets_used() const { return impl_->buckets_->used(); }
 
 }  // namespace rlx

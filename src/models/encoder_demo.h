@@ -1,6 +1,9 @@
-// A BERT-shaped encoder built from the public graph API with unfused ops,
-// for inspecting the compiler and benchmarking without model files.
+// The demo encoder: the BERT graph (models/bert.h) at a chosen size, without
+// token types or pooling, for inspecting the compiler and benchmarking
+// without model files. Its params carry the BERT names; callers set them to
+// random values.
 #pragma once
+#include "models/hf_config.h"
 #include "rlx/graph.h"
 
 namespace rlx {
@@ -11,7 +14,12 @@ struct EncoderShape {
   DType dtype = DType::F32;
 };
 
-// Inputs: input_ids, attention_mask (i32 [batch, seq]). Output: hidden [batch, seq, hidden].
+// The BERT config of a shape (GELU, eps 1e-12); throws naming the field
+// that is out of range.
+BertConfig encoder_demo_config(const EncoderShape& s);
+
+// Inputs: input_ids, attention_mask (i32 [batch, seq]).
+// Output: last_hidden_state [batch, seq, hidden].
 Graph build_encoder_demo(const EncoderShape& s);
 
 }  // namespace rlx

@@ -14,7 +14,9 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_executable.h"
+#include "reference_ops.h"
 #include "rlx/dtype.h"
+#include "test_util.h"
 
 namespace rlx::gputest {
 
@@ -157,60 +159,12 @@ class Case {
   Schedule schedule_;
 };
 
-// Tolerance for a result stored in dt after f32 accumulation: the output
-// rounding of the dtype, plus an allowance for reduction order. `scale`
-// widens it for longer reductions (matmul with TF32 inputs).
-struct Tol {
-  double atol, rtol;
-};
-inline Tol tol_for(DType dt, double scale = 1.0) {
-  switch (dt) {
-    case DType::F32: return {1e-5 * scale, 1e-4 * scale};
-    case DType::F16: return {2e-3 * scale, 4e-3 * scale};
-    case DType::BF16: return {1.5e-2 * scale, 2e-2 * scale};
-    default: return {0, 0};
-  }
-}
-
-// Element-wise comparison; NaN must match NaN. Fails on unwritten (NaN where
-// a number is expected) and on all-zero output when the reference is not.
-inline void expect_close(const std::vector<double>& got, const std::vector<double>& ref, Tol tol,
-                         const std::string& what) {
-  ASSERT_EQ(got.size(), ref.size()) << what;
-  size_t bad = 0, first = got.size();
-  bool ref_nonzero = false, got_nonzero = false;
-  double worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(ref[i])) {
-      if (!std::isnan(got[i]) && bad++ == 0) first = i;
-      continue;
-    }
-    ref_nonzero |= ref[i] != 0;
-    got_nonzero |= got[i] != 0 && !std::isnan(got[i]);
-    double err = std::fabs(got[i] - ref[i]);
-    if (!(err <= tol.atol + tol.rtol * std::fabs(ref[i]))) {
-      if (bad++ == 0) first = i;
-      if (!(err <= worst)) worst = err;
-    }
-  }
-  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " elements off; first at " << first
-                     << ": got " << (first < got.size() ? got[first] : 0) << " want "
-                     << (first < got.size() ? ref[first] : 0) << "; worst abs err " << worst;
-  if (ref_nonzero) EXPECT_TRUE(got_nonzero) << what << ": output is all zero (unwritten?)";
-}
-
-inline double act_ref(Activation a, double x) {
-  switch (a) {
-    case Activation::None: return x;
-    case Activation::Gelu: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-    case Activation::GeluTanh:
-      return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-    case Activation::Silu: return x / (1 + std::exp(-x));
-    case Activation::Relu: return x > 0 ? x : 0;
-    case Activation::Tanh: return std::tanh(x);
-  }
-  return x;
-}
+// The tolerances, the element-wise comparison and the activation formulas
+// are the shared ones (test_util.h, reference_ops.h), as the op-case table uses.
+using test::expect_close;
+using test::Tol;
+using test::tol_for;
+inline double act_ref(Activation a, double x) { return test::ref_activation(a, x); }
 
 inline cuda::CudaExecutable& as_cuda(BackendExecutable& e) { return dynamic_cast<cuda::CudaExecutable&>(e); }
 

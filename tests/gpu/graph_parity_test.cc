@@ -61,7 +61,8 @@ uint64_t name_seed(const std::string& s, uint64_t salt) {
 void fill_params(Executable& exe, uint64_t salt) {
   for (const Binding& b : exe.schedule().param_bindings) {
     size_t n = size_t(numel(b.shape));
-    bool scale = b.name.find("gamma") != std::string::npos || b.name.find("norm") != std::string::npos;
+    bool scale = b.name.find("gamma") != std::string::npos || b.name.find("norm") != std::string::npos ||
+                 b.name.find("LayerNorm.weight") != std::string::npos;
     auto v = test::random_floats(n, name_seed(b.name, salt), scale ? 0.8f : -0.15f, scale ? 1.2f : 0.15f);
     exe.set_param_f32(b.name, v.data(), v.size());
   }
@@ -321,15 +322,15 @@ TEST(GraphPath, OneGraphLaunchPerForwardAndReplayAfterSetParam) {
   fill_params(*p.gpu, 2);
   p.check(in, "graph mode, replay after set_param");
   auto after = p.gpu->run(in);
-  auto b = before.at("hidden").to_f32(), a = after.at("hidden").to_f32();
+  auto b = before.at("last_hidden_state").to_f32(), a = after.at("last_hidden_state").to_f32();
   size_t changed = 0;
   for (size_t i = 0; i < a.size(); ++i) changed += a[i] != b[i];
   EXPECT_GT(changed, a.size() / 2) << "replay after set_param returned the old result";
 
   // Only the word embedding changes: a single param, written in place.
   std::vector<float> emb(size_t(s.vocab) * size_t(s.hidden), 0.f);
-  p.cpu->set_param_f32("word_embeddings", emb.data(), emb.size());
-  p.gpu->set_param_f32("word_embeddings", emb.data(), emb.size());
+  p.cpu->set_param_f32("embeddings.word_embeddings.weight", emb.data(), emb.size());
+  p.gpu->set_param_f32("embeddings.word_embeddings.weight", emb.data(), emb.size());
   p.check(in, "graph mode, replay after one set_param");
   EXPECT_EQ(ce.counters().perop_launches, c0.perop_launches);
 }

@@ -1,7 +1,9 @@
-// The shared op-case table (tests/op_cases.h) on the CUDA backend, against
-// the CPU backend on the same inputs, per dtype and execution mode. Outputs
-// are poisoned with NaN in the arena before the run; the test asserts the
-// mode that ran and how many launches it made.
+// The shared op-case table (tests/op_cases.h) on the CUDA backend, per dtype
+// and execution mode: against each case's double-precision reference with
+// the case's bound, and against the CPU backend on the same inputs. Cases
+// that allow it run twice (the second time on other inputs, so a replayed
+// graph must read them); outputs are poisoned with NaN in the arena before
+// each run. Asserts the mode that ran and what it launched.
 #include <gtest/gtest.h>
 
 #include "backends/backend.h"
@@ -11,32 +13,66 @@
 namespace rlx::test {
 namespace {
 
-TEST(OpCasesGpu, CudaMatchesTheCpuBackend) {
+// Launch counts of `runs` forwards of s in `mode`: one graph launch each, or
+// one launch per thunk; in a graph every thunk that is not library-backed
+// (cuBLASLt matmul, cuDNN attention) is exactly one kernel node.
+void expect_path(cuda::CudaExecutable& cu, const Schedule& s, ExecMode mode, uint64_t runs, const std::string& what) {
+  const uint64_t n = s.thunks.size();
+  EXPECT_EQ(cu.mode(), mode) << what;
+  EXPECT_EQ(cu.counters().forwards, runs) << what;
+  if (mode == ExecMode::Graph) {
+    EXPECT_EQ(cu.counters().graph_launches, runs) << what;
+    EXPECT_EQ(cu.counters().perop_launches, 0u) << what;
+    EXPECT_EQ(cu.schedule_string(), std::string(n, '+')) << what;
+    int sum = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const bool library = s.thunks[i].kind() == ThunkKind::MatMul || s.thunks[i].kind() == ThunkKind::Attention;
+      if (!library) EXPECT_EQ(cu.thunk_kernel_nodes()[i], 1) << what << ": " << s.thunks[i].label;
+      else EXPECT_GE(cu.thunk_kernel_nodes()[i], 1) << what << ": " << s.thunks[i].label;
+      sum += cu.thunk_kernel_nodes()[i];
+    }
+    EXPECT_EQ(cu.graph_kernel_nodes(), sum) << what;
+  } else {
+    EXPECT_EQ(cu.counters().graph_launches, 0u) << what;
+    EXPECT_EQ(cu.counters().perop_launches, runs * n) << what;
+    EXPECT_EQ(cu.schedule_string(), std::string(n, '-')) << what;
+  }
+}
+
+TEST(OpCasesGpu, CudaMatchesTheReferenceAndTheCpuBackend) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
   for (const OpCase& oc : op_cases()) {
     for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
       for (ExecMode mode : {ExecMode::PerOp, ExecMode::Graph}) {
         const std::string what = oc.name + " " + std::string(dtype_name(dt)) + (mode == ExecMode::Graph ? " graph" : " perop");
-        OpGraph c = oc.build(dt);
+        const OpGraph first = oc.build(dt);
         CompileOptions o;
         o.fuse = false;
-        o.device = Device::Cpu;
-        auto want = compile(c.graph, o)->run(feeds(c));
         o.device = Device::Cuda;
         o.mode = mode;
-        auto exe = compile(c.graph, o);
-        EXPECT_EQ(exe->report().thunk_histogram.count(oc.thunk), 1u) << what;
-        for (const Binding& b : exe->schedule().output_bindings)
-          exe->backend().write_binding(b, nan_bytes(size_t(numel(b.shape)), b.dtype).data());
-        auto got = exe->run(feeds(c));
-        auto& cu = dynamic_cast<cuda::CudaExecutable&>(exe->backend());
-        EXPECT_EQ(cu.mode(), mode) << what;
-        EXPECT_EQ(cu.counters().graph_launches, mode == ExecMode::Graph ? 1u : 0u) << what;
-        for (const auto& [name, ref] : want) {
-          std::vector<float> r = ref.to_f32();
-          expect_close(got.at(name).to_f32(), std::vector<double>(r.begin(), r.end()),
-                       2 * tolerance(dt) * oc.tol_scale, what + " " + name);
+        auto exe = compile(first.graph, o);
+        EXPECT_EQ(exe->report().backend, "cuda") << what;
+        EXPECT_EQ(exe->report().thunk_histogram.count(oc.thunk), 1u) << what << ": no " << oc.thunk << " thunk ran";
+        CompileOptions on_cpu;
+        on_cpu.fuse = false;
+        on_cpu.device = Device::Cpu;
+        auto cpu = compile(first.graph, on_cpu);
+        const int rounds = oc.rerun_reversed ? 2 : 1;
+        for (int round = 0; round < rounds; ++round) {
+          const OpGraph c = round == 0 ? first : reversed_inputs(first);
+          const std::string r = what + " round " + std::to_string(round);
+          for (const Binding& b : exe->schedule().output_bindings)
+            exe->backend().write_binding(b, nan_bytes(size_t(numel(b.shape)), b.dtype).data());
+          auto got = exe->run(feeds(c));
+          for (const auto& [name, ref] : reference_of(oc, c.inputs, dt))
+            expect_case_close(oc, dt, got.at(name).to_f32(), ref, r + " " + name + " vs reference");
+          for (const auto& [name, want] : cpu->run(feeds(c))) {
+            std::vector<float> w = want.to_f32();
+            expect_close(got.at(name).to_f32(), std::vector<double>(w.begin(), w.end()),
+                         2 * tolerance(dt) * oc.tol_scale, r + " " + name + " vs cpu");
+          }
         }
+        expect_path(dynamic_cast<cuda::CudaExecutable&>(exe->backend()), exe->schedule(), mode, uint64_t(rounds), what);
       }
     }
   }

@@ -85,7 +85,7 @@ TEST(Concurrency, OneExecutableSharedByFourThreads) {
                          {"attention_mask", HostTensor::from_i32({s.batch, s.seq}, mask)}};
   }
   std::vector<std::vector<uint8_t>> alone(kThreads);
-  for (int t = 0; t < kThreads; ++t) alone[size_t(t)] = exe->run(inputs[size_t(t)]).at("hidden").bytes;
+  for (int t = 0; t < kThreads; ++t) alone[size_t(t)] = exe->run(inputs[size_t(t)]).at("last_hidden_state").bytes;
   for (int t = 1; t < kThreads; ++t) ASSERT_NE(alone[0], alone[size_t(t)]) << "inputs must differ per thread";
   std::vector<float> h0 = test::from_bytes(alone[0], DType::F32);
   ASSERT_EQ(h0.size(), size_t(s.batch * s.seq * s.hidden));
@@ -96,10 +96,10 @@ TEST(Concurrency, OneExecutableSharedByFourThreads) {
   on_threads([&](int t) {
     for (int r = 0; r < kRounds; ++r) {
       if (r % 2 == 0) {
-        if (exe->run(inputs[size_t(t)]).at("hidden").bytes != alone[size_t(t)]) ++mismatches[size_t(t)];
+        if (exe->run(inputs[size_t(t)]).at("last_hidden_state").bytes != alone[size_t(t)]) ++mismatches[size_t(t)];
       } else {  // submit/wait from several threads too
         uint64_t ticket = exe->submit(inputs[size_t(t)]);
-        if (exe->wait(ticket).at("hidden").bytes != alone[size_t(t)]) ++mismatches[size_t(t)];
+        if (exe->wait(ticket).at("last_hidden_state").bytes != alone[size_t(t)]) ++mismatches[size_t(t)];
       }
     }
   });

@@ -24,8 +24,8 @@ TEST(OpCases, CpuMatchesTheReference) {
       for (const Binding& b : exe->schedule().output_bindings)
         exe->backend().write_binding(b, nan_bytes(size_t(numel(b.shape)), b.dtype).data());
       auto out = exe->run(feeds(c));
-      for (const auto& [name, ref] : oc.reference(c.inputs))
-        expect_close(out.at(name).to_f32(), ref, tolerance(dt) * oc.tol_scale, what + " " + name);
+      for (const auto& [name, ref] : reference_of(oc, c.inputs, dt))
+        expect_case_close(oc, dt, out.at(name).to_f32(), ref, what + " " + name);
     }
   }
 }
