@@ -113,10 +113,10 @@ void run_generate(const GenerateArgs& a) {
   std::printf("\n");
   std::fflush(stdout);
   std::fprintf(stderr, "rlx: load + compile %.2f s; prompt %zu tokens, %.1f tok/s; decode %d tokens, %.2f tok/s "
-               "(%s, full-prefix recompute per token)\n",
+               "(%s, KV cache: %llu decode steps)\n",
                load_s, prompt_tokens, prompt_s > 0 ? double(prompt_tokens) / prompt_s : 0.0,
                produced > 1 ? produced - 1 : 0, produced > 1 && decode_s > 0 ? double(produced - 1) / decode_s : 0.0,
-               a.device.c_str());
+               a.device.c_str(), static_cast<unsigned long long>(gen.decode_steps()));
 }
 
 }  // namespace

@@ -27,13 +27,13 @@ Graph cache_graph(int64_t n) {
   return g;
 }
 
-std::map<std::string, HostTensor> feeds(int64_t n, std::vector<int32_t> pos, uint64_t seed) {
+std::map<std::string, HostTensor> feeds(int64_t n, std::vector<int32_t> pos, uint64_t seed = 0) {
   return {{"rows", HostTensor::from_f32({kBatch, n, kRow}, test::random_floats(size_t(kBatch * n * kRow), seed, 1.f, 2.f))},
           {"pos", HostTensor::from_i32({kBatch}, pos)}};
 }
 
 // What the cache must hold: `expect` updated with the rows written at pos.
-void apply(std::vector<float>& expect, const std::map<std::string, HostTensor>& in) {
+void write_rows(std::vector<float>& expect, const std::map<std::string, HostTensor>& in) {
   const std::vector<float> rows = in.at("rows").to_f32();
   const std::vector<int32_t> pos = in.at("pos").to_i32();
   const int64_t n = in.at("rows").shape[1];
@@ -68,15 +68,15 @@ TEST(KvCache, StartsZeroedKeepsRowsAcrossRunsAndResets) {
   auto exe = compile(cache_graph(3));
   std::vector<float> expect(size_t(kBatch * kCtx * kRow), 0.f);
   auto a = feeds(3, {2, 8}, 1);  // batch 1's rows end at the cache's last row
-  apply(expect, a);
+  write_rows(expect, a);
   EXPECT_EQ(run_cache(*exe, a), expect);
   auto b = feeds(3, {5, 0}, 2);  // the first run's rows stay
-  apply(expect, b);
+  write_rows(expect, b);
   EXPECT_EQ(run_cache(*exe, b), expect);
   exe->reset_state();
   std::fill(expect.begin(), expect.end(), 0.f);
   auto c = feeds(3, {0, 1}, 3);
-  apply(expect, c);
+  write_rows(expect, c);
   EXPECT_EQ(run_cache(*exe, c), expect);
   EXPECT_EQ(exe->run_count(), 3u);
 }
@@ -88,18 +88,18 @@ TEST(KvCache, ExecutablesOfOneArenaShareShareTheState) {
   auto decode = compile(cache_graph(1), o);  // compiling it does not zero the shared state again
   std::vector<float> expect(size_t(kBatch * kCtx * kRow), 0.f);
   auto a = feeds(4, {0, 3}, 4);
-  apply(expect, a);
+  write_rows(expect, a);
   EXPECT_EQ(run_cache(*prefill, a), expect);
   for (int32_t step = 0; step < 3; ++step) {  // decode steps append after the prefilled rows
     auto d = feeds(1, {4 + step, 7 + step}, uint64_t(5 + step));
-    apply(expect, d);
+    write_rows(expect, d);
     EXPECT_EQ(run_cache(*decode, d), expect) << "step " << step;
   }
   EXPECT_EQ(decode->run_count(), 3u);
   decode->reset_state();  // one reset clears it for both
   std::fill(expect.begin(), expect.end(), 0.f);
   auto z = feeds(4, {7, 7}, 9);
-  apply(expect, z);
+  write_rows(expect, z);
   EXPECT_EQ(run_cache(*prefill, z), expect);
 }
 
