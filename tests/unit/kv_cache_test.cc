@@ -4,6 +4,8 @@
 // (the plan verifier enforces it), positions checked against the cache.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backends/backend.h"
 #include "compile/plan_verify.h"
 #include "rlx/session.h"

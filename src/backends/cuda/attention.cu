@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionP
       int kk = idx / D, d = idx % D;
       int64_t j = k0 + kk;
       float kv = 0.f, vv = 0.f;
-      if (j < p.skv) {
+      if (j < kv_len) {  // rows past the valid length are never read
         kv = to_f32(k[(b * p.skv + j) * p.k_stride + p.k_offset + int64_t(kvh) * D + d]);
         vv = to_f32(v[(b * p.skv + j) * p.v_stride + p.v_offset + int64_t(kvh) * D + d]);
       }
