@@ -4,6 +4,7 @@
 // skipped, never written out of bounds. Bytes are copied: any dtype.
 #include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/device_types.cuh"
+#include "backends/cuda/dispatch.h"
 #include "backends/cuda/launch.cuh"
 
 namespace rlx::cuda {
