@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "backends/backend.h"
 #include "models/llama.h"
@@ -53,9 +54,10 @@ inline double max_rel_error(const std::vector<float>& got, const std::vector<flo
 
 // Prefills `prompt` tokens, then decodes `steps` more one at a time; every
 // step's logits must equal the full forward's at that position within
-// `tol` (max |difference| / max |logit|). Returns the worst error.
+// `tol` (max |difference| / max |logit|). `on_decode` then inspects the
+// decode executable (how the backend ran it). Returns the worst error.
 inline double check_decode_against_full(const LlamaConfig& c, CompileOptions o, DType dt, int prompt, int steps,
-                                        double tol) {
+                                        double tol, const std::function<void(Executable&)>& on_decode = {}) {
   const int64_t total = prompt + steps, cache = total + 6;  // the cache is longer than the sequence
   const Graph full_g = build_llama_graph(c, 1, total, dt);
   const Weights w = random_weights(full_g);
@@ -98,6 +100,7 @@ inline double check_decode_against_full(const LlamaConfig& c, CompileOptions o, 
     worst = std::max(worst, e);
   }
   EXPECT_EQ(dec->run_count(), uint64_t(steps));
+  if (on_decode) on_decode(*dec);
   // The last step against the independent double-precision forward, too.
   if (!c.rope_interleaved && c.tie_embeddings) expect_close(got, reference(c, w, ids, int(total - 1)), tol * 10, "last decode step");
   return worst;
