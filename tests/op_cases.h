@@ -417,6 +417,114 @@ inline std::vector<OpCase> op_cases() {
                      for (float v : in.at("x")) out.push_back(ref_activation(Activation::Gelu, v));
                      return std::map<std::string, std::vector<double>>{{"out", out}};
                    }});
+
+  // KV-cache write: rows [2, 4, 3, 5] into a zeroed state cache [2, 9, 3, 5]
+  // at positions {0, 5} read from an input (the last rows of batch 1 end at
+  // the cache's end); the output is the whole cache after the write.
+  cases.push_back({"kv_write", "kv_write",
+                   [](DType dt) {
+                     OpGraph c;
+                     ValueId cache = c.graph.state("cache", {2, 9, 3, 5}, dt);
+                     ValueId rows = c.graph.input("rows", {2, 4, 3, 5}, dt);
+                     ValueId pos = c.graph.input("pos", {2}, DType::I32);
+                     c.graph.output("cache", c.graph.kv_write(cache, rows, pos));
+                     c.inputs["rows"] = quantize(random_floats(2 * 4 * 15, 76, -3.f, 3.f), dt);
+                     c.inputs["pos"] = {0.f, 5.f};
+                     return c;
+                   },
+                   [](const Values& in) {
+                     std::vector<double> cache(2 * 9 * 15, 0.0);
+                     const auto &rows = in.at("rows"), &pos = in.at("pos");
+                     for (int b = 0; b < 2; ++b)
+                       for (int i = 0; i < 4; ++i)
+                         for (int e = 0; e < 15; ++e)
+                           cache[size_t((b * 9 + int(pos[size_t(b)]) + i) * 15 + e)] = rows[size_t((b * 4 + i) * 15 + e)];
+                     return std::map<std::string, std::vector<double>>{{"cache", cache}};
+                   }});
+
+  // Attention over a cache: 3 query rows per batch at positions pos[b]..+2
+  // (pos = {1, 7}) against 10 cached keys, causal with that offset, GQA 4:2,
+  // head_dim 6. Batch 0 sees only keys 0..3: the rest of its cache is noise.
+  cases.push_back({"attention_cache_positions", "attention",
+                   [](DType dt) {
+                     OpGraph c;
+                     ValueId q = c.graph.input("q", {2, 3, 24}, dt);
+                     ValueId k = c.graph.input("k", {2, 10, 12}, dt);
+                     ValueId v = c.graph.input("v", {2, 10, 12}, dt);
+                     ValueId pos = c.graph.input("pos", {2}, DType::I32);
+                     AttentionAttrs a;
+                     a.q_heads = 4;
+                     a.kv_heads = 2;
+                     a.head_dim = 6;
+                     a.scale = 0.41f;
+                     a.mask = MaskKind::Causal;
+                     a.q_pos = true;
+                     c.graph.output("out", c.graph.attention(q, k, v, -1, a, pos));
+                     c.inputs["q"] = quantize(random_floats(2 * 3 * 24, 77, -2.f, 2.f), dt);
+                     c.inputs["k"] = quantize(random_floats(2 * 10 * 12, 78, -2.f, 2.f), dt);
+                     c.inputs["v"] = quantize(random_floats(2 * 10 * 12, 79, -2.f, 2.f), dt);
+                     c.inputs["pos"] = {1.f, 7.f};
+                     return c;
+                   },
+                   [](const Values& in) {
+                     const auto &q = in.at("q"), &k = in.at("k"), &v = in.at("v"), &pos = in.at("pos");
+                     std::vector<double> out(2 * 3 * 24, 0.0);
+                     for (int b = 0; b < 2; ++b)
+                       for (int i = 0; i < 3; ++i)
+                         for (int h = 0; h < 4; ++h) {
+                           const int kvh = h / 2, last = int(pos[size_t(b)]) + i;
+                           std::vector<double> w(size_t(last + 1));
+                           double mx = -1e300, sum = 0;
+                           for (int j = 0; j <= last; ++j) {
+                             double d = 0;
+                             for (int e = 0; e < 6; ++e)
+                               d += double(q[size_t((b * 3 + i) * 24 + h * 6 + e)]) * k[size_t((b * 10 + j) * 12 + kvh * 6 + e)];
+                             w[size_t(j)] = d * double(0.41f);
+                             mx = std::max(mx, w[size_t(j)]);
+                           }
+                           for (double& x : w) sum += (x = std::exp(x - mx));
+                           for (int e = 0; e < 6; ++e) {
+                             double o = 0;
+                             for (int j = 0; j <= last; ++j) o += w[size_t(j)] / sum * v[size_t((b * 10 + j) * 12 + kvh * 6 + e)];
+                             out[size_t((b * 3 + i) * 24 + h * 6 + e)] = o;
+                           }
+                         }
+                     return std::map<std::string, std::vector<double>>{{"out", out}};
+                   }});
+
+  // RoPE at start positions: row s of batch b is at pos[b] + s (pos = {4, 11}),
+  // 2 heads of 10 dims with 8 rotated (half-split), the last 2 copied.
+  cases.push_back({"rope_start_positions", "rope",
+                   [](DType dt) {
+                     OpGraph c;
+                     ValueId x = c.graph.input("x", {2, 3, 20}, dt);
+                     ValueId pos = c.graph.input("pos", {2}, DType::I32);
+                     RopeAttrs a;
+                     a.heads = 2;
+                     a.head_dim = 10;
+                     a.n_rot = 8;
+                     a.theta = 500.f;
+                     a.pos_is_start = true;
+                     c.graph.output("out", c.graph.rope(x, pos, a));
+                     c.inputs["x"] = quantize(random_floats(2 * 3 * 20, 80, -2.f, 2.f), dt);
+                     c.inputs["pos"] = {4.f, 11.f};
+                     return c;
+                   },
+                   [](const Values& in) {
+                     const auto &x = in.at("x"), &pos = in.at("pos");
+                     std::vector<double> out(x.begin(), x.end());
+                     for (int b = 0; b < 2; ++b)
+                       for (int s = 0; s < 3; ++s)
+                         for (int h = 0; h < 2; ++h)
+                           for (int i = 0; i < 4; ++i) {
+                             const double angle = (pos[size_t(b)] + s) * std::pow(500.0, -2.0 * i / 8.0);
+                             const size_t base = size_t((b * 3 + s) * 20 + h * 10);
+                             const double a0 = x[base + size_t(i)], a1 = x[base + size_t(i + 4)];
+                             out[base + size_t(i)] = a0 * std::cos(angle) - a1 * std::sin(angle);
+                             out[base + size_t(i + 4)] = a1 * std::cos(angle) + a0 * std::sin(angle);
+                           }
+                     return std::map<std::string, std::vector<double>>{{"out", out}};
+                   }});
   return cases;
 }
 

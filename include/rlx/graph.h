@@ -34,6 +34,10 @@ struct AttentionAttrs {
   int q_heads = 1, kv_heads = 1, head_dim = 1;
   float scale = 1.f;
   MaskKind mask = MaskKind::None;  // Padding: 4th input, i32 [B, Skv], 1 = keep
+  // Last input i32 [B]: the first query of batch b sits at position pos[b],
+  // so keys j >= pos[b] + Sq are not valid yet and Causal keeps j <= pos[b] + i
+  // (a decoder attending its KV cache). Read from device memory at run time.
+  bool q_pos = false;
   int64_t q_offset = 0, k_offset = 0, v_offset = 0;
   int64_t q_stride = 0, k_stride = 0, v_stride = 0;
 };
@@ -42,6 +46,8 @@ struct RopeAttrs {
   int heads = 1, head_dim = 1, n_rot = 0;  // n_rot 0 = head_dim
   float theta = 10000.f;
   bool interleaved = false;  // false: rotate halves (NeoX/HF); true: pairs (GPT-J/GGUF)
+  // positions is i32 [batch]: the start position, row i is at positions[b] + i.
+  bool pos_is_start = false;
   int64_t offset = 0, stride = 0;  // like AttentionAttrs
 };
 // out = silu(gate) * up over [..., cols]. gate's columns are [gate_offset,
@@ -95,6 +101,9 @@ class Graph {
   ValueId input(const std::string& name, Shape shape, DType dt);
   ValueId param(const std::string& name, Shape shape, DType dt);
   ValueId constant(Shape shape, DType dt, std::vector<uint8_t> bytes, const std::string& name = "");
+  // Memory that persists across runs (a KV cache): zeroed at creation and by
+  // Executable::reset_state(), shared by executables of one arena share.
+  ValueId state(const std::string& name, Shape shape, DType dt);
   ValueId constant_f32(Shape shape, DType dt, const std::vector<float>& values, const std::string& name = "");
 
   ValueId matmul(ValueId a, ValueId b, bool trans_a = false, bool trans_b = false);
@@ -116,7 +125,8 @@ class Graph {
   std::pair<ValueId, ValueId> add_norm(ValueId x, ValueId residual, ValueId gamma, ValueId beta,
                                        NormKind kind, float eps);
   ValueId softmax(ValueId x);
-  ValueId attention(ValueId q, ValueId k, ValueId v, ValueId mask, const AttentionAttrs& a);
+  // mask: the padding mask or -1; q_pos: the start positions when a.q_pos, else -1.
+  ValueId attention(ValueId q, ValueId k, ValueId v, ValueId mask, const AttentionAttrs& a, ValueId q_pos = -1);
   ValueId rope(ValueId x, ValueId positions, const RopeAttrs& a);
   ValueId gather(ValueId table, ValueId ids);
   ValueId narrow(ValueId x, int axis, int64_t start, int64_t length);
@@ -128,6 +138,10 @@ class Graph {
   ValueId reduce(ValueId x, int axis, ReduceKind kind, bool keepdim = false);
   ValueId softmax_cross_entropy(ValueId logits, ValueId labels);  // per-row loss [N]
   ValueId swiglu(ValueId gate, ValueId up);  // silu(gate) * up
+  // Stores rows [B, n, ...] into the state `cache` [B, max_ctx, ...] at rows
+  // pos[b] .. pos[b]+n-1 (pos: i32 [B], read at run time). Returns the cache
+  // after the write (the same memory): readers of it run after the write.
+  ValueId kv_write(ValueId cache, ValueId rows, ValueId pos);
   // silu(first half) * second half of each row of a fused gate/up [..., 2*cols].
   ValueId swiglu_fused(ValueId gate_up);
 

@@ -54,6 +54,12 @@ class Executable {
   void set_param_f32(const std::string& name, const float* data, size_t count);
   // Takes the params `other` has set: both share one arena (same layout).
   void share_params_with(const Executable& other);
+  // Zeroes every state tensor (the KV cache). State starts zeroed and keeps
+  // its contents across runs; executables sharing an arena share it.
+  void reset_state();
+  std::vector<std::string> state_names() const;
+  // Runs so far (run and submit), for callers that assert which executable ran.
+  uint64_t run_count() const { return runs_; }
   std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs);
 
   // Pipelined runs: submit returns at once; wait returns that run's outputs.
@@ -79,6 +85,7 @@ class Executable {
   CompileReport report_;
   std::vector<bool> param_set_;
   CompileOptions opts_;
+  uint64_t runs_ = 0;
   mutable std::mutex own_mutex_;
 };
 

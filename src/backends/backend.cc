@@ -53,6 +53,7 @@ uint8_t* ArenaShare::acquire(const Schedule& s, const std::string& backend,
     release_ = std::move(release);
     backend_ = backend;
     params_ = s.param_bindings;
+    state_ = s.state_bindings;
     *fresh = true;
     return base_;
   }
@@ -63,6 +64,9 @@ uint8_t* ArenaShare::acquire(const Schedule& s, const std::string& backend,
   bool same = s.param_bindings.size() == params_.size();
   for (size_t i = 0; same && i < params_.size(); ++i) same = same_layout(s.param_bindings[i], params_[i]);
   RLX_CHECK(same, "arena share: this graph's params are laid out differently from the arena's first graph");
+  same = s.state_bindings.size() == state_.size();
+  for (size_t i = 0; same && i < state_.size(); ++i) same = same_layout(s.state_bindings[i], state_[i]);
+  RLX_CHECK(same, "arena share: this graph's state (KV cache) is laid out differently from the arena's first graph");
   *fresh = false;
   return base_;
 }

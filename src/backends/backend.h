@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/staging_ring.h"
@@ -55,6 +56,9 @@ class ArenaShare {
                    std::function<void(uint8_t*)> release, bool* fresh);
   // True when the constants in the arena are not `owner`'s; marks them `owner`'s.
   bool claim_constants(const void* owner);
+  // True the first time it is called: the state region is then zeroed once
+  // for every executable sharing the arena, not again by each compile.
+  bool claim_state_zeroing() { return !std::exchange(state_zeroed_, true); }
   uint64_t bytes() const { return bytes_; }
   // Held by every run of an executable on this arena: runs must not overlap.
   std::mutex& run_mutex() { return run_mutex_; }
@@ -64,7 +68,8 @@ class ArenaShare {
   uint8_t* base_ = nullptr;
   uint64_t bytes_ = 0, reserve_ = 0;
   std::string backend_;
-  std::vector<Binding> params_;
+  std::vector<Binding> params_, state_;
+  bool state_zeroed_ = false;
   std::function<void(uint8_t*)> release_;
   const void* constants_owner_ = nullptr;
 };

@@ -1,6 +1,6 @@
 // Lowering: order nodes, place every value in the arena, emit thunks.
-// Arena layout: [params + constants | inputs | outputs | scratch], each
-// region 256-byte aligned; scratch slots are reused by liveness.
+// Arena layout: [state | params + constants | inputs | outputs | scratch],
+// each region 256-byte aligned; scratch slots are reused by liveness.
 #include "compile/lower.h"
 
 #include <algorithm>
@@ -56,7 +56,7 @@ bool is_param_group(const Graph& g, const Node& n) {
   return true;
 }
 
-enum class Home { None, Params, Inputs, Outputs, Scratch };
+enum class Home { None, State, Params, Inputs, Outputs, Scratch };
 
 }  // namespace
 
@@ -93,6 +93,21 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
     t_begin[size_t(id)] = t;
     t += emits(id);
     t_end[size_t(id)] = t;
+  }
+
+  // State region: persists across runs, placed first so that every graph of
+  // one builder (prefill and decode) puts it at the same offsets.
+  uint64_t state_top = 0;
+  for (int32_t id : order) {
+    const Node& n = g.node(id);
+    if (n.op != OpKind::State) continue;
+    ValueId v = n.outputs[0];
+    root[size_t(v)] = v;
+    region[size_t(v)] = Home::State;
+    slot[size_t(v)] = state_top;
+    const Value& x = g.value(v);
+    s->state_bindings.push_back(Binding{n.name, x.shape, x.dtype, state_top, 1, bytes_of(v), bytes_of(v)});
+    state_top = align_up(state_top + bytes_of(v));
   }
 
   // Params region: params, grouped params, constants.
@@ -164,8 +179,13 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
   // Views alias their input; everything else computed is its own root.
   for (int32_t id : order) {
     const Node& n = g.node(id);
-    if (n.op == OpKind::Input || n.op == OpKind::Param || n.op == OpKind::Constant) continue;
+    if (n.op == OpKind::Input || n.op == OpKind::Param || n.op == OpKind::Constant || n.op == OpKind::State)
+      continue;
     if (is_param_group(g, n)) continue;
+    if (n.op == OpKind::KvWrite) {  // writes the cache in place: its output is the cache
+      root[size_t(n.outputs[0])] = root[size_t(n.inputs[0])];
+      continue;
+    }
     if (is_view(g, id)) {
       ValueId in = n.inputs[0], out = n.outputs[0];
       root[size_t(out)] = root[size_t(in)];
@@ -231,8 +251,9 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
   }
   Placement pl = place(ranges);
 
-  s->params = {0, param_top};
-  s->inputs = {align_up(param_top), input_top};
+  s->state = {0, state_top};
+  s->params = {state_top, param_top};
+  s->inputs = {s->params.offset + align_up(param_top), input_top};
   s->outputs = {s->inputs.offset + align_up(input_top), output_top};
   s->scratch = {s->outputs.offset + align_up(output_top), pl.region_bytes};
   s->arena_bytes = s->scratch.offset + pl.region_bytes;
@@ -242,6 +263,8 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
     s->planned.push_back(PlannedValue{scratch[i], s->scratch.offset + pl.offsets[i], ranges[i].size,
                                       ranges[i].first, ranges[i].last});
   }
+  for (auto& b : s->param_bindings) b.offset += s->params.offset;
+  for (auto& c : s->constants) c.first += s->params.offset;
   for (auto& b : s->input_bindings) b.offset += s->inputs.offset;
   for (auto& b : s->output_bindings) b.offset += s->outputs.offset;
   for (auto& c : output_copies) c.second += s->outputs.offset;
@@ -249,7 +272,8 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
   auto addr = [&](ValueId v) -> uint64_t {
     ValueId r = root[size_t(v)];
     RLX_CHECK(r >= 0, "value " << v << " has no storage");
-    uint64_t base = region[size_t(r)] == Home::Params    ? s->params.offset
+    uint64_t base = region[size_t(r)] == Home::State     ? s->state.offset
+                    : region[size_t(r)] == Home::Params  ? s->params.offset
                     : region[size_t(r)] == Home::Inputs  ? s->inputs.offset
                     : region[size_t(r)] == Home::Outputs ? s->outputs.offset
                                                            : s->scratch.offset;
@@ -297,6 +321,18 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
     while (n->op == OpKind::Reshape) n = &g.node(g.value(n->inputs[0]).producer);
     return n->op == OpKind::Input ? n : nullptr;
   };
+  // A KV write's positions straight from an input must leave room for its rows.
+  for (int32_t id : order) {
+    const Node& n = g.node(id);
+    if (n.op != OpKind::KvWrite) continue;
+    const Node* in = source_input(n.inputs[2]);
+    if (!in) continue;
+    const int64_t limit = g.value(n.inputs[0]).shape[1] - g.value(n.inputs[1]).shape[1] + 1;
+    s->index_checks.push_back(IndexCheck{in->name, limit, "positions of " + g.describe(id) + " (" +
+                                                              std::to_string(g.value(n.inputs[1]).shape[1]) +
+                                                              " rows into " +
+                                                              std::to_string(g.value(n.inputs[0]).shape[1]) + ")"});
+  }
   for (int32_t id : order) {
     const Node& n = g.node(id);
     if (n.op != OpKind::Gather && n.op != OpKind::SoftmaxCrossEntropy) continue;

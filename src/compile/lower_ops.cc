@@ -175,7 +175,8 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.q = addr(n.inputs[0]);
       p.k = addr(n.inputs[1]);
       p.v = addr(n.inputs[2]);
-      p.mask = n.inputs.size() > 3 ? addr(n.inputs[3]) : kNoBuffer;
+      p.mask = at.mask == MaskKind::Padding ? addr(n.inputs[3]) : kNoBuffer;
+      p.pos = at.q_pos ? addr(n.inputs.back()) : kNoBuffer;
       p.out = addr(n.outputs[0]);
       p.batch = V(0).shape[0];
       p.sq = V(0).shape[1];
@@ -210,6 +211,7 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.theta = at.theta;
       p.interleaved = at.interleaved;
       p.pos_batched = V(1).shape.size() == 2;
+      p.pos_start = at.pos_is_start;
       p.dtype = V(0).dtype;
       return emit(p);
     }
@@ -283,9 +285,23 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.dtype = y.dtype;
       return emit(p);
     }
+    case OpKind::KvWrite: {
+      const Shape& cs = V(0).shape;
+      KvWriteParams p{};
+      p.cache = addr(n.inputs[0]);
+      p.rows = addr(n.inputs[1]);
+      p.pos = addr(n.inputs[2]);
+      p.batch = cs[0];
+      p.n_new = V(1).shape[1];
+      p.max_ctx = cs[1];
+      p.row = numel(cs) / (cs[0] * cs[1]);
+      p.dtype = V(0).dtype;
+      return emit(p);
+    }
     case OpKind::Input:
     case OpKind::Param:
     case OpKind::Constant:
+    case OpKind::State:
     case OpKind::Reshape: return;
   }
 }

@@ -36,7 +36,12 @@ void verify_plan(const Schedule& s) {
                                        << a.last << " and " << b.first << "-" << b.last << ")");
     }
   }
-  const Region regions[] = {s.params, s.inputs, s.outputs};
+  RLX_CHECK(s.state.offset + s.state.size <= s.params.offset || !s.state.size,
+            "plan: the state region overlaps the params region");
+  for (const Binding& b : s.state_bindings)
+    RLX_CHECK(inside(b.offset, b.bytes(), s.state.offset, s.state.offset + s.state.size),
+              "plan: state '" << b.name << "' lies outside the state region");
+  const Region regions[] = {s.state, s.params, s.inputs, s.outputs};
   for (size_t t = 0; t < s.thunks.size(); ++t) {
     const Thunk& th = s.thunks[t];
     const std::vector<BufferUse> declared = declared_uses(th.params);
@@ -60,6 +65,10 @@ void verify_plan(const Schedule& s) {
         if (u.write && inside(u.offset, u.size, s.params.offset, s.params.offset + s.params.size) &&
             s.params.size)
           RLX_FAIL("plan: thunk " << t << " (" << th.label << ") writes into the params region");
+        // State outlives the run: only a KV write may change it.
+        if (u.write && s.state.size && u.offset < s.state.offset + s.state.size &&
+            u.offset + u.size > s.state.offset && th.kind() != ThunkKind::KvWrite)
+          RLX_FAIL("plan: thunk " << t << " (" << th.label << ") writes into the state region; only kv_write may");
         for (const PlannedValue& p : pv)
           ok = ok || (int32_t(t) >= p.first && int32_t(t) <= p.last &&
                       inside(u.offset, u.size, p.offset, p.offset + p.size));

@@ -116,6 +116,11 @@ ValueId Graph::param(const std::string& name, Shape shape, DType dt) {
   return leaf(nodes_, values_, OpKind::Param, name, std::move(shape), dt);
 }
 
+ValueId Graph::state(const std::string& name, Shape shape, DType dt) {
+  check_name(nodes_, OpKind::State, name);
+  return leaf(nodes_, values_, OpKind::State, name, std::move(shape), dt);
+}
+
 ValueId Graph::constant(Shape shape, DType dt, std::vector<uint8_t> bytes, const std::string& name) {
   RLX_CHECK(bytes.size() == size_t(numel(shape)) * dtype_size(dt),
             "constant '" << name << "': " << std::to_string(bytes.size()) << " bytes for shape "
@@ -178,10 +183,14 @@ std::pair<ValueId, ValueId> Graph::add_norm(ValueId x, ValueId residual, ValueId
   return {o[0], o[1]};
 }
 ValueId Graph::softmax(ValueId x) { return add_node(OpKind::Softmax, {x}, NoAttrs{})[0]; }
-ValueId Graph::attention(ValueId q, ValueId k, ValueId v, ValueId mask, const AttentionAttrs& a) {
+ValueId Graph::attention(ValueId q, ValueId k, ValueId v, ValueId mask, const AttentionAttrs& a, ValueId q_pos) {
   std::vector<ValueId> in{q, k, v};
   if (mask >= 0) in.push_back(mask);
+  if (q_pos >= 0) in.push_back(q_pos);
   return add_node(OpKind::Attention, in, a)[0];
+}
+ValueId Graph::kv_write(ValueId cache, ValueId rows, ValueId pos) {
+  return add_node(OpKind::KvWrite, {cache, rows, pos}, NoAttrs{})[0];
 }
 ValueId Graph::rope(ValueId x, ValueId positions, const RopeAttrs& a) {
   return add_node(OpKind::Rope, {x, positions}, a)[0];
@@ -241,7 +250,7 @@ void verify(const Graph& g) {
     const Node& n = g.nodes()[i];
     if (n.dead) continue;
     std::string who = g.describe(int32_t(i));
-    if (n.op == OpKind::Input || n.op == OpKind::Param) {
+    if (n.op == OpKind::Input || n.op == OpKind::Param || n.op == OpKind::State) {
       RLX_CHECK(names.insert({int(n.op), n.name}).second, who << ": duplicate name");
       continue;
     }

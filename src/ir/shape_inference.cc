@@ -75,7 +75,8 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
     case OpKind::Input:
     case OpKind::Param:
     case OpKind::Constant:
-      RLX_FAIL(who << ": leaves are created with input/param/constant, not add_node");
+    case OpKind::State:
+      RLX_FAIL(who << ": leaves are created with input/param/constant/state, not add_node");
 
     case OpKind::MatMul: {
       need_inputs(in, 2, 3, who);
@@ -152,7 +153,8 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
     case OpKind::Attention: {
       const auto& at = std::get<AttentionAttrs>(attrs);
       bool pad = at.mask == MaskKind::Padding;
-      need_inputs(in, pad ? 4 : 3, pad ? 4 : 3, who);
+      const size_t n_in = 3 + (pad ? 1 : 0) + (at.q_pos ? 1 : 0);
+      need_inputs(in, n_in, n_in, who);
       RLX_CHECK(at.q_heads > 0 && at.kv_heads > 0 && at.head_dim > 0 &&
                     at.q_heads % at.kv_heads == 0,
                 who << ": q_heads " << at.q_heads << " must be a positive multiple of kv_heads "
@@ -173,6 +175,7 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
                       << k.shape[1] << "], got " << shape_str(V(3).shape));
         need_dtype(V(3), DType::I32, who, "padding mask");
       }
+      if (at.q_pos) need_vector(V(n_in - 1), q.shape[0], DType::I32, who, "query start positions");
       return out({q.shape[0], q.shape[1], int64_t(at.q_heads) * at.head_dim}, q.dtype);
     }
 
@@ -187,9 +190,29 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       need_float(x, who, "input");
       check_rows(x, at.offset, at.stride, int64_t(at.heads) * at.head_dim, who, "input");
       need_dtype(p, DType::I32, who, "positions");
-      RLX_CHECK(p.shape == (Shape{x.shape[1]}) || p.shape == (Shape{x.shape[0], x.shape[1]}),
-                who << ": positions must be [seq] or [batch, seq], got " << shape_str(p.shape));
+      if (at.pos_is_start)
+        need_vector(p, x.shape[0], DType::I32, who, "start positions");
+      else
+        RLX_CHECK(p.shape == (Shape{x.shape[1]}) || p.shape == (Shape{x.shape[0], x.shape[1]}),
+                  who << ": positions must be [seq] or [batch, seq], got " << shape_str(p.shape));
       return out({x.shape[0], x.shape[1], int64_t(at.heads) * at.head_dim}, x.dtype);
+    }
+
+    case OpKind::KvWrite: {
+      need_inputs(in, 3, 3, who);
+      const Value &cache = V(0), &rows = V(1), &pos = V(2);
+      RLX_CHECK(cache.producer >= 0 && g.node(cache.producer).op == OpKind::State,
+                who << ": the cache must be a state tensor, not the output of "
+                    << g.describe(cache.producer));
+      RLX_CHECK(cache.shape.size() >= 3 && rows.shape.size() == cache.shape.size() &&
+                    rows.shape[0] == cache.shape[0] && rows.shape[1] <= cache.shape[1] &&
+                    std::equal(rows.shape.begin() + 2, rows.shape.end(), cache.shape.begin() + 2),
+                who << ": rows " << shape_str(rows.shape) << " do not fit the cache " << shape_str(cache.shape)
+                    << " (want [batch, n <= max_ctx, ...] with the cache's batch and row shape)");
+      need_float(cache, who, "cache");
+      need_dtype(rows, cache.dtype, who, "rows");
+      need_vector(pos, cache.shape[0], DType::I32, who, "positions");
+      return out(cache.shape, cache.dtype);
     }
 
     case OpKind::SwiGlu: {

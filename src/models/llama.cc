@@ -91,10 +91,14 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
   return c;
 }
 
-Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt) {
+Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, int64_t cache_len) {
   RLX_CHECK(is_float(dt), "llama: compute dtype must be f32, f16 or bf16");
   RLX_CHECK(batch > 0 && seq > 0, "llama: batch and seq must be positive");
   RLX_CHECK(seq <= c.max_positions, "llama: seq " << seq << " exceeds the context length " << c.max_positions);
+  RLX_CHECK(cache_len >= 0 && cache_len <= c.max_positions && (cache_len == 0 || seq <= cache_len),
+            "llama: a KV cache of " << cache_len << " rows for " << seq << " tokens (context length "
+                                    << c.max_positions << ")");
+  const bool cached = cache_len > 0;
   Graph g;
   const int64_t H = c.hidden_size, F = c.intermediate_size, hd = c.head_dim;
   const int64_t q_dim = int64_t(c.num_heads) * hd, kv_dim = int64_t(c.num_kv_heads) * hd;
@@ -105,7 +109,8 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   };
 
   ValueId ids = g.input("input_ids", {batch, seq}, DType::I32);
-  ValueId positions = g.input("positions", {seq}, DType::I32);
+  // Without a cache: the position of each column; with one: each batch's start.
+  ValueId positions = cached ? g.input("pos", {batch}, DType::I32) : g.input("positions", {seq}, DType::I32);
   ValueId last = g.input("last_index", {batch}, DType::I32);
   ValueId embed = param("token_embd.weight", {c.vocab_size, H});
   ValueId x = g.gather(embed, ids);
@@ -116,7 +121,9 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   attn.head_dim = c.head_dim;
   attn.scale = 1.f / std::sqrt(float(hd));
   attn.mask = MaskKind::Causal;
+  attn.q_pos = cached;
   RopeAttrs rq;
+  rq.pos_is_start = cached;
   rq.heads = c.num_heads;
   rq.head_dim = c.head_dim;
   rq.n_rot = c.rope_dims;
@@ -131,7 +138,11 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     ValueId q = g.rope(dense(h, p + "attn_q.weight", q_dim, H), positions, rq);
     ValueId k = g.rope(dense(h, p + "attn_k.weight", kv_dim, H), positions, rk);
     ValueId v = dense(h, p + "attn_v.weight", kv_dim, H);
-    ValueId ctx = g.attention(q, k, v, -1, attn);
+    if (cached) {  // the new rows join the cache; attention reads all of it up to each position
+      k = g.kv_write(g.state(p + "k_cache", {batch, cache_len, kv_dim}, dt), k, positions);
+      v = g.kv_write(g.state(p + "v_cache", {batch, cache_len, kv_dim}, dt), v, positions);
+    }
+    ValueId ctx = g.attention(q, k, v, -1, attn, cached ? positions : -1);
     x = g.add(x, dense(ctx, p + "attn_output.weight", H, q_dim));
     h = g.rms_norm(x, param(p + "ffn_norm.weight", {H}), c.rms_eps);
     ValueId gate = g.silu(dense(h, p + "ffn_gate.weight", F, H));

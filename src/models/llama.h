@@ -1,7 +1,7 @@
 // LLaMA-family decoders (LlamaForCausalLM: TinyLlama, SmolLM2, ...): the
 // config from GGUF metadata or a Hugging Face config.json, the graph (built
 // with the public builder API) and weights from GGUF, dequantized to f32 at
-// load. The graph recomputes the whole prefix: no KV cache yet.
+// load. The graph recomputes the whole prefix, or runs over a KV cache.
 #pragma once
 #include <memory>
 #include <string>
@@ -42,7 +42,15 @@ LlamaConfig load_llama_config(const std::string& dir_or_file);
 // sequence, the flat row (b * seq + position) whose logits to compute.
 // Output: logits f32 [batch, vocab]. Params carry the GGUF tensor names
 // (token_embd.weight, blk.N.attn_q.weight, ...).
-Graph build_llama_graph(const LlamaConfig& cfg, int64_t batch, int64_t seq, DType dt);
+//
+// With cache_len > 0 the graph runs over a KV cache: state tensors
+// blk.N.k_cache / blk.N.v_cache [batch, cache_len, kv_heads * head_dim]; the
+// input `pos` i32 [batch] (instead of `positions`) is where the seq new tokens
+// start. Their K/V rows are written at pos..pos+seq-1 and their queries attend
+// the cache up to their own position, so a seq-1 graph is one decode step and
+// graphs of other seq (prefill) built with the same cache_len share the cache
+// through an arena share.
+Graph build_llama_graph(const LlamaConfig& cfg, int64_t batch, int64_t seq, DType dt, int64_t cache_len = 0);
 
 // Where a LLaMA's config and weights come from (a GGUF file or a Hugging
 // Face directory), with params named as build_llama_graph names them.

@@ -78,6 +78,7 @@ void LlamaGenerator::prepare() {
     executable(b);
     if (b == last) break;
   }
+  if (o_.kv_cache) decode_executable();
 }
 
 std::vector<int64_t> LlamaGenerator::buckets() const {
@@ -86,19 +87,18 @@ std::vector<int64_t> LlamaGenerator::buckets() const {
   return out;
 }
 
-Executable& LlamaGenerator::executable(int64_t bucket) {
-  auto it = exes_.find(bucket);
-  if (it != exes_.end()) return *it->second;
+std::unique_ptr<Executable> LlamaGenerator::compile_graph(int64_t seq) {
   CompileOptions co;
   co.device = o_.device;
   co.threads = o_.threads;
   if (!share_) {
-    // The largest bucket sizes the arena all buckets share.
+    // The largest bucket sizes the arena all graphs share; its length is the cache's.
     const int64_t largest = bucket_for(max_tokens_ ? max_tokens_ : config().max_positions);
-    share_ = make_arena_share(planned_arena_bytes(build_llama_graph(config(), 1, largest, o_.dtype), co));
+    cache_len_ = o_.kv_cache ? largest : 0;
+    share_ = make_arena_share(planned_arena_bytes(build_llama_graph(config(), 1, largest, o_.dtype, cache_len_), co));
   }
   co.arena_share = share_;
-  Graph g = build_llama_graph(config(), 1, bucket, o_.dtype);
+  Graph g = build_llama_graph(config(), 1, seq, o_.dtype, cache_len_);
   auto exe = compile(g, co);
   if (with_params_) {
     exe->share_params_with(*with_params_);
@@ -107,7 +107,38 @@ Executable& LlamaGenerator::executable(int64_t bucket) {
     model_->load_into(*exe, g);
     with_params_ = exe.get();
   }
-  return *exes_.emplace(bucket, std::move(exe)).first->second;
+  return exe;
+}
+
+Executable& LlamaGenerator::executable(int64_t bucket) {
+  auto it = exes_.find(bucket);
+  if (it != exes_.end()) return *it->second;
+  return *exes_.emplace(bucket, compile_graph(bucket)).first->second;
+}
+
+Executable& LlamaGenerator::decode_executable() {
+  if (!decode_) decode_ = compile_graph(1);
+  return *decode_;
+}
+
+// ids[start..] through a prefill bucket (the cache then holds ids), or with
+// no cache the whole of ids with start 0.
+std::vector<float> LlamaGenerator::prefill(const std::vector<int32_t>& ids, int64_t start) {
+  const int64_t n = int64_t(ids.size()) - start;
+  const int64_t b = bucket_for(n);
+  Executable& exe = executable(b);
+  std::vector<int32_t> padded(ids.begin() + start, ids.end());
+  padded.resize(size_t(b), 0);  // after the last token: masked out by causality
+  std::map<std::string, HostTensor> in{{"input_ids", HostTensor::from_i32({1, b}, padded)},
+                                       {"last_index", HostTensor::from_i32({1}, {int32_t(n - 1)})}};
+  if (o_.kv_cache) {
+    in["pos"] = HostTensor::from_i32({1}, {int32_t(start)});
+  } else {
+    std::vector<int32_t> pos(static_cast<size_t>(b));
+    for (int64_t i = 0; i < b; ++i) pos[size_t(i)] = int32_t(i);
+    in["positions"] = HostTensor::from_i32({b}, pos);
+  }
+  return exe.run(in).at("logits").to_f32();
 }
 
 std::vector<float> LlamaGenerator::next_logits(const std::vector<int32_t>& ids) {
@@ -116,16 +147,28 @@ std::vector<float> LlamaGenerator::next_logits(const std::vector<int32_t>& ids) 
   RLX_CHECK(n <= config().max_positions, "llama: " << n << " tokens exceed the context length "
                                                    << config().max_positions);
   RLX_CHECK(!max_tokens_ || n <= max_tokens_, "llama: " << n << " tokens exceed the " << max_tokens_ << " reserved");
-  const int64_t b = bucket_for(n);
-  Executable& exe = executable(b);
-  std::vector<int32_t> padded(ids);
-  padded.resize(size_t(b), 0);  // after the last token: masked out by causality
-  std::vector<int32_t> pos(static_cast<size_t>(b));
-  for (int64_t i = 0; i < b; ++i) pos[size_t(i)] = int32_t(i);
-  auto out = exe.run({{"input_ids", HostTensor::from_i32({1, b}, padded)},
-                      {"positions", HostTensor::from_i32({b}, pos)},
-                      {"last_index", HostTensor::from_i32({1}, {int32_t(n - 1)})}});
-  return out.at("logits").to_f32();
+  if (!o_.kv_cache) return prefill(ids, 0);
+  Executable& decode = decode_executable();
+  const int64_t have = int64_t(cached_.size());
+  const bool extends = have < n && std::equal(cached_.begin(), cached_.end(), ids.begin());
+  cached_.clear();  // until this call succeeds the cache holds nothing reusable
+  std::vector<float> logits;
+  if (extends && n - have == 1) {
+    logits = decode
+                 .run({{"input_ids", HostTensor::from_i32({1, 1}, {ids.back()})},
+                       {"pos", HostTensor::from_i32({1}, {int32_t(have)})},
+                       {"last_index", HostTensor::from_i32({1}, {0})}})
+                 .at("logits")
+                 .to_f32();
+  } else {
+    // The new tokens after the cached prefix, or all of them when their
+    // bucket would run past the cache's end.
+    int64_t start = extends ? have : 0;
+    if (start + bucket_for(n - start) > cache_len_) start = 0;
+    logits = prefill(ids, start);
+  }
+  cached_ = ids;
+  return logits;
 }
 
 }  // namespace rlx

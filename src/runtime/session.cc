@@ -109,7 +109,25 @@ std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& op
 Executable::Executable(std::unique_ptr<Schedule> s, std::unique_ptr<BackendExecutable> be, CompileReport r,
                        CompileOptions opts)
     : schedule_(std::move(s)), backend_(std::move(be)), report_(std::move(r)),
-      param_set_(schedule_->param_bindings.size(), false), opts_(std::move(opts)) {}
+      param_set_(schedule_->param_bindings.size(), false), opts_(std::move(opts)) {
+  // A new arena holds garbage (NaN bytes on the GPU): state starts at zero.
+  if (!schedule_->state_bindings.empty() && (!opts_.arena_share || opts_.arena_share->claim_state_zeroing()))
+    reset_state();
+}
+
+void Executable::reset_state() {
+  std::lock_guard<std::mutex> lock(run_mutex());
+  for (const Binding& b : schedule_->state_bindings) {
+    const std::vector<uint8_t> zeros(b.bytes(), 0);  // 0 bytes are 0.0 in every float dtype
+    backend_->write_binding(b, zeros.data());
+  }
+}
+
+std::vector<std::string> Executable::state_names() const {
+  std::vector<std::string> r;
+  for (const Binding& b : schedule_->state_bindings) r.push_back(b.name);
+  return r;
+}
 
 std::mutex& Executable::run_mutex() const {
   return opts_.arena_share ? opts_.arena_share->run_mutex() : own_mutex_;
@@ -213,12 +231,15 @@ std::map<std::string, HostTensor> Executable::run(const std::map<std::string, Ho
   std::vector<void*> ptrs;
   auto out = empty_outputs(*schedule_, ptrs);
   backend_->run(in, ptrs);
+  ++runs_;
   return out;
 }
 
 uint64_t Executable::submit(const std::map<std::string, HostTensor>& inputs) {
   std::lock_guard<std::mutex> lock(run_mutex());
-  return backend_->submit(check_inputs(inputs));
+  const uint64_t ticket = backend_->submit(check_inputs(inputs));
+  ++runs_;
+  return ticket;
 }
 
 std::map<std::string, HostTensor> Executable::wait(uint64_t ticket) {

@@ -76,6 +76,7 @@ Uses uses(const AttentionParams& p) {
   read(u, p.k, bytes(rows_extent(kv_rows, p.k_stride, p.k_offset, int64_t(p.kv_heads) * p.head_dim), p.dtype));
   read(u, p.v, bytes(rows_extent(kv_rows, p.v_stride, p.v_offset, int64_t(p.kv_heads) * p.head_dim), p.dtype));
   if (p.mask_kind == MaskKind::Padding) read(u, p.mask, bytes(kv_rows, DType::I32));
+  read(u, p.pos, bytes(p.batch, DType::I32));
   write(u, p.out, bytes(q_rows * p.q_heads * p.head_dim, p.dtype));
   return u;
 }
@@ -84,7 +85,7 @@ Uses uses(const RopeParams& p) {
   Uses u;
   const int64_t rows = p.batch * p.seq, width = int64_t(p.heads) * p.head_dim;
   read(u, p.x, bytes(rows_extent(rows, p.stride, p.offset, width), p.dtype));
-  read(u, p.pos, bytes(p.pos_batched ? rows : p.seq, DType::I32));
+  read(u, p.pos, bytes(p.pos_start ? p.batch : p.pos_batched ? rows : p.seq, DType::I32));
   write(u, p.out, bytes(rows * width, p.dtype));
   return u;
 }
@@ -114,6 +115,13 @@ Uses uses(const SwiGluParams& p) {
   return {{p.gate, bytes(rows_extent(p.rows, p.gate_stride, p.gate_offset, p.cols), p.dtype), false},
           {p.up, bytes(rows_extent(p.rows, p.up_stride, p.up_offset, p.cols), p.dtype), false},
           {p.out, bytes(p.rows * p.cols, p.dtype), true}};
+}
+
+// The rows land at positions read at run time: any row of the cache may be written.
+Uses uses(const KvWriteParams& p) {
+  return {{p.rows, bytes(p.batch * p.n_new * p.row, p.dtype), false},
+          {p.pos, bytes(p.batch, DType::I32), false},
+          {p.cache, bytes(p.batch * p.max_ctx * p.row, p.dtype), true}};
 }
 
 }  // namespace

@@ -65,8 +65,11 @@ struct SoftmaxParams {
 // elements after h*head_dim. Query head h reads kv head h / (q_heads/kv_heads).
 // out is dense [batch, sq, q_heads*head_dim]. mask: i32 [batch, skv], 0 = pad.
 // Causal masking aligns the last query with the last key (j <= i + skv - sq).
+// pos (kNoBuffer = none): i32 [batch], the position of each batch's first
+// query; keys j >= pos[b] + sq are then invalid and causal keeps j <= pos[b] + i.
 struct AttentionParams {
   uint64_t q, k, v, mask, out;
+  uint64_t pos = kNoBuffer;
   int64_t batch, sq, skv;
   int64_t q_offset, k_offset, v_offset;
   int64_t q_stride, k_stride, v_stride;
@@ -78,13 +81,14 @@ struct AttentionParams {
 
 // Rotary embedding on [batch, seq, heads*head_dim] rows (offset/stride as in
 // attention); out is dense. Dims >= n_rot of each head are copied unchanged.
-// pos is i32 [batch, seq] (pos_batched) or [seq].
+// pos is i32 [batch, seq] (pos_batched), [seq], or [batch] (pos_start: row
+// s of batch b is at position pos[b] + s).
 struct RopeParams {
   uint64_t x, pos, out;
   int64_t batch, seq, offset, stride;
   int32_t heads, head_dim, n_rot;
   float theta;
-  uint8_t interleaved, pos_batched;
+  uint8_t interleaved, pos_batched, pos_start;
   DType dtype;
 };
 
@@ -127,6 +131,16 @@ struct SwiGluParams {
   uint64_t gate, up, out;
   int64_t rows, cols;
   int64_t gate_offset, up_offset, gate_stride, up_stride;
+  DType dtype;
+};
+
+// cache[b, pos[b] + i, :] = rows[b, i, :] for i < n_new; cache is [batch,
+// max_ctx, row], rows [batch, n_new, row]. A row whose position falls outside
+// [0, max_ctx) is not written (the host checks positions that come straight
+// from an input; see Schedule::index_checks).
+struct KvWriteParams {
+  uint64_t cache, rows, pos;
+  int64_t batch, n_new, max_ctx, row;
   DType dtype;
 };
 

@@ -80,8 +80,10 @@ struct Schedule {
   std::vector<Thunk> thunks;
   std::vector<PlannedValue> planned;  // scratch values only
   uint64_t arena_bytes = 0;
-  Region params, inputs, outputs, scratch;
-  std::vector<Binding> param_bindings, input_bindings, output_bindings;
+  // state (first, so every graph of one builder places it alike) | params +
+  // constants | inputs | outputs | scratch.
+  Region state, params, inputs, outputs, scratch;
+  std::vector<Binding> state_bindings, param_bindings, input_bindings, output_bindings;
   std::vector<std::pair<uint64_t, std::shared_ptr<const std::vector<uint8_t>>>> constants;
   std::vector<IndexCheck> index_checks;
   uint64_t peak_live_bytes = 0;     // max over time of live scratch bytes

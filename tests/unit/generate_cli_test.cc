@@ -55,6 +55,12 @@ TEST(GenerateCli, GreedyTextIsTheReferenceContinuation) {
   EXPECT_EQ(r.out, tok.decode(ids) + "\n");
   EXPECT_NE(r.err.find("prompt 5 tokens"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("decode 5 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("KV cache: 5 decode steps"), std::string::npos) << r.err;  // the cached path ran
+  // The full-prefix recompute writes the same text.
+  Ran full = run_generate("--device cpu --recompute -n 6 --prompt \"" + ref.at("prompt").get<std::string>() + "\"");
+  ASSERT_EQ(full.status, 0) << full.err;
+  EXPECT_EQ(full.out, r.out);
+  EXPECT_NE(full.err.find("full-prefix recompute: 0 decode steps"), std::string::npos) << full.err;
 }
 
 TEST(GenerateCli, SeededSamplingRepeats) {

@@ -2,7 +2,9 @@
 // keys widened once into K^T [head_dim][skv] and its values into V
 // [skv][head_dim], its queries taken in blocks of 32 rows, so Q.K^T, the softmax and P.V are
 // all loops over contiguous floats that vectorize (no per-key horizontal
-// sums). GQA, causal and padding masks; a fully masked row yields zeros.
+// sums). GQA, causal and padding masks, query positions read from the arena
+// (a KV cache: keys past the last query's position are skipped); a fully
+// masked row yields zeros.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -122,7 +124,7 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
   const int threads = run_threads();
   const int64_t per_worker = 2 * skv * hd + rows * hd + rows * skv + rows * hd;
   float* buffers = ctx.scratch(0, size_t(threads * per_worker));
-  const int64_t causal_shift = p.mask_kind == MaskKind::Causal ? skv - sq : skv;
+  const int32_t* q_pos = p.pos != kNoBuffer ? at<int32_t>(arena, p.pos) : nullptr;
   // One task per (batch, head): its K and V are widened once for all its row blocks.
   parallel_for_worker(p.batch * p.q_heads, threads, [&](int64_t task, int worker) {
     float* kt = buffers + worker * per_worker;
@@ -131,11 +133,15 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
     float* s = qf + rows * hd;
     float* of = s + rows * skv;
     const int64_t h = task % p.q_heads, b = task / p.q_heads, kvh = h / group;
-    for (int64_t j = 0; j < skv; ++j) {
+    // With query positions (a KV cache) only keys before pos[b] + sq are
+    // valid, and causal keeps key j for query i when j <= pos[b] + i.
+    const int64_t kv_len = q_pos ? std::clamp<int64_t>(int64_t(q_pos[b]) + sq, 0, skv) : skv;
+    const int64_t causal_shift = p.mask_kind != MaskKind::Causal ? kv_len : q_pos ? int64_t(q_pos[b]) : skv - sq;
+    for (int64_t j = 0; j < kv_len; ++j) {
       const T* kr = k + (b * skv + j) * p.k_stride + p.k_offset + kvh * hd;
       const T* vr = v + (b * skv + j) * p.v_stride + p.v_offset + kvh * hd;
       for (int64_t d = 0; d < hd; ++d) {
-        kt[d * skv + j] = to_f32(kr[d]);
+        kt[d * kv_len + j] = to_f32(kr[d]);
         vf[j * hd + d] = to_f32(vr[d]);
       }
     }
@@ -145,7 +151,7 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
         const T* qr = q + (b * sq + i0 + i) * p.q_stride + p.q_offset + h * hd;
         for (int64_t d = 0; d < hd; ++d) qf[i * hd + d] = to_f32(qr[d]) * p.scale;
       }
-      attend_block(qf, kt, vf, mask ? mask + b * skv : nullptr, causal_shift + i0, n, hd, skv, s, of);
+      attend_block(qf, kt, vf, mask ? mask + b * skv : nullptr, causal_shift + i0, n, hd, kv_len, s, of);
       for (int64_t i = 0; i < n; ++i) {
         T* o = out + ((b * sq + i0 + i) * p.q_heads + h) * hd;
         for (int64_t d = 0; d < hd; ++d) o[d] = from_f32<T>(of[i * hd + d]);

@@ -18,7 +18,7 @@ template <class T> void rope(const RopeParams& p, CpuContext& ctx) {
   const int64_t rows = p.batch * p.seq;
   parallel_for(rows, rows * p.heads * hd > 16384, [&](int64_t r) {
     const int64_t s = r % p.seq;
-    const double position = pos[p.pos_batched ? r : s];
+    const double position = p.pos_start ? double(pos[r / p.seq]) + double(s) : pos[p.pos_batched ? r : s];
     for (int64_t h = 0; h < p.heads; ++h) {
       const T* xh = x + r * p.stride + p.offset + h * hd;
       T* oh = out + (r * p.heads + h) * hd;

@@ -47,7 +47,14 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionP
   const T* k = at<const T>(arena, p.k);
   const T* v = at<const T>(arena, p.v);
   const int32_t* mask = p.mask_kind == MaskKind::Padding ? at<const int32_t>(arena, p.mask) : nullptr;
-  const int64_t causal_shift = p.skv - p.sq;  // query i sees keys j <= i + shift
+  // Query positions from the arena (a KV cache): keys at or past pos[b] + sq
+  // are not valid, and causal lets query i see keys j <= pos[b] + i.
+  int64_t kv_len = p.skv, causal_shift = p.skv - p.sq;  // query i sees keys j <= i + shift
+  if (p.pos != kNoBuffer) {
+    const int64_t start = at<const int32_t>(arena, p.pos)[b];
+    kv_len = max(int64_t(0), min(p.skv, start + p.sq));
+    causal_shift = start;
+  }
 
   for (int idx = threadIdx.x; idx < kQueryTile * D; idx += blockDim.x) {
     int r = idx / D, d = idx % D;
@@ -64,7 +71,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionP
     for (int t = 0; t < DPL; ++t) acc[r][t] = 0.f;
   }
 
-  int64_t kv_end = p.skv;
+  int64_t kv_end = kv_len;
   if (p.mask_kind == MaskKind::Causal) {
     int64_t last = min(p.sq - 1, q0 + kQueryTile - 1);
     kv_end = min(kv_end, last + causal_shift + 1);
@@ -76,7 +83,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionP
       int kk = idx / D, d = idx % D;
       int64_t j = k0 + kk;
       float kv = 0.f, vv = 0.f;
-      if (j < p.skv) {
+      if (j < kv_len) {  // rows past the valid length are never read
         kv = to_f32(k[(b * p.skv + j) * p.k_stride + p.k_offset + int64_t(kvh) * D + d]);
         vv = to_f32(v[(b * p.skv + j) * p.v_stride + p.v_offset + int64_t(kvh) * D + d]);
       }
@@ -96,7 +103,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionP
       for (int t = 0; t < KPL; ++t) {
         int kk = lane + 32 * t;
         int64_t j = k0 + kk;
-        bool valid = kk < BK && j < p.skv;
+        bool valid = kk < BK && j < kv_len;
         if (valid && mask) valid = mask[b * p.skv + j] != 0;
         if (valid && p.mask_kind == MaskKind::Causal) valid = j <= i + causal_shift;
         float dot = -INFINITY;
@@ -394,7 +401,8 @@ __global__ void __launch_bounds__(kShortThreads, 2) attention_short_kernel(const
 
 bool use_short_path(const AttentionParams& p) {
   const int esize = int(dtype_size(p.dtype));
-  return p.skv >= 1 && p.skv <= kShortMaxKeys && p.head_dim <= 128 &&
+  // Query positions (a KV cache) take the general kernel, which reads them.
+  return p.pos == kNoBuffer && p.skv >= 1 && p.skv <= kShortMaxKeys && p.head_dim <= 128 &&
          short_layout(p.skv, p.head_dim, esize).total <= kShortMaxSmem;
 }
 

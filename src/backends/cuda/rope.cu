@@ -31,7 +31,7 @@ __global__ void rope_kernel(const RopeParams p, uint8_t* arena) {
       continue;
     }
     int64_t s = row % p.seq;
-    float position = float(p.pos_batched ? pos[row] : pos[s]);
+    float position = float(p.pos_start ? pos[row / p.seq] + int32_t(s) : p.pos_batched ? pos[row] : pos[s]);
     float inv_freq = powf(p.theta, -2.f * float(j) / float(p.n_rot));
     float sn, cs;
     sincosf(position * inv_freq, &sn, &cs);

@@ -1,5 +1,6 @@
 // Dead-code elimination: a node is live when some graph output depends on it.
-// Inputs and params are always kept, because the user binds them by name.
+// Inputs, params and state are always kept, because the user binds them by
+// name (and state keeps its place in the arena); KV writes are kept for their effect.
 #include <vector>
 
 #include "compile/passes.h"
@@ -17,6 +18,9 @@ void eliminate_dead_code(Graph& g) {
     }
   };
   for (const auto& [name, v] : g.outputs()) mark(v);
+  // A KV write changes state that later runs read: it is live for its effect.
+  for (const Node& n : g.nodes())
+    if (!n.dead && n.op == OpKind::KvWrite) mark(n.outputs[0]);
   while (!stack.empty()) {
     int32_t n = stack.back();
     stack.pop_back();
@@ -24,7 +28,7 @@ void eliminate_dead_code(Graph& g) {
   }
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     Node& n = g.node_mut(int32_t(i));
-    if (n.op == OpKind::Input || n.op == OpKind::Param) continue;
+    if (n.op == OpKind::Input || n.op == OpKind::Param || n.op == OpKind::State) continue;
     if (!live[i]) n.dead = true;
   }
 }
