@@ -241,7 +241,17 @@ void attention_case_once(ThunkKernels& t, DType dt, const Att& a) {
   c.thunk(ThunkKind::Attention, p, "attention 'att'");
   if (a.variant) EXPECT_STREQ(cuda::attention_variant(p), a.variant);
   auto ref = [&] {
-    const std::string qn = a.packed ? "qkv" : "q", kn = a.packed ? "qkv" : "k", vn = a.packed ? "qkv" : "v";
+    // Inputs read once: a lookup by name per element made the long cases take seconds.
+    auto host = [&](const std::string& name, int64_t count) {
+      std::vector<double> v(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) v[size_t(i)] = c.in(name, i);
+      return v;
+    };
+    const int64_t q_rows = a.batch * a.sq, kv_rows = a.batch * a.skv;
+    const std::vector<double> qv = host(a.packed ? "qkv" : "q", q_rows * p.q_stride);
+    const std::vector<double> kv = a.packed ? qv : host("k", kv_rows * p.k_stride);
+    const std::vector<double> vv = a.packed ? qv : host("v", kv_rows * p.v_stride);
+    const std::vector<double> mask = a.mask == MaskKind::Padding ? host("mask", kv_rows) : std::vector<double>{};
     std::vector<double> out(static_cast<size_t>(a.batch * a.sq * qw));
     for (int64_t b = 0; b < a.batch; ++b)
       for (int h = 0; h < a.qh; ++h) {
@@ -252,11 +262,11 @@ void attention_case_once(ThunkKernels& t, DType dt, const Att& a) {
           for (int64_t j = 0; j < a.skv; ++j) {
             bool ok = true;
             if (a.mask == MaskKind::Causal) ok = j <= i + a.skv - a.sq;
-            if (a.mask == MaskKind::Padding) ok = c.in("mask", b * a.skv + j) != 0;
+            if (a.mask == MaskKind::Padding) ok = mask[size_t(b * a.skv + j)] != 0;
             double dot = 0;
             for (int d = 0; d < a.d; ++d)
-              dot += c.in(qn, (b * a.sq + i) * p.q_stride + p.q_offset + h * a.d + d) *
-                     c.in(kn, (b * a.skv + j) * p.k_stride + p.k_offset + kvh * a.d + d);
+              dot += qv[size_t((b * a.sq + i) * p.q_stride + p.q_offset + h * a.d + d)] *
+                     kv[size_t((b * a.skv + j) * p.k_stride + p.k_offset + kvh * a.d + d)];
             s[size_t(j)] = ok ? dot * p.scale : -INFINITY;
             m = std::max(m, s[size_t(j)]);
           }
@@ -265,7 +275,7 @@ void attention_case_once(ThunkKernels& t, DType dt, const Att& a) {
           for (int d = 0; d < a.d; ++d) {
             double acc = 0;
             for (int64_t j = 0; j < a.skv; ++j)
-              acc += s[size_t(j)] * c.in(vn, (b * a.skv + j) * p.v_stride + p.v_offset + kvh * a.d + d);
+              acc += s[size_t(j)] * vv[size_t((b * a.skv + j) * p.v_stride + p.v_offset + kvh * a.d + d)];
             out[size_t(((b * a.sq + i) * a.qh + h) * a.d + d)] = l > 0 ? acc / l : 0.0;
           }
         }
