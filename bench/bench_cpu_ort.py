@@ -15,6 +15,7 @@ into .deps/bench-py on first use; nothing here is needed to build rlx.
                                  [--threads 2] [--repeats 3] [--rows minilm-b1s128,...] [--cpu-time]
 """
 import argparse
+import importlib
 import json
 import os
 import statistics
@@ -35,6 +36,7 @@ def import_deps():
     except ImportError:
         print(f"bench: installing {' '.join(REQUIREMENTS)} into {DEPS}", file=sys.stderr)
         subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "--target", DEPS] + REQUIREMENTS)
+        importlib.invalidate_caches()  # the folder was empty when the path was first searched
     import numpy, onnx, onnxruntime  # noqa: F401,F811
     return numpy, onnx, onnxruntime
 
