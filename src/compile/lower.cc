@@ -95,20 +95,27 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
     t_end[size_t(id)] = t;
   }
 
+  // Places every node of kind `op` (a named leaf: state or input) one after
+  // another in its own region; returns the region's size.
+  auto place_leaves = [&](OpKind op, Home home, std::vector<Binding>& bindings) {
+    uint64_t top = 0;
+    for (int32_t id : order) {
+      const Node& n = g.node(id);
+      if (n.op != op) continue;
+      ValueId v = n.outputs[0];
+      root[size_t(v)] = v;
+      region[size_t(v)] = home;
+      slot[size_t(v)] = top;
+      const Value& x = g.value(v);
+      bindings.push_back(Binding{n.name, x.shape, x.dtype, top, 1, bytes_of(v), bytes_of(v)});
+      top = align_up(top + bytes_of(v));
+    }
+    return top;
+  };
+
   // State region: persists across runs, placed first so that every graph of
   // one builder (prefill and decode) puts it at the same offsets.
-  uint64_t state_top = 0;
-  for (int32_t id : order) {
-    const Node& n = g.node(id);
-    if (n.op != OpKind::State) continue;
-    ValueId v = n.outputs[0];
-    root[size_t(v)] = v;
-    region[size_t(v)] = Home::State;
-    slot[size_t(v)] = state_top;
-    const Value& x = g.value(v);
-    s->state_bindings.push_back(Binding{n.name, x.shape, x.dtype, state_top, 1, bytes_of(v), bytes_of(v)});
-    state_top = align_up(state_top + bytes_of(v));
-  }
+  const uint64_t state_top = place_leaves(OpKind::State, Home::State, s->state_bindings);
 
   // Params region: params, grouped params, constants.
   uint64_t param_top = 0;
@@ -163,18 +170,7 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
   }
 
   // Inputs region.
-  uint64_t input_top = 0;
-  for (int32_t id : order) {
-    const Node& n = g.node(id);
-    if (n.op != OpKind::Input) continue;
-    ValueId v = n.outputs[0];
-    root[size_t(v)] = v;
-    region[size_t(v)] = Home::Inputs;
-    slot[size_t(v)] = input_top;
-    const Value& x = g.value(v);
-    s->input_bindings.push_back(Binding{n.name, x.shape, x.dtype, input_top, 1, bytes_of(v), bytes_of(v)});
-    input_top = align_up(input_top + bytes_of(v));
-  }
+  const uint64_t input_top = place_leaves(OpKind::Input, Home::Inputs, s->input_bindings);
 
   // Views alias their input; everything else computed is its own root.
   for (int32_t id : order) {
