@@ -8,6 +8,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
+#if RLX_NVTX
+#include <nvtx3/nvToolsExt.h>
+#endif
 
 #include "models/bert.h"
 #include "models/encoder_demo.h"
@@ -18,6 +21,21 @@
 #include "tools/commands.h"
 
 namespace {
+
+// Marks the timed runs of one mode ("rlx bench graph") for a profiler such as
+// `ncu --nvtx --nvtx-include "rlx bench graph/"`; free when none is attached.
+struct ProfileRange {
+  explicit ProfileRange([[maybe_unused]] const std::string& mode) {
+#if RLX_NVTX
+    nvtxRangePushA(("rlx bench " + mode).c_str());
+#endif
+  }
+  ~ProfileRange() {
+#if RLX_NVTX
+    nvtxRangePop();
+#endif
+  }
+};
 
 struct Row {
   std::string mode;
@@ -50,6 +68,7 @@ Row time_mode(const std::string& mode, rlx::Executable& exe, const std::map<std:
   using clk = std::chrono::steady_clock;
   Row r{mode};
   for (int i = 0; i < warmup; ++i) exe.run(in);
+  ProfileRange range(mode);
   std::vector<double> us;
   if (pipelined) {
     // Two runs in flight through submit/wait; each output is dropped as it

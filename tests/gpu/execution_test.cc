@@ -3,6 +3,8 @@
 // pipelined submit/wait through the ring, and the trace file.
 #include <cstdlib>
 #include <fstream>
+#include <string>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "gpu/gpu_harness.h"
@@ -212,7 +214,8 @@ TEST_F(Execution, PipelinedEqualsSequential) {
 TEST_F(Execution, TraceJsonHasOneEventPerThunk) {
   Case c;
   build_chain(c, true);
-  const std::string path = ::testing::TempDir() + "rlx_trace_test.json";
+  // The process id keeps concurrent runs of the suite (sanitizer shards) apart.
+  const std::string path = ::testing::TempDir() + "rlx_trace_test." + std::to_string(getpid()) + ".json";
   std::remove(path.c_str());
   auto exe = c.prepare(ExecMode::Graph, 4, path);
   expect_chain(c, *exe, "traced");

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Per-kernel GPU time of one forward from an Nsight Compute CSV.
+
+Input: `ncu --csv --page raw --metrics gpu__time_duration.sum` over N forwards
+(e.g. the NVTX range of `rlx bench`'s timed graph runs). Kernels are grouped
+by name without template arguments; times are per forward (total / N).
+"""
+import argparse
+import collections
+import csv
+import io
+import re
+
+
+def short(name):
+    name = re.sub(r"<.*", "", name)  # template arguments
+    name = re.sub(r"\(.*", "", name)  # parameters
+    return name.split("::")[-1].strip()[:60]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("csv")
+    ap.add_argument("--forwards", type=int, required=True)
+    ap.add_argument("--top", type=int, default=12)
+    a = ap.parse_args()
+    text = open(a.csv, errors="replace").read()
+    start = text.find('"ID"')
+    if start < 0:
+        print(f"{a.csv}: no ncu rows")
+        return
+    rows = list(csv.DictReader(io.StringIO(text[start:])))
+    by = collections.defaultdict(lambda: [0, 0.0])
+    total = 0.0
+    for r in rows:
+        v = r.get("gpu__time_duration.sum", "")
+        try:
+            ns = float(v.replace(",", ""))
+        except ValueError:
+            continue  # the units row
+        k = short(r.get("Kernel Name", "?"))
+        by[k][0] += 1
+        by[k][1] += ns
+        total += ns
+    n = a.forwards
+    kernels = sum(c for c, _ in by.values())
+    print(f"{a.csv.split('/')[-1]}: {kernels / n:.0f} kernels, {total / n / 1e3:.1f} us of kernel time per forward")
+    for k, (c, ns) in sorted(by.items(), key=lambda kv: -kv[1][1])[: a.top]:
+        print(f"  {ns / n / 1e3:8.1f} us  {c / n:5.0f} x  {k}")
+
+
+if __name__ == "__main__":
+    main()
