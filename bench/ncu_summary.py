@@ -13,6 +13,8 @@ import re
 
 
 def short(name):
+    name = name.replace("(anonymous namespace)::", "")
+    name = re.sub(r"^void ", "", name)
     name = re.sub(r"<.*", "", name)  # template arguments
     name = re.sub(r"\(.*", "", name)  # parameters
     return name.split("::")[-1].strip()[:60]
