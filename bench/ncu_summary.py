@@ -13,7 +13,7 @@ import re
 
 
 def short(name):
-    name = name.replace("(anonymous namespace)::", "")
+    name = name.replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
     name = re.sub(r"^void ", "", name)
     name = re.sub(r"<.*", "", name)  # template arguments
     name = re.sub(r"\(.*", "", name)  # parameters

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/cuda_executable.h"
 #include "models/encoder_demo.h"
 #include "rlx/session.h"
@@ -158,7 +159,14 @@ TEST_P(EncoderParity, MatchesCpu) {
   auto [dt, mode] = GetParam();
   EncoderShape s = small_encoder(dt);
   Graph g = build_encoder_demo(s);
+  const auto paths_before = cuda::attention_path_counts();
   Pair p(g, mode);
+  const auto paths_after = cuda::attention_path_counts();
+  if (dt != DType::F32 && cuda::cudnn_attention_built()) {
+    // cuDNN serves every layer; the first writes the mask bias, the rest reuse it.
+    EXPECT_EQ(paths_after.cudnn - paths_before.cudnn, s.layers);
+    EXPECT_EQ(paths_after.mask_bias_reused - paths_before.mask_bias_reused, s.layers - 1);
+  }
   // The fusions this test is about must actually have fired.
   EXPECT_GT(p.gpu->report().nodes_before, p.gpu->report().nodes_after);
   // Per layer: merged QKV, attention output, FFN in (bias+GELU epilogue) and

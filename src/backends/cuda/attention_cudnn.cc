@@ -19,7 +19,38 @@
 namespace rlx::cuda {
 namespace {
 
-std::atomic<int> g_cudnn_count{0}, g_own_count{0};
+template <class T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  explicit DeviceBuffer(size_t bytes, const std::string& what) {
+    if (bytes) check(cudaMalloc(reinterpret_cast<void**>(&ptr), bytes), what);
+  }
+  ~DeviceBuffer() { if (ptr) cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+// The additive bias row per batch and the all-masked flags of one mask.
+struct MaskBias {
+  DeviceBuffer<uint8_t> bias;
+  DeviceBuffer<int32_t> dead;
+  MaskBias(int64_t batch, int64_t skv, const std::string& label)
+      : bias(size_t(batch * skv) * 2, "attention bias for " + label),
+        dead(size_t(batch) * 4, "attention mask flags for " + label) {}
+};
+
+}  // namespace
+
+struct MaskBiasShare {
+  // (mask offset, batch, keys, dtype) -> the bias the first reader writes.
+  std::map<std::tuple<uint64_t, int64_t, int64_t, int>, std::shared_ptr<MaskBias>> by_mask;
+};
+
+std::shared_ptr<MaskBiasShare> make_mask_bias_share() { return std::make_shared<MaskBiasShare>(); }
+
+namespace {
+
+std::atomic<int> g_cudnn_count{0}, g_own_count{0}, g_mask_bias_reused{0};
 
 enum class Choice { Auto, Own, Cudnn };
 Choice env_choice() {
@@ -118,39 +149,36 @@ std::shared_ptr<fe::graph::Graph> cached_graph(const AttentionParams& p, std::st
   return it->second.first;
 }
 
-template <class T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  explicit DeviceBuffer(size_t bytes, const std::string& what) {
-    if (bytes) check(cudaMalloc(reinterpret_cast<void**>(&ptr), bytes), what);
-  }
-  ~DeviceBuffer() { if (ptr) cudaFree(ptr); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
 
 class CudnnAttentionThunk final : public DeviceThunk {
  public:
   CudnnAttentionThunk(const AttentionParams& p, std::shared_ptr<fe::graph::Graph> g, uint8_t* arena,
-                      const std::string& label)
+                      MaskBiasShare& share, const std::string& label)
       : p_(p), graph_(std::move(g)), label_(label),
-        workspace_(size_t(workspace_size()), "cuDNN attention workspace for " + label),
-        bias_(p.mask_kind == MaskKind::Padding ? size_t(p.batch * p.skv) * 2 : 0,
-              "attention bias for " + label),
-        dead_(p.mask_kind == MaskKind::Padding ? size_t(p.batch) * 4 : 0, "attention mask flags for " + label) {
+        workspace_(size_t(workspace_size()), "cuDNN attention workspace for " + label) {
     const size_t es = dtype_bytes(p.dtype);
     q_ = arena + p.q + p.q_offset * es;
     k_ = arena + p.k + p.k_offset * es;
     v_ = arena + p.v + p.v_offset * es;
     o_ = arena + p.out;
-    mb_ = MaskBiasParams{p.mask, reinterpret_cast<uint64_t>(bias_.ptr), reinterpret_cast<uint64_t>(dead_.ptr),
-                         p.out, p.batch, p.sq, p.skv, int64_t(p.q_heads) * p.head_dim, p.dtype};
+    if (p.mask_kind == MaskKind::Padding) {
+      // Thunks run in the order they are made, so the first reader of a
+      // mask writes its bias before any later layer reads it.
+      auto& slot = share.by_mask[{p.mask, p.batch, p.skv, int(p.dtype)}];
+      writes_bias_ = !slot;
+      if (!slot) slot = std::make_shared<MaskBias>(p.batch, p.skv, label);
+      else ++g_mask_bias_reused;
+      mask_ = slot;
+      mb_ = MaskBiasParams{p.mask, reinterpret_cast<uint64_t>(mask_->bias.ptr),
+                           reinterpret_cast<uint64_t>(mask_->dead.ptr), p.out, p.batch, p.sq, p.skv,
+                           int64_t(p.q_heads) * p.head_dim, p.dtype};
+    }
   }
 
   void execute(const LaunchContext& ctx) const override {
-    if (p_.mask_kind == MaskKind::Padding) run_mask_bias(mb_, ctx);
+    if (writes_bias_) run_mask_bias(mb_, ctx);
     std::unordered_map<int64_t, void*> pack{{kQ, q_}, {kK, k_}, {kV, v_}, {kO, o_}};
-    if (p_.mask_kind == MaskKind::Padding) pack.emplace(kBias, bias_.ptr);
+    if (p_.mask_kind == MaskKind::Padding) pack.emplace(kBias, mask_->bias.ptr);
     cudnnHandle_t h = cudnn_handle();
     const cudnnStatus_t s = cudnnSetStream(h, ctx.stream);
     if (s != CUDNN_STATUS_SUCCESS)
@@ -170,10 +198,10 @@ class CudnnAttentionThunk final : public DeviceThunk {
   std::shared_ptr<fe::graph::Graph> graph_;
   std::string label_;
   DeviceBuffer<uint8_t> workspace_;
-  DeviceBuffer<uint8_t> bias_;
-  DeviceBuffer<int32_t> dead_;
+  std::shared_ptr<MaskBias> mask_;  // shared with the other layers reading this mask
+  bool writes_bias_ = false;
   void *q_, *k_, *v_, *o_;
-  MaskBiasParams mb_;
+  MaskBiasParams mb_{};
 };
 
 // What cuDNN's flash attention takes: f16/bf16, head_dim a multiple of 8 up
@@ -194,7 +222,9 @@ std::string unsupported_reason(const AttentionParams& p, const uint8_t* arena) {
 
 }  // namespace
 
-AttentionPathCounts attention_path_counts() { return {g_cudnn_count.load(), g_own_count.load()}; }
+AttentionPathCounts attention_path_counts() {
+  return {g_cudnn_count.load(), g_own_count.load(), g_mask_bias_reused.load()};
+}
 void count_own_attention() { ++g_own_count; }
 bool cudnn_attention_built() {
 #ifdef RLX_HAVE_CUDNN
@@ -218,7 +248,8 @@ std::unique_ptr<DeviceThunk> make_cudnn_attention(const AttentionParams& p, cons
                         g ? "" : why.c_str());
   if (g) {
     ++g_cudnn_count;
-    return std::make_unique<CudnnAttentionThunk>(p, std::move(g), r.arena, label);
+    RLX_CHECK(r.mask_biases, "attention " + label + ": no mask-bias share in the device resources");
+    return std::make_unique<CudnnAttentionThunk>(p, std::move(g), r.arena, *r.mask_biases, label);
   }
   if (choice == Choice::Cudnn) throw Error("attention " + label + ": RLX_ATTENTION=cudnn but cuDNN cannot serve it: " + why);
   return nullptr;

@@ -24,8 +24,14 @@ std::unique_ptr<DeviceThunk> make_cudnn_attention(const AttentionParams& p, cons
 // assert which path ran).
 struct AttentionPathCounts {
   int cudnn = 0, own = 0;
+  int mask_bias_reused = 0;  // cuDNN thunks that reuse an earlier layer's mask bias
 };
 AttentionPathCounts attention_path_counts();
+// The mask biases of one executable: the first cuDNN attention thunk (in
+// schedule order) that reads a given mask writes its bias each run; the later
+// layers reading the same mask reuse it instead of launching the kernel again.
+std::shared_ptr<MaskBiasShare> make_mask_bias_share();
+
 // Whether this build has cuDNN's attention at all.
 bool cudnn_attention_built();
 void count_own_attention();

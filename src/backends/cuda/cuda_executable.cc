@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/exec_mode.h"
 
@@ -55,11 +56,13 @@ CudaExecutable::CudaExecutable(const Schedule& s, const CompileOptions& o) : sch
 
   bool any_matmul = std::any_of(s.thunks.begin(), s.thunks.end(),
                                 [](const Thunk& t) { return t.kind() == ThunkKind::MatMul; });
-  DeviceResources res{arena_, nullptr, nullptr, 0, o.allow_tf32};
+  DeviceResources res{arena_, nullptr, nullptr, 0, o.allow_tf32, make_mask_bias_share()};
   if (any_matmul) {
     check(cublasLtCreate(&lt_), "cuBLASLt handle");
     check(cudaMalloc(&workspace_, kWorkspaceBytes), "matmul workspace");
-    res = {arena_, lt_, workspace_, kWorkspaceBytes, o.allow_tf32};
+    res.lt = lt_;
+    res.workspace = workspace_;
+    res.workspace_bytes = kWorkspaceBytes;
   }
   for (const Thunk& t : s.thunks) thunks_.push_back(make_device_thunk(t, res));
 
