@@ -103,6 +103,7 @@ std::unique_ptr<Executable> LlamaGenerator::compile_graph(int64_t seq, LlamaFeed
   CompileOptions co;
   co.device = o_.device;
   co.threads = o_.threads;
+  co.mode = o_.mode;
   if (!share_) {
     // The largest bucket sizes the arena all graphs share; its length is the cache's.
     const int64_t largest = bucket_for(max_tokens_ ? max_tokens_ : config().max_positions);

@@ -27,6 +27,7 @@ struct GeneratorOptions {
   DType dtype = DType::F32;
   int threads = 0;
   bool kv_cache = true;  // false: recompute the whole prefix for every token
+  ExecMode mode = ExecMode::Auto;  // CUDA: per-op launches or one recorded graph per run
 };
 
 class LlamaGenerator {
