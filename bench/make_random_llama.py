@@ -2,7 +2,8 @@
 """Writes a Hugging Face LlamaForCausalLM directory with random f16 weights:
 config.json + model.safetensors, no tokenizer (drive it with token ids:
 `rlx generate --prompt-ids ...`). Defaults are TinyLlama-1.1B's shapes.
-Needs torch and safetensors only (no network), so it runs on the GPU machine.
+Needs numpy and safetensors only (no network; both come with a torch +
+transformers install), so it runs on the GPU machine and on the CPU.
 
   python3 bench/make_random_llama.py /tmp/tinyllama-random
   python3 bench/make_random_llama.py /tmp/tiny --hidden 64 --layers 2 --heads 4 --kv-heads 2 --ffn 96 --vocab 97
@@ -11,8 +12,8 @@ import argparse
 import json
 import os
 
-import torch
-from safetensors.torch import save_file
+import numpy as np
+from safetensors.numpy import save_file
 
 
 def main():
@@ -31,14 +32,14 @@ def main():
     a = ap.parse_args()
     assert a.hidden % a.heads == 0 and a.heads % a.kv_heads == 0, "hidden/heads/kv-heads do not divide"
     head_dim = a.hidden // a.heads
-    g = torch.Generator().manual_seed(a.seed)
+    rng = np.random.default_rng(a.seed)
 
     # Small weights keep the activations of a deep random stack finite in f16.
     def w(*shape, std=0.02):
-        return (torch.randn(*shape, generator=g) * std).to(torch.float16)
+        return (rng.standard_normal(shape, dtype=np.float32) * std).astype(np.float16)
 
     def ones(n):
-        return (1.0 + 0.1 * torch.randn(n, generator=g)).to(torch.float16)
+        return (1.0 + 0.1 * rng.standard_normal(n, dtype=np.float32)).astype(np.float16)
 
     t = {"model.embed_tokens.weight": w(a.vocab, a.hidden, std=1.0), "model.norm.weight": ones(a.hidden)}
     if not a.tie:
@@ -79,7 +80,7 @@ def main():
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     save_file(t, os.path.join(a.out, "model.safetensors"), metadata={"format": "pt"})
-    n = sum(v.numel() for v in t.values())
+    n = sum(v.size for v in t.values())
     print(f"wrote {a.out}: {n / 1e6:.1f}M params, {n * 2 / 2**30:.2f} GiB f16")
 
 
