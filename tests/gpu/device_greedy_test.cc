@@ -6,7 +6,10 @@
 // within a tolerance of the CPU's largest (logit-level agreement).
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -75,6 +78,33 @@ TEST_P(DeviceGreedyGpu, TokensFromDeviceStateEqualTheHostDrivenPath) {
 INSTANTIATE_TEST_SUITE_P(Modes, DeviceGreedyGpu,
                          ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16),
                                             ::testing::Values(ExecMode::PerOp, ExecMode::Graph)));
+
+// RLX_TRACE=decode: each run's device time from CUDA events, positive and
+// no more than the run's wall time; without it none is measured.
+TEST(DeviceGreedyGpuTrace, DeviceTimeOfEachStep) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
+  GeneratorOptions g;
+  g.device = Device::Cuda;
+  {
+    LlamaGenerator plain(kTiny, g);
+    std::vector<int32_t> ids{1, 2, 3};
+    ids.push_back(plain.next_greedy(ids));
+    plain.next_greedy(ids);
+    EXPECT_LT(plain.last_device_us(), 0.0);
+  }
+  ASSERT_EQ(setenv("RLX_TRACE", "decode", 1), 0);
+  LlamaGenerator traced(kTiny, g);
+  std::vector<int32_t> ids{1, 2, 3};
+  for (int i = 0; i < 4; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ids.push_back(traced.next_greedy(ids));
+    const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GT(traced.last_device_us(), 0.0) << "step " << i;
+    EXPECT_LE(traced.last_device_us(), wall_us) << "step " << i;
+  }
+  EXPECT_EQ(traced.device_steps(), 3u);
+  unsetenv("RLX_TRACE");
+}
 
 // The argmax kernel on a row the width of a vocabulary, ties across warps
 // and blocks' strides: the lowest index wins, as on the CPU.
