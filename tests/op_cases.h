@@ -442,6 +442,66 @@ inline std::vector<OpCase> op_cases() {
                      return std::map<std::string, std::vector<double>>{{"cache", cache}};
                    }});
 
+  // Argmax over 133 columns of 7 rows: row 1 holds its maximum twice (the
+  // lower index wins), row 2 is constant (index 0), row 3 holds NaN twice
+  // (the first NaN wins), row 4 peaks in its last column.
+  cases.push_back({"argmax", "argmax",
+                   [](DType dt) {
+                     OpGraph c;
+                     ValueId x = c.graph.input("x", {7, 133}, dt);
+                     c.graph.output("out", c.graph.argmax(x));
+                     std::vector<float> v = quantize(random_floats(7 * 133, 80, -4.f, 4.f), dt);
+                     v[size_t(133 + 40)] = v[size_t(133 + 97)] = 9.f;
+                     for (int j = 0; j < 133; ++j) v[size_t(2 * 133 + j)] = -1.5f;
+                     v[size_t(3 * 133 + 70)] = v[size_t(3 * 133 + 12)] = NAN;
+                     v[size_t(3 * 133 + 5)] = 9.f;
+                     v[size_t(4 * 133 + 132)] = 9.f;
+                     c.inputs["x"] = v;
+                     return c;
+                   },
+                   [](const Values& in) {
+                     std::vector<double> out;
+                     const auto& x = in.at("x");
+                     for (int r = 0; r < 7; ++r) {
+                       int best = 0;
+                       for (int j = 1; j < 133; ++j) {
+                         const float a = x[size_t(r * 133 + j)], b = x[size_t(r * 133 + best)];
+                         if (std::isnan(b)) break;
+                         if (std::isnan(a) || a > b) best = j;
+                       }
+                       out.push_back(best);
+                     }
+                     // The planted rows, independently of the loop above.
+                     if (out[1] != 40 || out[2] != 0 || out[3] != 12 || out[4] != 132) out.assign(7, -1.0);
+                     return std::map<std::string, std::vector<double>>{{"out", out}};
+                   },
+                   0.0});
+
+  // i32 add with a broadcast row (positions advanced on the device): exact,
+  // past 2^24 where a float would round.
+  cases.push_back({"add_i32", "binary",
+                   [](DType) {
+                     OpGraph c;
+                     ValueId a = c.graph.input("a", {3, 5}, DType::I32);
+                     ValueId b = c.graph.input("b", {5}, DType::I32);
+                     c.graph.output("out", c.graph.sub(c.graph.add(a, b), c.graph.input("z", {3, 5}, DType::I32)));
+                     std::vector<float> av, bv, zv;
+                     for (int i = 0; i < 15; ++i) av.push_back(float(i * 7 - 30));
+                     for (int j = 0; j < 5; ++j) bv.push_back(float(j * 3 + 1));
+                     for (int i = 0; i < 15; ++i) zv.push_back(float(i % 4));
+                     c.inputs["a"] = av;
+                     c.inputs["b"] = bv;
+                     c.inputs["z"] = zv;
+                     return c;
+                   },
+                   [](const Values& in) {
+                     std::vector<double> out;
+                     for (int i = 0; i < 15; ++i)
+                       out.push_back(double(in.at("a")[size_t(i)]) + in.at("b")[size_t(i % 5)] - in.at("z")[size_t(i)]);
+                     return std::map<std::string, std::vector<double>>{{"out", out}};
+                   },
+                   0.0});
+
   // Attention over a cache: 3 query rows per batch at positions pos[b]..+2
   // (pos = {1, 7}) against 10 cached keys, causal with that offset, GQA 4:2,
   // head_dim 6. Batch 0 sees only keys 0..3: the rest of its cache is noise.

@@ -1,14 +1,19 @@
 // `rlx generate`: text from a LLaMA-family GGUF or Hugging Face directory, streamed as it is produced,
-// then prompt and decode speeds. Each token recomputes the whole prefix for
-// now (no KV cache yet).
+// then prompt and decode speeds. Greedy decoding (temperature 0) advances on
+// the device (LlamaGenerator::next_greedy); sampling with a temperature runs
+// on the host over the logits. --prompt-ids takes and prints token ids, so a
+// model directory without a tokenizer serves as a decode benchmark.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <sstream>
 #include <filesystem>
 #include <iostream>
 
 #include "models/chat_template.h"
 #include "models/llama_generator.h"
 #include "models/sampling.h"
+#include "backends/trace.h"
 #include "rlx/error.h"
 #include "tokenizers/utf8.h"
 #include "tools/cli_options.h"
@@ -20,9 +25,9 @@ namespace fs = std::filesystem;
 constexpr const char* kDefaultModel = "SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 struct GenerateArgs {
-  std::string model, prompt, device = "cpu", dtype = "f32";
+  std::string model, prompt, prompt_ids, device = "cpu", dtype = "f32";
   int n = 128, threads = 0;
-  bool chat = false, recompute = false;
+  bool chat = false, recompute = false, ignore_eos = false;
   rlx::SamplingOptions sampling;
 };
 
@@ -64,6 +69,26 @@ size_t complete_utf8(const std::string& s) {
   return n;
 }
 
+// "1,2,3" -> {1, 2, 3}; every id in [0, vocab).
+std::vector<int32_t> parse_ids(const std::string& text, int64_t vocab) {
+  std::vector<int32_t> ids;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    RLX_CHECK(used == item.size() && !item.empty(), "--prompt-ids: '" << item << "' is not an integer");
+    RLX_CHECK(v >= 0 && v < vocab, "--prompt-ids: id " << v << " is outside the vocabulary [0, " << vocab << ")");
+    ids.push_back(int32_t(v));
+  }
+  return ids;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -71,6 +96,11 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 void run_generate(const GenerateArgs& a) {
   using clock = std::chrono::steady_clock;
   RLX_CHECK(a.n >= 0, "-n must be >= 0");
+  RLX_CHECK(a.prompt.empty() != a.prompt_ids.empty(), "give one of --prompt TEXT and --prompt-ids 1,2,3");
+  RLX_CHECK(!a.chat || a.prompt_ids.empty(), "--chat needs --prompt TEXT");
+  const bool as_ids = !a.prompt_ids.empty();
+  const bool greedy = a.sampling.temperature <= 0;
+  const bool trace = rlx::parse_trace_env(std::getenv("RLX_TRACE")).decode;
   const std::string path = model_file(a.model.empty() ? default_model() : a.model);
   rlx::Sampler sampler(a.sampling);  // checks the options before the model loads
   auto t0 = clock::now();
@@ -80,10 +110,13 @@ void run_generate(const GenerateArgs& a) {
   o.threads = a.threads;
   o.kv_cache = !a.recompute;
   rlx::LlamaGenerator gen(path, o);
-  const auto& tok = gen.tokenizer();
-  const std::string text = a.chat ? rlx::render_chat(gen.chat_template(), a.prompt)
-                                  : a.prompt;
-  std::vector<int32_t> ids = tok.encode(text);
+  std::vector<int32_t> ids;
+  if (as_ids) {
+    ids = parse_ids(a.prompt_ids, gen.config().vocab_size);
+  } else {
+    const std::string text = a.chat ? rlx::render_chat(gen.chat_template(), a.prompt) : a.prompt;
+    ids = gen.tokenizer().encode(text);
+  }
   RLX_CHECK(!ids.empty(), "the prompt is empty (give --prompt TEXT)");
   const int64_t ctx = gen.config().max_positions;
   RLX_CHECK(int64_t(ids.size()) < ctx, "the prompt has " << ids.size() << " tokens, the context is " << ctx);
@@ -92,19 +125,36 @@ void run_generate(const GenerateArgs& a) {
   gen.prepare();
   const double load_s = seconds_since(t0);
 
-  const int32_t im_end = tok.id_of("<|im_end|>");
+  const int32_t im_end = a.chat ? gen.tokenizer().id_of("<|im_end|>") : -1;
   std::string pending;
   const size_t prompt_tokens = ids.size();
   double prompt_s = 0, decode_s = 0;
   int produced = 0;
   while (int64_t(ids.size()) < total) {
     auto t = clock::now();
-    int32_t next = sampler.next(gen.next_logits(ids));
-    (produced == 0 ? prompt_s : decode_s) += seconds_since(t);
+    const int32_t next = greedy ? gen.next_greedy(ids) : sampler.next(gen.next_logits(ids));
+    const double step_s = seconds_since(t);
+    (produced == 0 ? prompt_s : decode_s) += step_s;
+    if (trace) {
+      // Host time: the step's wall time less the device's (launch, sync,
+      // reading the token back; all of it on the CPU backend).
+      const double dev_us = gen.last_device_us();
+      if (dev_us >= 0)
+        std::fprintf(stderr, "rlx decode: token %d id %d: step %.1f us, device %.1f us, host %.1f us\n", produced,
+                     next, step_s * 1e6, dev_us, step_s * 1e6 - dev_us);
+      else
+        std::fprintf(stderr, "rlx decode: token %d id %d: step %.1f us (host; no device timer)\n", produced, next,
+                     step_s * 1e6);
+    }
     ++produced;
-    if (next == gen.eos_id() || (a.chat && next == im_end)) break;
+    if (!a.ignore_eos && (next == gen.eos_id() || (a.chat && next == im_end))) break;
     ids.push_back(next);
-    pending += tok.token_bytes(next);
+    if (as_ids) {
+      std::printf("%s%d", produced == 1 ? "" : ",", next);
+      std::fflush(stdout);
+      continue;
+    }
+    pending += gen.tokenizer().token_bytes(next);
     size_t n = complete_utf8(pending);
     std::fwrite(pending.data(), 1, n, stdout);
     std::fflush(stdout);
@@ -114,11 +164,12 @@ void run_generate(const GenerateArgs& a) {
   std::printf("\n");
   std::fflush(stdout);
   std::fprintf(stderr, "rlx: load + compile %.2f s; prompt %zu tokens, %.1f tok/s; decode %d tokens, %.2f tok/s "
-               "(%s, %s: %llu decode steps)\n",
+               "(%s, %s: %llu decode steps, %llu from device state)\n",
                load_s, prompt_tokens, prompt_s > 0 ? double(prompt_tokens) / prompt_s : 0.0,
                produced > 1 ? produced - 1 : 0, produced > 1 && decode_s > 0 ? double(produced - 1) / decode_s : 0.0,
                a.device.c_str(), a.recompute ? "full-prefix recompute" : "KV cache",
-               static_cast<unsigned long long>(gen.decode_steps()));
+               static_cast<unsigned long long>(gen.decode_steps() + gen.device_steps()),
+               static_cast<unsigned long long>(gen.device_steps()));
 }
 
 }  // namespace
@@ -128,7 +179,10 @@ void add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "Generate text with a LLaMA-family GGUF model");
   cmd->add_option("--model", a->model,
                   "a .gguf file, a directory holding one, or a Hugging Face LLaMA directory (default: models/" + std::string(kDefaultModel) + ")");
-  cmd->add_option("--prompt", a->prompt, "the text to continue")->required();
+  cmd->add_option("--prompt", a->prompt, "the text to continue");
+  cmd->add_option("--prompt-ids", a->prompt_ids,
+                  "token ids to continue, comma-separated (prints ids; no tokenizer needed)");
+  cmd->add_flag("--ignore-eos", a->ignore_eos, "do not stop at the end-of-sequence token: always -n tokens");
   cmd->add_option("-n", a->n, "most tokens to generate");
   cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy (the default)");
   cmd->add_option("--top-k", a->sampling.top_k, "sample among the k most likely tokens (0 = all)");

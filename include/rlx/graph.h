@@ -144,8 +144,16 @@ class Graph {
   ValueId kv_write(ValueId cache, ValueId rows, ValueId pos);
   // silu(first half) * second half of each row of a fused gate/up [..., 2*cols].
   ValueId swiglu_fused(ValueId gate_up);
+  // i32 [...]: the index of the largest element along x's last dim; ties and
+  // several NaNs give the lowest index, and a NaN counts as larger than any
+  // number (torch.argmax / numpy.argmax).
+  ValueId argmax(ValueId x);
 
   void output(const std::string& name, ValueId v);
+  // The state `state` takes `value` (same shape and dtype) at the end of each
+  // run: lowered to a copy into the state's slot after every thunk that reads
+  // the state, so the whole run sees the old value. One update per state.
+  void update_state(ValueId state, ValueId value);
 
   // Generic node creation: infers output shapes, checks inputs. Passes use it.
   std::vector<ValueId> add_node(OpKind op, std::vector<ValueId> inputs, Attrs attrs,
@@ -159,9 +167,11 @@ class Graph {
   const std::vector<Value>& values() const { return values_; }
   const std::vector<std::pair<std::string, ValueId>>& outputs() const { return outputs_; }
   std::vector<std::pair<std::string, ValueId>>& outputs_mut() { return outputs_; }
+  // {state value, its value at the end of the run}, in the order declared.
+  const std::vector<std::pair<ValueId, ValueId>>& state_updates() const { return state_updates_; }
   size_t live_node_count() const;
 
-  // Replace every use of `from` (node inputs and graph outputs) by `to`.
+  // Replace every use of `from` (node inputs, graph outputs, state updates) by `to`.
   void replace_uses(ValueId from, ValueId to);
   // Nodes using value v as an input (live nodes only).
   std::vector<int32_t> users(ValueId v) const;
@@ -172,6 +182,7 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<Value> values_;
   std::vector<std::pair<std::string, ValueId>> outputs_;
+  std::vector<std::pair<ValueId, ValueId>> state_updates_;
 };
 
 // Output shapes/dtypes of a node (throws rlx::Error naming the node).

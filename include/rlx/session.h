@@ -60,6 +60,9 @@ class Executable {
   std::vector<std::string> state_names() const;
   // Runs so far (run and submit), for callers that assert which executable ran.
   uint64_t run_count() const { return runs_; }
+  // Device time of the last run in microseconds where the backend measures
+  // it (CUDA under RLX_TRACE=decode), else < 0.
+  double last_device_us() const;
   std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs);
 
   // Pipelined runs: submit returns at once; wait returns that run's outputs.

@@ -30,6 +30,9 @@ class BackendExecutable {
   virtual void wait(uint64_t ticket, const std::vector<void*>& outputs);
   // How it ran, from the backend itself rather than from what was asked.
   virtual std::string summary() const { return "host execution"; }
+  // Device time of the last finished run in microseconds, when the backend
+  // measures it (CUDA under RLX_TRACE=decode); < 0 otherwise.
+  virtual double last_device_us() const { return -1; }
   // Byte size of each output, in binding order (set by the Executable).
   void set_output_bytes(std::vector<size_t> b) { output_bytes_ = std::move(b); }
 

@@ -12,6 +12,7 @@ TraceRequest parse_trace_env(const char* value) {
   if (!value) return r;
   r.runs = std::strcmp(value, "1") == 0;
   r.schedule = std::strcmp(value, "schedule") == 0;
+  r.decode = std::strcmp(value, "decode") == 0;
   return r;
 }
 

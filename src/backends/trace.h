@@ -13,6 +13,7 @@ namespace rlx {
 struct TraceRequest {
   bool runs = false;      // RLX_TRACE=1: one line per run
   bool schedule = false;  // RLX_TRACE=schedule: histogram and schedule at prepare
+  bool decode = false;    // RLX_TRACE=decode: per generated token, host and device time
 };
 TraceRequest parse_trace_env(const char* value);  // nullptr = nothing
 

@@ -218,7 +218,9 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
     s->output_bindings.push_back(Binding{name, x.shape, x.dtype, off, 1, bytes_of(v), bytes_of(v)});
     output_top = align_up(output_top + bytes_of(v));
   }
-  int32_t n_thunks = t + int32_t(output_copies.size());
+  // State updates: copies after the output copies, so after every reader.
+  const int32_t first_update = t + int32_t(output_copies.size());
+  int32_t n_thunks = first_update + int32_t(g.state_updates().size());
 
   // Liveness of scratch roots: from the producer's first thunk to the last
   // thunk of any reader of the root or of a view of it.
@@ -233,6 +235,10 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
   for (size_t i = 0; i < output_copies.size(); ++i) {
     ValueId r = root[size_t(output_copies[i].first)];
     last[size_t(r)] = std::max(last[size_t(r)], t + int32_t(i));
+  }
+  for (size_t i = 0; i < g.state_updates().size(); ++i) {
+    ValueId r = root[size_t(g.state_updates()[i].second)];
+    last[size_t(r)] = std::max(last[size_t(r)], first_update + int32_t(i));
   }
   std::vector<ValueId> scratch;
   std::vector<LiveRange> ranges;
@@ -289,7 +295,7 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
       for (ValueId v : n.outputs) th.uses.push_back(BufferUse{addr(v), bytes_of(v), true});
     }
   }
-  for (auto& [v, dst] : output_copies) {
+  auto copy_to = [&](ValueId v, uint64_t dst, const std::string& label) {
     const Value& x = g.value(v);
     std::vector<int64_t> st = contiguous_strides(x.shape);
     CopyParams p{};
@@ -305,9 +311,15 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
     Thunk th;
     th.params = p;
     th.node = x.producer;
-    th.label = "output copy";
+    th.label = label;
     th.uses = {BufferUse{addr(v), bytes_of(v), false}, BufferUse{dst, bytes_of(v), true}};
     s->thunks.push_back(std::move(th));
+  };
+  for (auto& [v, dst] : output_copies) copy_to(v, dst, "output copy");
+  for (auto& [st, v] : g.state_updates()) {
+    const std::string& name = g.node(g.value(st).producer).name;
+    s->state_updates.push_back(StateUpdate{int32_t(s->thunks.size()), name});
+    copy_to(v, addr(st), "state update '" + name + "'");
   }
   RLX_CHECK(int32_t(s->thunks.size()) == n_thunks, "lowering: thunk count mismatch");
 

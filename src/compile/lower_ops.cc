@@ -298,6 +298,15 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.dtype = V(0).dtype;
       return emit(p);
     }
+    case OpKind::Argmax: {
+      ArgmaxParams p{};
+      p.x = addr(n.inputs[0]);
+      p.out = addr(n.outputs[0]);
+      p.cols = V(0).shape.back();
+      p.rows = numel(V(0).shape) / p.cols;
+      p.dtype = V(0).dtype;
+      return emit(p);
+    }
     case OpKind::Input:
     case OpKind::Param:
     case OpKind::Constant:

@@ -52,6 +52,8 @@ void Graph::replace_uses(ValueId from, ValueId to) {
   }
   for (auto& [name, v] : outputs_)
     if (v == from) v = to;
+  for (auto& [st, v] : state_updates_)
+    if (v == from) v = to;
 }
 
 std::vector<int32_t> Graph::users(ValueId v) const {
@@ -192,6 +194,7 @@ ValueId Graph::attention(ValueId q, ValueId k, ValueId v, ValueId mask, const At
 ValueId Graph::kv_write(ValueId cache, ValueId rows, ValueId pos) {
   return add_node(OpKind::KvWrite, {cache, rows, pos}, NoAttrs{})[0];
 }
+ValueId Graph::argmax(ValueId x) { return add_node(OpKind::Argmax, {x}, NoAttrs{})[0]; }
 ValueId Graph::rope(ValueId x, ValueId positions, const RopeAttrs& a) {
   return add_node(OpKind::Rope, {x, positions}, a)[0];
 }
@@ -242,6 +245,21 @@ void Graph::output(const std::string& name, ValueId v) {
   outputs_.emplace_back(name, v);
 }
 
+void Graph::update_state(ValueId state, ValueId v) {
+  const Value& s = value(state);
+  const Value& x = value(v);
+  RLX_CHECK(s.producer >= 0 && node(s.producer).op == OpKind::State,
+            "update_state: the target must be a state tensor, not the output of " << describe(s.producer));
+  const std::string& name = node(s.producer).name;
+  RLX_CHECK(s.shape == x.shape && s.dtype == x.dtype,
+            "update_state: state '" << name << "' is " << shape_str(s.shape) << " " << std::string(dtype_name(s.dtype))
+                                    << ", the new value " << shape_str(x.shape) << " "
+                                    << std::string(dtype_name(x.dtype)));
+  for (auto& [st, old] : state_updates_)
+    RLX_CHECK(st != state, "update_state: state '" << name << "' already has an update");
+  state_updates_.emplace_back(state, v);
+}
+
 void verify(const Graph& g) {
   std::vector<bool> live(g.nodes().size());
   for (size_t i = 0; i < g.nodes().size(); ++i) live[i] = !g.nodes()[i].dead;
@@ -277,6 +295,16 @@ void verify(const Graph& g) {
   }
   for (auto& [name, v] : g.outputs())
     RLX_CHECK(live[size_t(g.value(v).producer)], "output '" << name << "' comes from a dead node");
+  std::set<ValueId> updated;
+  for (auto& [st, v] : g.state_updates()) {
+    const Node& sn = g.node(g.value(st).producer);
+    RLX_CHECK(sn.op == OpKind::State && !sn.dead, "a state update targets " << g.describe(g.value(st).producer)
+                                                                             << ", not a live state");
+    RLX_CHECK(updated.insert(st).second, "state '" << sn.name << "' has two updates");
+    RLX_CHECK(live[size_t(g.value(v).producer)], "the update of state '" << sn.name << "' comes from a dead node");
+    RLX_CHECK(g.value(v).shape == g.value(st).shape && g.value(v).dtype == g.value(st).dtype,
+              "the update of state '" << sn.name << "' does not match its shape and dtype");
+  }
 }
 
 }  // namespace rlx

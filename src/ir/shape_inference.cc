@@ -1,5 +1,6 @@
 // Output shapes and dtypes of every op; errors name the node and the problem.
 #include <algorithm>
+#include <cstdint>
 
 #include "rlx/graph.h"
 
@@ -111,7 +112,8 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
     case OpKind::Mul:
     case OpKind::Div: {
       need_inputs(in, 2, 2, who);
-      need_float(V(0), who, "lhs");
+      // i32 adds and subtracts (positions advanced on the device), wrapping.
+      if (V(0).dtype != DType::I32 || op == OpKind::Mul || op == OpKind::Div) need_float(V(0), who, "lhs");
       need_dtype(V(1), V(0).dtype, who, "rhs");
       RLX_CHECK(std::max(V(0).shape.size(), V(1).shape.size()) <= 6, who << ": rank above 6");
       return out(broadcast(V(0).shape, V(1).shape, who), V(0).dtype);
@@ -213,6 +215,14 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       need_dtype(rows, cache.dtype, who, "rows");
       need_vector(pos, cache.shape[0], DType::I32, who, "positions");
       return out(cache.shape, cache.dtype);
+    }
+
+    case OpKind::Argmax: {
+      need_inputs(in, 1, 1, who);
+      need_float(V(0), who, "input");
+      RLX_CHECK(!V(0).shape.empty() && V(0).shape.back() > 0 && V(0).shape.back() <= INT32_MAX,
+                who << ": needs a last dim in [1, 2^31), got " << shape_str(V(0).shape));
+      return out(Shape(V(0).shape.begin(), V(0).shape.end() - 1), DType::I32);
     }
 
     case OpKind::SwiGlu: {

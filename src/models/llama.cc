@@ -91,15 +91,28 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
   return c;
 }
 
-Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, int64_t cache_len) {
+Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, int64_t cache_len,
+                        LlamaFeed feed) {
   RLX_CHECK(is_float(dt), "llama: compute dtype must be f32, f16 or bf16");
   RLX_CHECK(batch > 0 && seq > 0, "llama: batch and seq must be positive");
   RLX_CHECK(seq <= c.max_positions, "llama: seq " << seq << " exceeds the context length " << c.max_positions);
   RLX_CHECK(cache_len >= 0 && cache_len <= c.max_positions && (cache_len == 0 || seq <= cache_len),
             "llama: a KV cache of " << cache_len << " rows for " << seq << " tokens (context length "
                                     << c.max_positions << ")");
-  const bool cached = cache_len > 0;
+  const bool cached = cache_len > 0, from_state = feed == LlamaFeed::State;
+  RLX_CHECK(!from_state || (cached && seq == 1), "llama: a graph fed from state is a cached decode step (seq 1)");
   Graph g;
+  // The decode loop's state, first so that every cached graph places it alike.
+  const ValueId next_token = cached ? g.state("next_token", {batch, 1}, DType::I32) : -1;
+  const ValueId next_pos = cached ? g.state("next_pos", {batch}, DType::I32) : -1;
+  auto i32_per_batch = [&](const std::string& name, auto value_of) {
+    std::vector<uint8_t> bytes(size_t(batch) * 4);
+    for (int64_t b = 0; b < batch; ++b) {
+      const int32_t v = int32_t(value_of(b));
+      std::memcpy(bytes.data() + b * 4, &v, 4);
+    }
+    return g.constant({batch}, DType::I32, std::move(bytes), name);
+  };
   const int64_t H = c.hidden_size, F = c.intermediate_size, hd = c.head_dim;
   const int64_t q_dim = int64_t(c.num_heads) * hd, kv_dim = int64_t(c.num_kv_heads) * hd;
   auto param = [&](const std::string& name, Shape s) { return g.param(name, std::move(s), dt); };
@@ -108,10 +121,17 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     return g.matmul(x, param(name, {out, in}), false, true);
   };
 
-  ValueId ids = g.input("input_ids", {batch, seq}, DType::I32);
   // Without a cache: the position of each column; with one: each batch's start.
-  ValueId positions = cached ? g.input("pos", {batch}, DType::I32) : g.input("positions", {seq}, DType::I32);
-  ValueId last = g.input("last_index", {batch}, DType::I32);
+  ValueId ids, positions, last;
+  if (from_state) {
+    ids = next_token;
+    positions = next_pos;
+    last = i32_per_batch("last_index", [](int64_t b) { return b; });  // the one row of each batch
+  } else {
+    ids = g.input("input_ids", {batch, seq}, DType::I32);
+    positions = cached ? g.input("pos", {batch}, DType::I32) : g.input("positions", {seq}, DType::I32);
+    last = g.input("last_index", {batch}, DType::I32);
+  }
   ValueId embed = param("token_embd.weight", {c.vocab_size, H});
   ValueId x = g.gather(embed, ids);
 
@@ -154,6 +174,17 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   x = g.rms_norm(x, param("output_norm.weight", {H}), c.rms_eps);
   ValueId head = c.tie_embeddings ? embed : param("output.weight", {c.vocab_size, H});
   ValueId logits = g.matmul(x, head, false, true);
+  if (cached) {
+    // Greedy choice on the device (a cast to f32 changes no order), and the
+    // position after the last token run: pos + (last_index - b * seq) + 1.
+    ValueId chosen = g.argmax(logits);
+    g.output("next_token", chosen);
+    g.update_state(next_token, g.reshape(chosen, {batch, 1}));
+    ValueId step = from_state ? i32_per_batch("one", [](int64_t) { return 1; })
+                              : g.add(last, i32_per_batch("one_minus_row_base", [&](int64_t b) { return 1 - b * seq; }));
+    g.update_state(next_pos, g.add(positions, step));
+  }
+  if (from_state) return g;  // the token is all the host reads
   if (dt != DType::F32) logits = g.cast(logits, DType::F32);
   g.output("logits", logits);
   return g;

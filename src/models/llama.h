@@ -50,7 +50,17 @@ LlamaConfig load_llama_config(const std::string& dir_or_file);
 // the cache up to their own position, so a seq-1 graph is one decode step and
 // graphs of other seq (prefill) built with the same cache_len share the cache
 // through an arena share.
-Graph build_llama_graph(const LlamaConfig& cfg, int64_t batch, int64_t seq, DType dt, int64_t cache_len = 0);
+//
+// Every cached graph also carries the decode loop's state, declared first so
+// that all graphs of one cache lay it out alike: next_token i32 [batch, 1]
+// (the greedy choice after the last token run) and next_pos i32 [batch]
+// (where the next token goes). Each run sets both (state updates) and outputs
+// next_token i32 [batch]. With feed == State (seq 1) the graph has no inputs
+// at all: it runs next_token at next_pos, so greedy decoding is one run per
+// token with nothing copied in, and it outputs only next_token.
+enum class LlamaFeed { Inputs, State };
+Graph build_llama_graph(const LlamaConfig& cfg, int64_t batch, int64_t seq, DType dt, int64_t cache_len = 0,
+                        LlamaFeed feed = LlamaFeed::Inputs);
 
 // Where a LLaMA's config and weights come from (a GGUF file or a Hugging
 // Face directory), with params named as build_llama_graph names them.

@@ -7,6 +7,7 @@
 
 #include "models/gguf.h"
 #include "models/llama_hf.h"
+#include "models/sampling.h"
 #include "tokenizers/bpe.h"
 #include "tokenizers/spm.h"
 #include "rlx/error.h"
@@ -33,7 +34,10 @@ LlamaGenerator::LlamaGenerator(const std::string& path, GeneratorOptions o) : o_
   namespace fs = std::filesystem;
   if (fs::is_directory(path)) {
     model_ = std::make_unique<LlamaSafetensors>(path);
-    tokenizer_ = std::make_unique<BpeTokenizer>(BpeTokenizer::from_tokenizer_json((fs::path(path) / "tokenizer.json").string()));
+    // Without tokenizer.json the model still runs on token ids.
+    if (fs::exists(fs::path(path) / "tokenizer.json"))
+      tokenizer_ = std::make_unique<BpeTokenizer>(
+          BpeTokenizer::from_tokenizer_json((fs::path(path) / "tokenizer.json").string()));
     nlohmann::json cfg = read_json_if_present(fs::path(path) / "config.json");
     const auto& eos = cfg.contains("eos_token_id") ? cfg["eos_token_id"] : nlohmann::json();
     if (eos.is_number_integer()) eos_id_ = eos.get<int32_t>();
@@ -52,12 +56,17 @@ LlamaGenerator::LlamaGenerator(const std::string& path, GeneratorOptions o) : o_
     chat_template_ = gguf->file().get_string("tokenizer.chat_template", "");
     model_ = std::move(gguf);
   }
-  RLX_CHECK(int64_t(tokenizer_->vocab_size()) <= config().vocab_size,
+  RLX_CHECK(!tokenizer_ || int64_t(tokenizer_->vocab_size()) <= config().vocab_size,
             "llama: '" << path << "': the tokenizer has " << tokenizer_->vocab_size() << " tokens, the model "
                        << config().vocab_size);
 }
 
 LlamaGenerator::~LlamaGenerator() = default;
+
+const TextTokenizer& LlamaGenerator::tokenizer() const {
+  RLX_CHECK(tokenizer_, "llama: this model has no tokenizer (no tokenizer.json): give token ids");
+  return *tokenizer_;
+}
 
 int64_t LlamaGenerator::bucket_for(int64_t n) const {
   int64_t b = kMinBucket;
@@ -78,7 +87,10 @@ void LlamaGenerator::prepare() {
     executable(b);
     if (b == last) break;
   }
-  if (o_.kv_cache) decode_executable();
+  if (o_.kv_cache) {
+    decode_executable();
+    greedy_executable();
+  }
 }
 
 std::vector<int64_t> LlamaGenerator::buckets() const {
@@ -87,10 +99,11 @@ std::vector<int64_t> LlamaGenerator::buckets() const {
   return out;
 }
 
-std::unique_ptr<Executable> LlamaGenerator::compile_graph(int64_t seq) {
+std::unique_ptr<Executable> LlamaGenerator::compile_graph(int64_t seq, LlamaFeed feed) {
   CompileOptions co;
   co.device = o_.device;
   co.threads = o_.threads;
+  co.mode = o_.mode;
   if (!share_) {
     // The largest bucket sizes the arena all graphs share; its length is the cache's.
     const int64_t largest = bucket_for(max_tokens_ ? max_tokens_ : config().max_positions);
@@ -98,7 +111,7 @@ std::unique_ptr<Executable> LlamaGenerator::compile_graph(int64_t seq) {
     share_ = make_arena_share(planned_arena_bytes(build_llama_graph(config(), 1, largest, o_.dtype, cache_len_), co));
   }
   co.arena_share = share_;
-  Graph g = build_llama_graph(config(), 1, seq, o_.dtype, cache_len_);
+  Graph g = build_llama_graph(config(), 1, seq, o_.dtype, cache_len_, feed);
   auto exe = compile(g, co);
   if (with_params_) {
     exe->share_params_with(*with_params_);
@@ -121,9 +134,15 @@ Executable& LlamaGenerator::decode_executable() {
   return *decode_;
 }
 
+Executable& LlamaGenerator::greedy_executable() {
+  RLX_CHECK(o_.kv_cache, "llama: decoding from state needs the KV cache");
+  if (!greedy_) greedy_ = compile_graph(1, LlamaFeed::State);
+  return *greedy_;
+}
+
 // ids[start..] through a prefill bucket (the cache then holds ids), or with
 // no cache the whole of ids with start 0.
-std::vector<float> LlamaGenerator::prefill(const std::vector<int32_t>& ids, int64_t start) {
+std::map<std::string, HostTensor> LlamaGenerator::prefill(const std::vector<int32_t>& ids, int64_t start) {
   const int64_t n = int64_t(ids.size()) - start;
   const int64_t b = bucket_for(n);
   Executable& exe = executable(b);
@@ -138,37 +157,68 @@ std::vector<float> LlamaGenerator::prefill(const std::vector<int32_t>& ids, int6
     for (int64_t i = 0; i < b; ++i) pos[size_t(i)] = int32_t(i);
     in["positions"] = HostTensor::from_i32({b}, pos);
   }
-  return exe.run(in).at("logits").to_f32();
+  auto out = exe.run(in);
+  last_device_us_ = exe.last_device_us();
+  return out;
 }
 
-std::vector<float> LlamaGenerator::next_logits(const std::vector<int32_t>& ids) {
-  const int64_t n = int64_t(ids.size());
+void LlamaGenerator::check_length(int64_t n) const {
   RLX_CHECK(n > 0, "llama: no tokens to continue");
   RLX_CHECK(n <= config().max_positions, "llama: " << n << " tokens exceed the context length "
                                                    << config().max_positions);
   RLX_CHECK(!max_tokens_ || n <= max_tokens_, "llama: " << n << " tokens exceed the " << max_tokens_ << " reserved");
-  if (!o_.kv_cache) return prefill(ids, 0);
+}
+
+std::map<std::string, HostTensor> LlamaGenerator::run_cached(const std::vector<int32_t>& ids) {
+  const int64_t n = int64_t(ids.size());
   Executable& decode = decode_executable();
   const int64_t have = int64_t(cached_.size());
   const bool extends = have < n && std::equal(cached_.begin(), cached_.end(), ids.begin());
   cached_.clear();  // until this call succeeds the cache holds nothing reusable
-  std::vector<float> logits;
+  state_token_ = -1;
+  std::map<std::string, HostTensor> out;
   if (extends && n - have == 1) {
-    logits = decode
-                 .run({{"input_ids", HostTensor::from_i32({1, 1}, {ids.back()})},
-                       {"pos", HostTensor::from_i32({1}, {int32_t(have)})},
-                       {"last_index", HostTensor::from_i32({1}, {0})}})
-                 .at("logits")
-                 .to_f32();
+    out = decode.run({{"input_ids", HostTensor::from_i32({1, 1}, {ids.back()})},
+                      {"pos", HostTensor::from_i32({1}, {int32_t(have)})},
+                      {"last_index", HostTensor::from_i32({1}, {0})}});
+    last_device_us_ = decode.last_device_us();
   } else {
     // The new tokens after the cached prefix, or all of them when their
     // bucket would run past the cache's end.
     int64_t start = extends ? have : 0;
     if (start + bucket_for(n - start) > cache_len_) start = 0;
-    logits = prefill(ids, start);
+    out = prefill(ids, start);
   }
   cached_ = ids;
-  return logits;
+  state_token_ = out.at("next_token").to_i32().at(0);
+  return out;
+}
+
+std::vector<float> LlamaGenerator::next_logits(const std::vector<int32_t>& ids) {
+  check_length(int64_t(ids.size()));
+  if (!o_.kv_cache) return prefill(ids, 0).at("logits").to_f32();
+  return run_cached(ids).at("logits").to_f32();
+}
+
+int32_t LlamaGenerator::next_greedy(const std::vector<int32_t>& ids) {
+  const int64_t n = int64_t(ids.size());
+  check_length(n);
+  if (!o_.kv_cache) return argmax(prefill(ids, 0).at("logits").to_f32());
+  // The state holds cached_ + [state_token_] at next_pos = cached_.size():
+  // ids that are exactly that run from the state, with nothing copied in.
+  const int64_t have = int64_t(cached_.size());
+  if (state_token_ >= 0 && n == have + 1 && ids.back() == state_token_ && n <= cache_len_ &&
+      std::equal(cached_.begin(), cached_.end(), ids.begin())) {
+    Executable& greedy = greedy_executable();
+    cached_.clear();
+    state_token_ = -1;
+    const int32_t next = greedy.run({}).at("next_token").to_i32().at(0);
+    last_device_us_ = greedy.last_device_us();
+    cached_ = ids;
+    state_token_ = next;
+    return next;
+  }
+  return run_cached(ids).at("next_token").to_i32().at(0);
 }
 
 }  // namespace rlx

@@ -5,6 +5,11 @@
 // are overwritten before they are read) and each further token is one run of
 // a seq-1 decode graph; all share one arena, one copy of the weights and the
 // cache. Without it, the whole prefix is recomputed per token.
+//
+// Greedy decoding (next_greedy) advances on the device: every cached run
+// leaves its argmax token and the next position in state, and a token that
+// continues the last run's choice is one run of a decode graph with no inputs
+// (fed from that state), whose only output is the 4-byte token id.
 #pragma once
 #include <map>
 #include <memory>
@@ -22,6 +27,7 @@ struct GeneratorOptions {
   DType dtype = DType::F32;
   int threads = 0;
   bool kv_cache = true;  // false: recompute the whole prefix for every token
+  ExecMode mode = ExecMode::Auto;  // CUDA: per-op launches or one recorded graph per run
 };
 
 class LlamaGenerator {
@@ -31,7 +37,10 @@ class LlamaGenerator {
   ~LlamaGenerator();
 
   const LlamaConfig& config() const { return model_->config(); }
-  const TextTokenizer& tokenizer() const { return *tokenizer_; }
+  // Throws when the model came without a tokenizer (a Hugging Face directory
+  // without tokenizer.json: token ids in and out only).
+  const TextTokenizer& tokenizer() const;
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
   int32_t eos_id() const { return eos_id_; }
   // The model's chat template text ("" when it has none).
   const std::string& chat_template() const { return chat_template_; }
@@ -46,10 +55,25 @@ class LlamaGenerator {
   // that extend the previous call's by one token take one decode step; any
   // other ids are prefilled (after the cached prefix they extend, if any).
   std::vector<float> next_logits(const std::vector<int32_t>& ids);
+  // The greedy (argmax, lowest id on ties) token after ids, equal to
+  // argmax(next_logits(ids)). With the KV cache, when ids are the previous
+  // call's plus the token it returned, this is one run of the state-fed
+  // decode graph (no host->device copy; reads back 4 bytes); otherwise the
+  // ids are prefilled (or take a host-fed decode step) and the token comes
+  // from that run.
+  int32_t next_greedy(const std::vector<int32_t>& ids);
   // Length buckets compiled so far (for tests and traces).
   std::vector<int64_t> buckets() const;
   // Runs of the decode-step graph so far (0 without the KV cache).
   uint64_t decode_steps() const { return decode_ ? decode_->run_count() : 0; }
+  // Device time of the last run (us) where the backend measures it (CUDA
+  // under RLX_TRACE=decode), else < 0.
+  double last_device_us() const { return last_device_us_; }
+  // Runs of the state-fed greedy decode graph so far.
+  uint64_t device_steps() const { return greedy_ ? greedy_->run_count() : 0; }
+  // The state-fed decode executable (compiled on first use), for tests that
+  // assert how it ran.
+  Executable& greedy_executable();
   // Rows of the KV cache (0 until the first graph is compiled, or without it).
   int64_t cache_len() const { return cache_len_; }
 
@@ -57,8 +81,11 @@ class LlamaGenerator {
   int64_t bucket_for(int64_t n) const;
   Executable& executable(int64_t bucket);
   Executable& decode_executable();
-  std::unique_ptr<Executable> compile_graph(int64_t seq);
-  std::vector<float> prefill(const std::vector<int32_t>& ids, int64_t start);
+  std::unique_ptr<Executable> compile_graph(int64_t seq, LlamaFeed feed = LlamaFeed::Inputs);
+  std::map<std::string, HostTensor> prefill(const std::vector<int32_t>& ids, int64_t start);
+  // One cached run for ids (a host-fed decode step or a prefill); its outputs.
+  std::map<std::string, HostTensor> run_cached(const std::vector<int32_t>& ids);
+  void check_length(int64_t n) const;
 
   GeneratorOptions o_;
   std::unique_ptr<LlamaWeights> model_;
@@ -68,10 +95,14 @@ class LlamaGenerator {
   int64_t max_tokens_ = 0;
   std::shared_ptr<ArenaShare> share_;
   std::map<int64_t, std::unique_ptr<Executable>> exes_;
-  std::unique_ptr<Executable> decode_;
+  std::unique_ptr<Executable> decode_, greedy_;
   Executable* with_params_ = nullptr;
   int64_t cache_len_ = 0;
   std::vector<int32_t> cached_;  // the tokens whose K/V rows the cache holds
+  // The token the state's next_token holds (the last run's argmax; its
+  // next_pos is cached_.size()), or -1 when unknown.
+  int32_t state_token_ = -1;
+  double last_device_us_ = -1;
 };
 
 }  // namespace rlx

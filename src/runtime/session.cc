@@ -123,6 +123,8 @@ void Executable::reset_state() {
   }
 }
 
+double Executable::last_device_us() const { return backend_->last_device_us(); }
+
 std::vector<std::string> Executable::state_names() const {
   std::vector<std::string> r;
   for (const Binding& b : schedule_->state_bindings) r.push_back(b.name);

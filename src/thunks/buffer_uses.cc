@@ -124,6 +124,10 @@ Uses uses(const KvWriteParams& p) {
           {p.cache, bytes(p.batch * p.max_ctx * p.row, p.dtype), true}};
 }
 
+Uses uses(const ArgmaxParams& p) {
+  return {{p.x, bytes(p.rows * p.cols, p.dtype), false}, {p.out, bytes(p.rows, DType::I32), true}};
+}
+
 }  // namespace
 
 std::vector<BufferUse> declared_uses(const ThunkParams& p) {

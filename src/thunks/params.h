@@ -144,6 +144,14 @@ struct KvWriteParams {
   DType dtype;
 };
 
+// out[r] = the index of the largest of x[r, 0..cols) (i32), the lowest on
+// ties; NaN counts as larger than every number, the first NaN wins.
+struct ArgmaxParams {
+  uint64_t x, out;
+  int64_t rows, cols;
+  DType dtype;
+};
+
 #define X(e, n, P)                                                      \
   static_assert(std::is_trivially_copyable_v<P>, #P " must be plain"); \
   static_assert(sizeof(P) <= 512, #P " too large for a kernel argument");

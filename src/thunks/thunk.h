@@ -76,6 +76,13 @@ struct PlannedValue {
   int32_t first = 0, last = 0;
 };
 
+// A state's value for the next run, copied into its slot by `thunk` (a copy
+// after every thunk that touches the state); see Graph::update_state.
+struct StateUpdate {
+  int32_t thunk = -1;
+  std::string state;  // the state binding's name
+};
+
 struct Schedule {
   std::vector<Thunk> thunks;
   std::vector<PlannedValue> planned;  // scratch values only
@@ -86,6 +93,7 @@ struct Schedule {
   std::vector<Binding> state_bindings, param_bindings, input_bindings, output_bindings;
   std::vector<std::pair<uint64_t, std::shared_ptr<const std::vector<uint8_t>>>> constants;
   std::vector<IndexCheck> index_checks;
+  std::vector<StateUpdate> state_updates;
   uint64_t peak_live_bytes = 0;     // max over time of live scratch bytes
   uint64_t intermediate_bytes = 0;  // sum of all scratch values, no reuse
 

@@ -22,6 +22,9 @@ TEST(CpuBackend, SupportsEveryThunkKindInEveryFloatType) {
       EXPECT_TRUE(cpu.supports(ThunkKind(k), dt)) << "thunk kind " << k << " " << dtype_name(dt);
   EXPECT_TRUE(cpu.supports(ThunkKind::Copy, DType::I32));
   EXPECT_TRUE(cpu.supports(ThunkKind::Gather, DType::I32));
+  EXPECT_TRUE(cpu.supports(ThunkKind::Binary, DType::I32));
+  EXPECT_FALSE(cpu.supports(ThunkKind::Unary, DType::I32));
+  EXPECT_FALSE(cpu.supports(ThunkKind::Argmax, DType::I32));
   EXPECT_FALSE(cpu.supports(ThunkKind::MatMul, DType::I32));
   EXPECT_FALSE(cpu.supports(ThunkKind::Attention, DType::I32));
 }
@@ -30,16 +33,16 @@ TEST(CpuBackend, UnsupportedThunkFailsAtPrepareNamingIt) {
   Schedule s;
   s.arena_bytes = 1024;
   Thunk t;
-  BinaryParams p{};
+  UnaryParams p{};  // i32 add/sub exist (positions on the device); i32 activations do not
   p.dtype = DType::I32;
   t.params = p;
-  t.label = "add 'ids_plus_one'";
+  t.label = "gelu 'of_ids'";
   s.thunks.push_back(t);
   try {
     cpu_backend().prepare(s, CompileOptions{});
-    FAIL() << "prepare accepted an i32 binary thunk";
+    FAIL() << "prepare accepted an i32 unary thunk";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("ids_plus_one"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("of_ids"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("i32"), std::string::npos) << e.what();
   }
 }

@@ -10,6 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "models/gguf.h"
+#include "models/llama_generator.h"
+#include "models/llama_hf.h"
+#include "models/llama_reference.h"  // tests/models
+#include "models/sampling.h"
 #include "models/test_files.h"  // tests/models
 #include "tokenizers/bpe.h"
 
@@ -24,12 +28,12 @@ struct Ran {
   std::string out, err;
 };
 
-Ran run_generate(const std::string& args, const std::string& model = kSmolLM2) {
+Ran run_generate(const std::string& args, const std::string& model = kSmolLM2, const std::string& env = "") {
   Ran r;
   test::TempDir dir;
   const std::string err_path = (dir.path() / "stderr").string();
   // One thread: ctest runs tests side by side on CI's two cores.
-  std::string cmd = std::string(RLX_CLI_PATH) + " generate --threads 1 --model " + model + " " + args + " 2>" +
+  std::string cmd = env + std::string(RLX_CLI_PATH) + " generate --threads 1 --model " + model + " " + args + " 2>" +
                     err_path;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -77,6 +81,79 @@ TEST(GenerateCli, ChatWrapsThePromptInChatML) {
   ASSERT_EQ(r.status, 0) << r.err;
   // The default system turn, the user turn and the assistant's opening.
   EXPECT_NE(r.err.find("prompt 32 tokens"), std::string::npos) << r.err;
+}
+
+// A Hugging Face directory with one model.safetensors and no tokenizer:
+// --prompt-ids in, ids out, equal to the host-driven greedy path in process;
+// the config's EOS is the first token chosen, so only --ignore-eos gets past it.
+TEST(GenerateCli, PromptIdsWithoutATokenizer) {
+  namespace fs = std::filesystem;
+  test::TempDir d;
+  const LlamaConfig c = test::odd_config();
+  Graph g = build_llama_graph(c, 1, 1, DType::F32);
+  const test::Weights w = test::random_weights(g);
+  std::map<std::string, std::pair<Shape, std::vector<float>>> ts;
+  for (const Node& n : g.nodes())
+    if (n.op == OpKind::Param) ts[llama_hf_name(n.name)] = {g.value(n.outputs[0]).shape, w.at(n.name)};
+  test::write_safetensors(d.path() / "model.safetensors", ts);
+  auto config = [&](int eos) {
+    test::write_text(d.path() / "config.json",
+                     "{\"model_type\": \"llama\", \"vocab_size\": " + std::to_string(c.vocab_size) +
+                         ", \"hidden_size\": " + std::to_string(c.hidden_size) +
+                         ", \"intermediate_size\": " + std::to_string(c.intermediate_size) +
+                         ", \"num_hidden_layers\": " + std::to_string(c.num_layers) +
+                         ", \"num_attention_heads\": " + std::to_string(c.num_heads) +
+                         ", \"num_key_value_heads\": " + std::to_string(c.num_kv_heads) +
+                         ", \"head_dim\": " + std::to_string(c.head_dim) +
+                         ", \"rms_norm_eps\": 1e-5, \"max_position_embeddings\": " + std::to_string(c.max_positions) +
+                         ", \"tie_word_embeddings\": " + (c.tie_embeddings ? "true" : "false") +
+                         ", \"eos_token_id\": " + std::to_string(eos) + "}");
+  };
+  config(-1);
+  ASSERT_FALSE(fs::exists(d.path() / "tokenizer.json"));
+  const std::vector<int32_t> prompt{3, 1, 4, 1, 5, 9, 2};
+  std::vector<int32_t> want;
+  {
+    GeneratorOptions o;
+    o.threads = 1;
+    LlamaGenerator gen(d.path().string(), o);
+    EXPECT_FALSE(gen.has_tokenizer());
+    std::vector<int32_t> ids = prompt;
+    for (int i = 0; i < 9; ++i) {
+      want.push_back(argmax(gen.next_logits(ids)));
+      ids.push_back(want.back());
+    }
+  }
+  std::string want_text;
+  for (size_t i = 0; i < want.size(); ++i) want_text += (i ? "," : "") + std::to_string(want[i]);
+  Ran r = run_generate("-n 9 --prompt-ids 3,1,4,1,5,9,2", d.path().string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, want_text + "\n");
+  EXPECT_NE(r.err.find("prompt 7 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("decode 8 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("8 decode steps, 8 from device state"), std::string::npos) << r.err;
+
+  config(want[0]);  // EOS: the first token
+  r = run_generate("-n 9 --prompt-ids 3,1,4,1,5,9,2", d.path().string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "\n");
+  r = run_generate("-n 9 --ignore-eos --prompt-ids 3,1,4,1,5,9,2", d.path().string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, want_text + "\n");
+
+  // The per-token trace line, and errors: no tokenizer for text, bad ids.
+  r = run_generate("-n 3 --prompt-ids 3,1", d.path().string(), "RLX_TRACE=decode ");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("rlx decode: token 2 id"), std::string::npos) << r.err;
+  r = run_generate("--prompt hi", d.path().string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("no tokenizer"), std::string::npos) << r.err;
+  r = run_generate("--prompt-ids 3,x", d.path().string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("'x'"), std::string::npos) << r.err;
+  r = run_generate("--prompt-ids 3," + std::to_string(c.vocab_size), d.path().string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("outside the vocabulary"), std::string::npos) << r.err;
 }
 
 TEST(GenerateCli, ErrorsNameTheProblem) {

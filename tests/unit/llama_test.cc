@@ -106,5 +106,28 @@ TEST(Llama, SmolLM2GreedyContinuationMatchesNumpyReference) {
   EXPECT_EQ(gen.decode_steps(), want.size() - 1);
 }
 
+// The same continuation with the token and position advanced on the device:
+// after the prefill every token is one run of the state-fed decode graph,
+// and the tokens equal the reference's (and so the host-driven path's above).
+TEST(Llama, SmolLM2DeviceGreedyMatchesNumpyReference) {
+  std::ifstream in(std::string(RLX_SOURCE_DIR) + "/tests/data/smollm2_reference.json");
+  ASSERT_TRUE(in);
+  auto ref = nlohmann::json::parse(in);
+  GeneratorOptions o;
+  o.threads = 1;
+  LlamaGenerator gen(kSmolLM2, o);
+  std::vector<int32_t> ids = ref.at("prompt_ids").get<std::vector<int32_t>>();
+  const auto want = ref.at("generated_ids").get<std::vector<int32_t>>();
+  gen.reserve(int64_t(ids.size() + want.size()));
+  std::vector<int32_t> got;
+  for (size_t step = 0; step < want.size(); ++step) {
+    got.push_back(gen.next_greedy(ids));
+    ids.push_back(got.back());
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(gen.decode_steps(), 0u);  // no host-fed step
+  EXPECT_EQ(gen.device_steps(), want.size() - 1);
+}
+
 }  // namespace
 }  // namespace rlx

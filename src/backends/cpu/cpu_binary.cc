@@ -35,12 +35,31 @@ template <class T> void binary(const BinaryParams& p, CpuContext& ctx) {
   });
 }
 
+// i32 add/sub (positions advanced on the device): exact, wrapping like the GPU.
+void binary_i32(const BinaryParams& p, CpuContext& ctx) {
+  const int32_t* a = at<int32_t>(ctx.arena(), p.a);
+  const int32_t* b = at<int32_t>(ctx.arena(), p.b);
+  int32_t* out = at<int32_t>(ctx.arena(), p.out);
+  for (int64_t i = 0; i < p.n; ++i) {
+    int64_t rest = i, ia = 0, ib = 0;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      const int64_t c = rest % p.shape[d];
+      rest /= p.shape[d];
+      ia += c * p.stride_a[d];
+      ib += c * p.stride_b[d];
+    }
+    const uint32_t x = uint32_t(a[ia]), y = uint32_t(b[ib]);
+    out[i] = int32_t(p.op == BinaryOp::Sub ? x - y : x + y);
+  }
+}
+
 }  // namespace
 
 void register_cpu_binary(CpuRegistry& r) {
   r.add<BinaryParams>(DType::F32, binary<float>);
   r.add<BinaryParams>(DType::F16, binary<Half>);
   r.add<BinaryParams>(DType::BF16, binary<BFloat>);
+  r.add<BinaryParams>(DType::I32, binary_i32);
 }
 
 }  // namespace rlx::cpu

@@ -76,6 +76,12 @@ CudaExecutable::CudaExecutable(const Schedule& s, const CompileOptions& o) : sch
       [](uint8_t* p) { cudaFreeHost(p); });
   done_.resize(ring_->slots());
   for (cudaEvent_t& e : done_) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event creation");
+  if (parse_trace_env(std::getenv("RLX_TRACE")).decode) {
+    timed_start_.resize(ring_->slots());
+    timed_end_.resize(ring_->slots());
+    for (cudaEvent_t& e : timed_start_) check(cudaEventCreate(&e), "event creation");
+    for (cudaEvent_t& e : timed_end_) check(cudaEventCreate(&e), "event creation");
+  }
 
   mode_ = resolve_exec_mode(o.mode, std::getenv("RLX_EXEC"), s);
   thunk_kernel_nodes_.assign(thunks_.size(), 0);
@@ -94,6 +100,8 @@ CudaExecutable::CudaExecutable(const Schedule& s, const CompileOptions& o) : sch
 CudaExecutable::~CudaExecutable() {
   if (stream_) cudaStreamSynchronize(stream_);
   forward_.clear();
+  for (cudaEvent_t e : timed_start_) cudaEventDestroy(e);
+  for (cudaEvent_t e : timed_end_) cudaEventDestroy(e);
   for (cudaEvent_t e : done_)
     if (e) cudaEventDestroy(e);
   ring_.reset();
@@ -160,13 +168,16 @@ uint64_t CudaExecutable::submit(const std::vector<const void*>& inputs) {
   const uint64_t ticket = ring_->begin([this](size_t s) { finish(s); }, &slot);
   const auto t_encode = std::chrono::steady_clock::now();
   ring_->stage_inputs(slot, inputs);
+  if (!timed_start_.empty()) check(cudaEventRecord(timed_start_[slot], stream_), "event record");
   if (mode_ == ExecMode::Graph) {
     forward_[slot]->execute(LaunchContext{arena_, stream_, "forward"});
     ++counters_.graph_launches;
   } else {
     encode_forward(slot, true);
   }
+  if (!timed_end_.empty()) check(cudaEventRecord(timed_end_[slot], stream_), "event record");
   check(cudaEventRecord(done_[slot], stream_), "event record");
+  last_timed_slot_ = slot;
   last_encode_us_ = micros_since(t_encode);
   ++counters_.forwards;
   return ticket;
@@ -174,6 +185,11 @@ uint64_t CudaExecutable::submit(const std::vector<const void*>& inputs) {
 
 void CudaExecutable::wait(uint64_t ticket, const std::vector<void*>& outputs) {
   ring_->collect(ticket, [this](size_t s) { finish(s); }, outputs);
+  if (!timed_end_.empty()) {  // the run just collected: its slot's events are done
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, timed_start_[last_timed_slot_], timed_end_[last_timed_slot_]), "event timing");
+    last_device_us_ = double(ms) * 1e3;
+  }
   tracer_.after_run(schedule_, stream_, [this](size_t i) { execute_thunk(i, false); });
 }
 

@@ -36,6 +36,7 @@ class CudaExecutable final : public BackendExecutable {
   uint64_t submit(const std::vector<const void*>& inputs) override;
   void wait(uint64_t ticket, const std::vector<void*>& outputs) override;
   std::string summary() const override;
+  double last_device_us() const override { return last_device_us_; }
 
   ExecMode mode() const { return mode_; }
   const ExecCounters& counters() const { return counters_; }
@@ -69,6 +70,10 @@ class CudaExecutable final : public BackendExecutable {
   std::vector<int> thunk_kernel_nodes_;
   std::unique_ptr<StagingRing> ring_;                   // pinned input/output slots and tickets
   std::vector<cudaEvent_t> done_;                       // per slot: its last run finished
+  // RLX_TRACE=decode: timing events around each run, per slot.
+  std::vector<cudaEvent_t> timed_start_, timed_end_;
+  double last_device_us_ = -1;
+  size_t last_timed_slot_ = 0;
   std::vector<std::unique_ptr<RecordedThunk>> forward_;  // graph mode: the whole forward per slot
   GraphNodes forward_nodes_;
   ExecCounters counters_;

@@ -36,6 +36,25 @@ __global__ void binary_kernel(const BinaryParams p, uint8_t* arena) {
   }
 }
 
+// i32 add/sub (positions advanced on the device): exact, wrapping.
+__global__ void binary_i32_kernel(const BinaryParams p, uint8_t* arena) {
+  const int32_t* a = at<const int32_t>(arena, p.a);
+  const int32_t* b = at<const int32_t>(arena, p.b);
+  int32_t* out = at<int32_t>(arena, p.out);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rest = i, ia = 0, ib = 0;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      int64_t c = rest % p.shape[d];
+      rest /= p.shape[d];
+      ia += c * p.stride_a[d];
+      ib += c * p.stride_b[d];
+    }
+    const uint32_t x = uint32_t(a[ia]), y = uint32_t(b[ib]);
+    out[i] = int32_t(p.op == BinaryOp::Sub ? x - y : x + y);
+  }
+}
+
 template <class T>
 __global__ void unary_kernel(const UnaryParams p, uint8_t* arena) {
   const T* x = at<const T>(arena, p.x);
@@ -85,6 +104,10 @@ __global__ void copy_convert_kernel(const CopyParams p, uint8_t* arena) {
 }  // namespace
 
 void run_binary(const BinaryParams& p, const LaunchContext& ctx) {
+  if (p.dtype == DType::I32) {
+    launch(binary_i32_kernel, grid_for(p.n, kBlock), kBlock, 0, ctx, p);
+    return;
+  }
   dispatch_float(p.dtype, ctx.label, [&]<class T>() {
     launch(binary_kernel<T>, grid_for(p.n, kBlock), kBlock, 0, ctx, p);
   });
@@ -114,6 +137,7 @@ void run_copy(const CopyParams& p, const LaunchContext& ctx) {
 
 void register_cuda_binary(CudaRegistry& r) {
   for (DType dt : kFloatDTypes) r.add<BinaryParams>(dt, run_binary);
+  r.add<BinaryParams>(DType::I32, run_binary);  // add and sub only (shape inference)
 }
 
 void register_cuda_unary(CudaRegistry& r) {

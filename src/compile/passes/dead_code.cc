@@ -1,6 +1,7 @@
 // Dead-code elimination: a node is live when some graph output depends on it.
 // Inputs, params and state are always kept, because the user binds them by
-// name (and state keeps its place in the arena); KV writes are kept for their effect.
+// name (and state keeps its place in the arena); KV writes and the values
+// state updates take are kept for their effect.
 #include <vector>
 
 #include "compile/passes.h"
@@ -18,6 +19,7 @@ void eliminate_dead_code(Graph& g) {
     }
   };
   for (const auto& [name, v] : g.outputs()) mark(v);
+  for (const auto& [st, v] : g.state_updates()) mark(v);  // the next run reads it
   // A KV write changes state that later runs read: it is live for its effect.
   for (const Node& n : g.nodes())
     if (!n.dead && n.op == OpKind::KvWrite) mark(n.outputs[0]);

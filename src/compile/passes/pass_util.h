@@ -15,7 +15,7 @@ inline bool produced_by(const Graph& g, ValueId v, OpKind op) {
 }
 
 // How many times v is read: by live nodes (an input listed twice counts
-// twice) and by graph outputs. A value with one use can be fused away.
+// twice), by graph outputs and by state updates. A value with one use can be fused away.
 inline int use_count(const Graph& g, ValueId v) {
   int uses = 0;
   for (const Node& n : g.nodes()) {
@@ -23,6 +23,7 @@ inline int use_count(const Graph& g, ValueId v) {
     for (ValueId in : n.inputs) uses += in == v;
   }
   for (const auto& [name, out] : g.outputs()) uses += out == v;
+  for (const auto& [st, val] : g.state_updates()) uses += val == v;
   return uses;
 }
 

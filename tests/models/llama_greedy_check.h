@@ -1,0 +1,55 @@
+// Greedy decoding advanced on the device (LlamaGenerator::next_greedy: the
+// token and position live in state, one state-fed run per token) against
+// the host-driven path (next_logits, argmax on the host) of another
+// generator over the same model. Shared by the CPU suite and the GPU suite.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "models/llama_generator.h"
+#include "models/sampling.h"
+
+namespace rlx::test {
+
+struct GreedyPaths {
+  std::vector<int32_t> host, device;           // the tokens each path chose
+  std::vector<std::vector<float>> host_logits;  // the host path's logits per step
+};
+
+// n tokens after `prompt` on both paths. `device` must not have run yet (its
+// state then holds nothing), `host` may be any generator of the same model.
+inline GreedyPaths run_greedy_paths(LlamaGenerator& host, LlamaGenerator& device, const std::vector<int32_t>& prompt,
+                                    int n) {
+  GreedyPaths r;
+  std::vector<int32_t> ids = prompt;
+  for (int i = 0; i < n; ++i) {
+    r.host_logits.push_back(host.next_logits(ids));
+    r.host.push_back(argmax(r.host_logits.back()));
+    ids.push_back(r.host.back());
+  }
+  ids = prompt;
+  for (int i = 0; i < n; ++i) {
+    r.device.push_back(device.next_greedy(ids));
+    ids.push_back(r.device.back());
+  }
+  return r;
+}
+
+// The state-fed decode graph: no inputs, one 4-byte output, and the two
+// state updates (token and position) after everything else.
+inline void expect_state_fed_decode_graph(Executable& greedy) {
+  const Schedule& s = greedy.schedule();
+  EXPECT_TRUE(s.input_bindings.empty()) << "the state-fed decode step copies nothing in";
+  ASSERT_EQ(s.output_bindings.size(), 1u);
+  EXPECT_EQ(s.output_bindings[0].name, "next_token");
+  EXPECT_EQ(s.output_bindings[0].bytes(), 4u);
+  ASSERT_EQ(s.state_updates.size(), 2u);
+  EXPECT_EQ(s.state_updates[0].state, "next_token");
+  EXPECT_EQ(s.state_updates[1].state, "next_pos");
+  EXPECT_EQ(s.state_updates[1].thunk, int32_t(s.thunks.size()) - 1);
+  EXPECT_EQ(greedy.report().thunk_histogram.count("argmax"), 1u);
+}
+
+}  // namespace rlx::test
