@@ -143,12 +143,17 @@ void CudaExecutable::write_binding(const Binding& b, const void* src) {
   // Runs in flight read the arena; the graph reads it too, so replays see this.
   check(cudaStreamSynchronize(stream_), "write of '" + b.name + "'");
   if (b.bytes() == 0) return;
+  // On the run stream, then waited for: a plain cudaMemcpy from pageable
+  // memory may return before its DMA lands, and the run stream (non-blocking)
+  // is not ordered after it, so the next run could read half-written bytes.
   if (b.outer <= 1)
-    check(cudaMemcpy(arena_ + b.offset, src, b.bytes(), cudaMemcpyHostToDevice), "write of '" + b.name + "'");
-  else
-    check(cudaMemcpy2D(arena_ + b.offset, b.outer_stride_bytes, src, b.inner_bytes, b.inner_bytes, b.outer,
-                       cudaMemcpyHostToDevice),
+    check(cudaMemcpyAsync(arena_ + b.offset, src, b.bytes(), cudaMemcpyHostToDevice, stream_),
           "write of '" + b.name + "'");
+  else
+    check(cudaMemcpy2DAsync(arena_ + b.offset, b.outer_stride_bytes, src, b.inner_bytes, b.inner_bytes, b.outer,
+                            cudaMemcpyHostToDevice, stream_),
+          "write of '" + b.name + "'");
+  check(cudaStreamSynchronize(stream_), "write of '" + b.name + "'");
 }
 
 // Executables sharing an arena each have their own constants at the same
@@ -156,8 +161,10 @@ void CudaExecutable::write_binding(const Binding& b, const void* src) {
 void CudaExecutable::upload_constants_if_needed() {
   if (!share_->claim_constants(this)) return;
   check(cudaDeviceSynchronize(), "before uploading constants");
-  for (const auto& [offset, bytes] : schedule_.constants)
-    check(cudaMemcpy(arena_ + offset, bytes->data(), bytes->size(), cudaMemcpyHostToDevice), "constant upload");
+  for (const auto& [offset, bytes] : schedule_.constants)  // on the run stream, as write_binding
+    check(cudaMemcpyAsync(arena_ + offset, bytes->data(), bytes->size(), cudaMemcpyHostToDevice, stream_),
+          "constant upload");
+  check(cudaStreamSynchronize(stream_), "constant upload");
 }
 
 uint64_t CudaExecutable::submit(const std::vector<const void*>& inputs) {
