@@ -336,6 +336,14 @@ TEST_P(ThunkKernels, AttentionGqa6to2Causal129) { attention_case(*this, dt(), {2
 TEST_P(ThunkKernels, AttentionGqa32to4Causal130) { attention_case(*this, dt(), {1, 130, 130, 32, 4, 128, MaskKind::Causal, false}); }
 TEST_P(ThunkKernels, AttentionCausal513) { attention_case(*this, dt(), {1, 513, 513, 4, 2, 64, MaskKind::Causal, false}); }
 TEST_P(ThunkKernels, AttentionDecodeRowGqa32to4) { attention_case(*this, dt(), {2, 1, 300, 32, 4, 128, MaskKind::Causal, false}); }
+// One query row (a decode step): warps split the keys, merged at the end;
+// padding over many keys, a head_dim that leaves lanes idle, 256 wide heads.
+TEST_P(ThunkKernels, AttentionDecodeRowPadding1500Dim80) {
+  attention_case(*this, dt(), {3, 1, 1500, 6, 2, 80, MaskKind::Padding, false, false, "decode"});
+}
+TEST_P(ThunkKernels, AttentionDecodeRowDim256FewKeys) {
+  attention_case(*this, dt(), {2, 1, 37, 4, 4, 256, MaskKind::None, false, false, "decode"});
+}
 TEST_P(ThunkKernels, AttentionPadding513) { attention_case(*this, dt(), {2, 513, 513, 2, 2, 64, MaskKind::Padding, false}); }
 
 // ---- rope / gather / reduce ------------------------------------------------

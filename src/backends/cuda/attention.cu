@@ -4,6 +4,9 @@
 // Key lengths up to kShortMaxKeys with head_dim <= 128 take the short path
 // (below): K and V of a head staged once per block, one query row per warp.
 //
+// One query row per batch (a decode step) takes the decode kernel: one block
+// per (head, batch) whose warps split the keys and are merged at the end.
+//
 // The general kernel serves the rest: one block per (query tile, head,
 // batch); key/value tiles are staged in shared memory and folded in with an
 // online softmax (running max and sum per query row), so memory is O(tile)
@@ -399,6 +402,110 @@ __global__ void __launch_bounds__(kShortThreads, 2) attention_short_kernel(const
   }
 }
 
+// ---- one query row: the decode step ----
+// One block per (head, batch); its warps take groups of kDecodeKeys keys in
+// turn (all their K and V loads in flight together), lanes split head_dim,
+// and each warp keeps an online softmax of its own keys. The warps' partial
+// results are merged through shared memory at the end. Work scales with the
+// valid keys only (pos[b] + 1 under a KV cache), not the cache's capacity.
+constexpr int kDecodeWarps = 16;
+constexpr int kDecodeKeys = 4;
+
+template <class T, int DMAX>
+__global__ void __launch_bounds__(kDecodeWarps * 32) attention_decode_kernel(const AttentionParams p, uint8_t* arena) {
+  constexpr int DPL = DMAX / 32;  // dims per lane
+  __shared__ float w_m[kDecodeWarps], w_l[kDecodeWarps];
+  __shared__ float w_acc[kDecodeWarps][DMAX];
+  const int D = p.head_dim;
+  const int h = blockIdx.x;
+  const int64_t b = blockIdx.y;
+  const int kvh = h / (p.q_heads / p.kv_heads);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const T* q = at<const T>(arena, p.q) + b * p.q_stride + p.q_offset + int64_t(h) * D;  // sq == 1
+  const T* k = at<const T>(arena, p.k) + b * p.skv * p.k_stride + p.k_offset + int64_t(kvh) * D;
+  const T* v = at<const T>(arena, p.v) + b * p.skv * p.v_stride + p.v_offset + int64_t(kvh) * D;
+  const int32_t* mask = p.mask_kind == MaskKind::Padding ? at<const int32_t>(arena, p.mask) + b * p.skv : nullptr;
+  int64_t kv_len = p.skv, causal_shift = p.skv - 1;  // the row sees keys j <= shift
+  if (p.pos != kNoBuffer) {
+    const int64_t start = at<const int32_t>(arena, p.pos)[b];
+    kv_len = max(int64_t(0), min(p.skv, start + 1));
+    causal_shift = start;
+  }
+  const int64_t kv_end = p.mask_kind == MaskKind::Causal ? min(kv_len, causal_shift + 1) : kv_len;
+
+  float qv[DPL], acc[DPL];
+#pragma unroll
+  for (int t = 0; t < DPL; ++t) {
+    const int d = lane + 32 * t;
+    qv[t] = d < D ? to_f32(q[d]) * p.scale : 0.f;
+    acc[t] = 0.f;
+  }
+  float m = -INFINITY, l = 0.f;
+  for (int64_t j0 = int64_t(warp) * kDecodeKeys; j0 < kv_end; j0 += int64_t(kDecodeWarps) * kDecodeKeys) {
+    float kf[kDecodeKeys][DPL], vf[kDecodeKeys][DPL];
+    bool ok[kDecodeKeys];
+#pragma unroll
+    for (int g = 0; g < kDecodeKeys; ++g) {
+      const int64_t j = j0 + g;
+      ok[g] = j < kv_end && (!mask || mask[j] != 0);  // warp-uniform
+#pragma unroll
+      for (int t = 0; t < DPL; ++t) {
+        const int d = lane + 32 * t;
+        const bool in = ok[g] && d < D;
+        kf[g][t] = in ? to_f32(k[j * p.k_stride + d]) : 0.f;
+        vf[g][t] = in ? to_f32(v[j * p.v_stride + d]) : 0.f;
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < kDecodeKeys; ++g) {
+      if (!ok[g]) continue;
+      float dot = 0.f;
+#pragma unroll
+      for (int t = 0; t < DPL; ++t) dot = fmaf(qv[t], kf[g][t], dot);
+      dot = warp_sum(dot);
+      const float m_new = fmaxf(m, dot);
+      const float corr = expf(m - m_new), pj = expf(dot - m_new);
+      l = l * corr + pj;
+#pragma unroll
+      for (int t = 0; t < DPL; ++t) acc[t] = fmaf(pj, vf[g][t], acc[t] * corr);
+      m = m_new;
+    }
+  }
+  if (lane == 0) {
+    w_m[warp] = m;
+    w_l[warp] = l;
+  }
+#pragma unroll
+  for (int t = 0; t < DPL; ++t) w_acc[warp][lane + 32 * t] = acc[t];
+  __syncthreads();
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float mx = -INFINITY;
+    for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, w_m[w]);
+    float sum = 0.f, o = 0.f;
+    if (mx != -INFINITY)
+      for (int w = 0; w < kDecodeWarps; ++w) {
+        if (w_m[w] == -INFINITY) continue;  // that warp saw no valid key
+        const float c = expf(w_m[w] - mx);
+        sum += w_l[w] * c;
+        o += w_acc[w][d] * c;
+      }
+    at<T>(arena, p.out)[(b * p.q_heads + h) * D + d] = from_f32<T>(sum > 0.f ? o / sum : 0.f);  // all masked -> 0
+  }
+}
+
+bool use_decode_path(const AttentionParams& p) { return p.sq == 1; }
+
+template <class T>
+void launch_decode(const AttentionParams& p, const LaunchContext& ctx) {
+  const dim3 grid(unsigned(p.q_heads), unsigned(p.batch));
+  if (p.head_dim <= 64)
+    launch(attention_decode_kernel<T, 64>, grid, kDecodeWarps * 32, 0, ctx, p);
+  else if (p.head_dim <= 128)
+    launch(attention_decode_kernel<T, 128>, grid, kDecodeWarps * 32, 0, ctx, p);
+  else
+    launch(attention_decode_kernel<T, 256>, grid, kDecodeWarps * 32, 0, ctx, p);
+}
+
 bool use_short_path(const AttentionParams& p) {
   const int esize = int(dtype_size(p.dtype));
   // Query positions (a KV cache) take the general kernel, which reads them.
@@ -436,7 +543,9 @@ void prepare_attention_kernels() {
   allow(attention_short_kernel<__nv_bfloat16, 128>);
 }
 
-const char* attention_variant(const AttentionParams& p) { return use_short_path(p) ? "short" : "general"; }
+const char* attention_variant(const AttentionParams& p) {
+  return use_decode_path(p) ? "decode" : use_short_path(p) ? "short" : "general";
+}
 
 void run_attention(const AttentionParams& p, const LaunchContext& ctx) {
   RLX_CHECK(p.head_dim >= 1 && p.head_dim <= 256,
@@ -446,6 +555,7 @@ void run_attention(const AttentionParams& p, const LaunchContext& ctx) {
             std::string("attention ") + ctx.label + ": q_heads must be a multiple of kv_heads");
   dim3 grid(unsigned((p.sq + kQueryTile - 1) / kQueryTile), unsigned(p.q_heads), unsigned(p.batch));
   dispatch_float(p.dtype, ctx.label, [&]<class T>() {
+    if (use_decode_path(p)) return launch_decode<T>(p, ctx);
     if (use_short_path(p)) return launch_short<T>(p, ctx);
     if (p.head_dim <= 64)
       launch(attention_kernel<T, 64>, grid, kWarps * 32, 0, ctx, p);
