@@ -76,8 +76,8 @@ TEST(CpuPackedGemm, MatchesDoubleReferenceOnOddSizes) {
   if (!cpu::packed_gemm_available()) GTEST_SKIP() << "no AVX-512F";
   uint64_t seed = 100;
   // m: one row, a partial tile, tiles plus a remainder, more than one block
-  // of rows; n: partial panels; k: 600 takes two k blocks.
-  for (int64_t m : {1, 7, 13, 33, 130})
+  // of rows (150); n: partial panels; k: 600 takes two k blocks.
+  for (int64_t m : {1, 7, 13, 33, 130, 150})
     for (int64_t n : {1, 7, 33, 130})
       for (int64_t k : {1, 7, 33, 600})
         check_case({m, n, k, false, true, false, Activation::None}, DType::F32, seed++);

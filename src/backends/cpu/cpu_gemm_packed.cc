@@ -21,7 +21,10 @@ constexpr int64_t NR = kPackedNR, MR = kPackedMR;
 // 192, 256 and 384 measured alike at MiniLM's and BERT's shapes; 384 keeps
 // MiniLM's k = 384 in one block.
 constexpr int64_t kMaxKC = 384;
-constexpr int64_t kMC = 8 * MR;  // rows of A packed at a time (96 x 384 floats: 144 KB)
+// Rows of A packed at a time (144 x 384 floats: 216 KB, in L2). Every block
+// of rows streams all of its panels of B again, so the products the packed
+// path takes (up to 128 rows, packed_gemm_wins) read B once.
+constexpr int64_t kMC = 12 * MR;
 
 // Equal k blocks of at most kMaxKC: the block boundaries depend on k alone,
 // so the order of every sum does too.
@@ -33,12 +36,12 @@ int64_t k_block(int64_t k) {
 #ifdef RLX_PACKED_GEMM
 #define RLX_AVX512 __attribute__((target("avx512f")))
 
-// One R x NR tile of C over kc steps of k: R rows of packed A (ap[kk * R + r])
-// broadcast against two vectors of the B panel block, 2R accumulators in
-// registers. Stores the first `cols` columns, adding C's old values when
-// `accumulate` (a later k block).
+// One R x NR tile of C over kc steps of k: element kk of R rows of A
+// (a[r * lda + kk]) broadcast against two vectors of the B panel block, 2R
+// accumulators in registers. Stores the first `cols` columns, adding C's old
+// values when `accumulate` (a later k block).
 template <int R>
-RLX_AVX512 void tile(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t cols,
+RLX_AVX512 void tile(int64_t kc, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc, int64_t cols,
                      bool accumulate) {
   __m512 acc0[R], acc1[R];
 #pragma GCC unroll 16
@@ -47,7 +50,7 @@ RLX_AVX512 void tile(int64_t kc, const float* ap, const float* bp, float* c, int
     const __m512 b0 = _mm512_load_ps(bp + kk * NR), b1 = _mm512_load_ps(bp + kk * NR + 16);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(ap[kk * R + r]);
+      const __m512 av = _mm512_set1_ps(a[r * lda + kk]);
       acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
       acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
     }
@@ -67,27 +70,18 @@ RLX_AVX512 void tile(int64_t kc, const float* ap, const float* bp, float* c, int
   }
 }
 
-using TileFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, bool);
+using TileFn = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int64_t, bool);
 template <int... R> constexpr auto tiles(std::integer_sequence<int, R...>) {
   return std::array<TileFn, sizeof...(R)>{&tile<R + 1>...};
 }
 constexpr auto kTiles = tiles(std::make_integer_sequence<int, int(MR)>{});
 #endif
 
-// Rows [i0, i0 + rows) x k [k0, k0 + kc) of op(A) into tiles of MR rows,
-// each tile's rows interleaved along k (dst[kk * R + r]).
-void pack_a(bool trans_a, const float* a, int64_t lda, int64_t i0, int64_t rows, int64_t k0, int64_t kc, float* dst) {
-  for (int64_t t = 0; t < rows; t += MR) {
-    const int64_t R = std::min(MR, rows - t);
-    float* d = dst + t * kc;
-    for (int64_t r = 0; r < R; ++r) {
-      const int64_t i = i0 + t + r;
-      if (trans_a)
-        for (int64_t kk = 0; kk < kc; ++kk) d[kk * R + r] = a[(k0 + kk) * lda + i];
-      else
-        for (int64_t kk = 0; kk < kc; ++kk) d[kk * R + r] = a[i * lda + k0 + kk];
-    }
-  }
+// Rows [i0, i0 + rows) x k [k0, k0 + kc) of op(A) for A stored [k, m]
+// (trans_a), as dense rows of kc. A stored [m, k] is read in place.
+void pack_a_transposed(const float* a, int64_t lda, int64_t i0, int64_t rows, int64_t k0, int64_t kc, float* dst) {
+  for (int64_t kk = 0; kk < kc; ++kk)
+    for (int64_t r = 0; r < rows; ++r) dst[r * kc + kk] = a[(k0 + kk) * lda + i0 + r];
 }
 
 }  // namespace
@@ -103,10 +97,10 @@ bool packed_gemm_available() {
 
 // Thread CPU time, one thread, alternating with OpenBLAS 0.3.34 (SkylakeX
 // kernels) in one process, median of 21 (docs/PERF.md): the packed kernel is
-// 1.5-3.4x faster at 8 rows, 1.2-1.7x at 32, 1.0-1.17x at 128, even at 256,
-// and 0.8-1.0x from 512 rows up, where the library's own packing is spread
-// over many rows and its kernel is the faster one.
-bool packed_gemm_wins(int64_t m, int64_t n, int64_t k) { return m <= 128; }
+// 1.8-4.2x faster at 8 rows, 1.3-2.0x at 32, 1.06-1.45x at 128, 0.93-1.12x at
+// 256, and 0.7-1.07x from 512 rows up, where the library's own packing is
+// spread over many rows.
+bool packed_gemm_wins(int64_t m, int64_t n, int64_t k) { return m <= 256; }
 
 template <class T>
 void pack_weights(const T* b, int64_t n, int64_t k, int64_t ldb, bool trans_b, float* dst) {
@@ -137,31 +131,41 @@ void gemm_packed(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, 
   if (m <= 0 || n <= 0) return;
   const bool epilogue = bias || act != Activation::None;
   const int64_t panels = (n + NR - 1) / NR, mblocks = (m + kMC - 1) / kMC;
-  // A few units per thread, handed out dynamically: blocks of rows times
-  // groups of panels. Each unit packs its own rows of A (small beside B).
+  // A few units per thread, handed out dynamically: groups of panels times
+  // blocks of rows, a group's blocks of rows one after another (a thread
+  // takes consecutive units), so its panels stay in L2 (at most ~1 MB of
+  // them) while the rows stream past. A is read in place (a transposed A is
+  // copied per unit into rows).
   const int64_t want = std::max<int64_t>(1, (4 * threads + mblocks - 1) / mblocks);
-  const int64_t per_group = (panels + std::min(want, panels) - 1) / std::min(want, panels);
+  const int64_t fit = std::max<int64_t>(1, (int64_t(1) << 20) / (std::max<int64_t>(k, 1) * NR * 4));
+  const int64_t per_group = std::min(fit, (panels + std::min(want, panels) - 1) / std::min(want, panels));
   const int64_t groups = (panels + per_group - 1) / per_group;
   const int64_t kc_max = k_block(k);
   parallel_ranges(mblocks * groups, threads, [&](int64_t u0, int64_t u1, int) {
     thread_local std::vector<float> ap;
-    if (ap.size() < size_t(kMC * std::max<int64_t>(kc_max, 1))) ap.resize(size_t(kMC * std::max<int64_t>(kc_max, 1)));
+    if (trans_a && ap.size() < size_t(kMC * std::max<int64_t>(kc_max, 1)))
+      ap.resize(size_t(kMC * std::max<int64_t>(kc_max, 1)));
     for (int64_t u = u0; u < u1; ++u) {
-      const int64_t i0 = (u / groups) * kMC, rows = std::min(kMC, m - i0);
-      const int64_t p0 = (u % groups) * per_group, p1 = std::min(panels, p0 + per_group);
+      const int64_t i0 = (u % mblocks) * kMC, rows = std::min(kMC, m - i0);
+      const int64_t p0 = (u / mblocks) * per_group, p1 = std::min(panels, p0 + per_group);
       if (k == 0)  // empty inner product: C is zero (then the epilogue)
         for (int64_t i = i0; i < i0 + rows; ++i)
           std::fill(c + i * ldc + p0 * NR, c + i * ldc + std::min(n, p1 * NR), 0.f);
       for (int64_t k0 = 0; k0 < k; k0 += kc_max) {
         const int64_t kc = std::min(kc_max, k - k0);
-        pack_a(trans_a, a, lda, i0, rows, k0, kc, ap.data());
+        const float* ab = a + i0 * lda + k0;  // this block's rows, from k0
+        int64_t ab_ld = lda;
+        if (trans_a) {
+          pack_a_transposed(a, lda, i0, rows, k0, kc, ap.data());
+          ab = ap.data(), ab_ld = kc;
+        }
         for (int64_t p = p0; p < p1; ++p) {
           const float* bp = packed_b + p * k * NR + k0 * NR;
           const int64_t j0 = p * NR, cols = std::min(NR, n - j0);
           for (int64_t t = 0; t < rows; t += MR) {
             const int64_t R = std::min(MR, rows - t);
             float* ct = c + (i0 + t) * ldc + j0;
-            kTiles[size_t(R - 1)](kc, ap.data() + t * kc, bp, ct, ldc, cols, k0 > 0);
+            kTiles[size_t(R - 1)](kc, ab + t * ab_ld, ab_ld, bp, ct, ldc, cols, k0 > 0);
             if (epilogue && k0 + kc == k)
               for (int64_t r = 0; r < R; ++r) activation_row(act, ct + r * ldc, bias ? bias + j0 : nullptr, ct + r * ldc, cols);
           }
