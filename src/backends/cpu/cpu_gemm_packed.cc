@@ -39,14 +39,21 @@ int64_t k_block(int64_t k) {
 // One R x NR tile of C over kc steps of k: element kk of R rows of A
 // (a[r * lda + kk]) broadcast against two vectors of the B panel block, 2R
 // accumulators in registers. Stores the first `cols` columns, adding C's old
-// values when `accumulate` (a later k block).
+// values when `accumulate` (a later k block). When `next` is set, also
+// prefetches that many floats' worth of the next panel block into L2: weights
+// come from memory on every run, and the first tile of a panel would
+// otherwise wait on each line of it.
 template <int R>
 RLX_AVX512 void tile(int64_t kc, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc, int64_t cols,
-                     bool accumulate) {
+                     bool accumulate, const float* next) {
   __m512 acc0[R], acc1[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
   for (int64_t kk = 0; kk < kc; ++kk) {
+    if (next) {
+      _mm_prefetch(reinterpret_cast<const char*>(next + kk * NR), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(next + kk * NR + 16), _MM_HINT_T1);
+    }
     const __m512 b0 = _mm512_load_ps(bp + kk * NR), b1 = _mm512_load_ps(bp + kk * NR + 16);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
@@ -70,7 +77,7 @@ RLX_AVX512 void tile(int64_t kc, const float* a, int64_t lda, const float* bp, f
   }
 }
 
-using TileFn = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int64_t, bool);
+using TileFn = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int64_t, bool, const float*);
 template <int... R> constexpr auto tiles(std::integer_sequence<int, R...>) {
   return std::array<TileFn, sizeof...(R)>{&tile<R + 1>...};
 }
@@ -165,7 +172,9 @@ void gemm_packed(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, 
           for (int64_t t = 0; t < rows; t += MR) {
             const int64_t R = std::min(MR, rows - t);
             float* ct = c + (i0 + t) * ldc + j0;
-            kTiles[size_t(R - 1)](kc, ab + t * ab_ld, ab_ld, bp, ct, ldc, cols, k0 > 0);
+            // The first tile of a panel fetches the next panel's block.
+            const float* next = t == 0 && p + 1 < p1 ? bp + k * NR : nullptr;
+            kTiles[size_t(R - 1)](kc, ab + t * ab_ld, ab_ld, bp, ct, ldc, cols, k0 > 0, next);
             if (epilogue && k0 + kc == k)
               for (int64_t r = 0; r < R; ++r) activation_row(act, ct + r * ldc, bias ? bias + j0 : nullptr, ct + r * ldc, cols);
           }
