@@ -21,9 +21,9 @@ constexpr int64_t NR = kPackedNR, MR = kPackedMR;
 // 192, 256 and 384 measured alike at MiniLM's and BERT's shapes; 384 keeps
 // MiniLM's k = 384 in one block.
 constexpr int64_t kMaxKC = 384;
-// Rows of A packed at a time (144 x 384 floats: 216 KB, in L2). Every block
-// of rows streams all of its panels of B again, so the products the packed
-// path takes (up to 128 rows, packed_gemm_wins) read B once.
+// Rows of C per block (A's part: 144 x 384 floats, 216 KB, in L2). A group's
+// panels come from memory for its first block of rows and from L2 for the
+// next; up to 144 rows read each weight once.
 constexpr int64_t kMC = 12 * MR;
 
 // Equal k blocks of at most kMaxKC: the block boundaries depend on k alone,
