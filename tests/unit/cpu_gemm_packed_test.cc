@@ -12,6 +12,8 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_gemm_packed.h"
+#include "models/bert.h"
+#include "models/test_files.h"  // tests/models
 #include "reference_ops.h"
 #include "rlx/session.h"
 #include "test_util.h"
@@ -199,6 +201,7 @@ TEST(CpuPackedGemm, WeightWrittenAfterARunIsSeenByTheNext) {
 
 TEST(CpuPackedGemm, WeightWrittenThroughAnotherExecutableOnTheArenaIsSeen) {
   if (!cpu::packed_gemm_available()) GTEST_SKIP() << "no AVX-512F";
+  ASSERT_EQ(std::getenv("RLX_CPU_GEMM"), nullptr) << "the test checks the default choice";
   LinearSchedule l(7, 33, 40);
   CompileOptions o;
   o.arena_share = make_arena_share();
@@ -227,6 +230,42 @@ TEST(CpuPackedGemm, OperandThatIsNotAWeightGoesThroughTheLibrary) {
   const cpu::CpuMatmulRuns runs = cpu::matmul_runs(*exe);
   EXPECT_EQ(runs.packed, 0u);
   EXPECT_EQ(runs.library, 1u);
+}
+
+// The real model: every product takes the path its row count calls for
+// (packed weights up to 256 rows, the library above), as the counters of
+// the runs say, and the hidden states are finite and not all zero.
+TEST(CpuPackedGemm, MiniLmProductsTakeThePathTheirRowCountCallsFor) {
+  if (!cpu::packed_gemm_available()) GTEST_SKIP() << "no AVX-512F";
+  ASSERT_EQ(std::getenv("RLX_CPU_GEMM"), nullptr) << "the test checks the default choice";
+  ASSERT_TRUE(minilm_present());
+  for (auto [batch, seq] : {std::pair<int64_t, int64_t>{1, 32}, {3, 100}}) {
+    SCOPED_TRACE(testing::Message() << "batch " << batch << " seq " << seq);
+    BertLoadOptions o;
+    o.batch = batch, o.seq = seq, o.threads = 2;
+    auto exe = load_bert(minilm_dir(), o);
+    uint64_t small = 0, large = 0;
+    for (const Thunk& t : exe->schedule().thunks)
+      if (const auto* p = std::get_if<MatMulParams>(&t.params)) (p->m <= 256 ? small : large) += uint64_t(p->batch);
+    ASSERT_GT(small + large, 0u);
+    std::vector<int32_t> ids(size_t(batch * seq)), mask(ids.size(), 1), types(ids.size(), 0);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(1000 + (i * 7919) % 20000);
+    auto out = exe->run({{"input_ids", HostTensor::from_i32({batch, seq}, ids)},
+                         {"attention_mask", HostTensor::from_i32({batch, seq}, mask)},
+                         {"token_type_ids", HostTensor::from_i32({batch, seq}, types)}});
+    const auto h = out.at("last_hidden_state").to_f32();
+    double max_abs = 0;
+    for (float x : h) {
+      ASSERT_TRUE(std::isfinite(x));
+      max_abs = std::max(max_abs, double(std::fabs(x)));
+    }
+    EXPECT_GT(max_abs, 0.1);
+    const cpu::CpuMatmulRuns runs = cpu::matmul_runs(exe->backend());
+    EXPECT_EQ(runs.packed, small);
+    EXPECT_EQ(runs.library, large);
+    if (seq == 32) EXPECT_EQ(large, 0u) << "32 rows: every product on packed weights";
+    if (seq == 100) EXPECT_GT(large, 0u) << "300 rows: the encoder's products through the library";
+  }
 }
 
 }  // namespace
