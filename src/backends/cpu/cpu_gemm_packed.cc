@@ -104,9 +104,9 @@ bool packed_gemm_available() {
 
 // Thread CPU time, one thread, alternating with OpenBLAS 0.3.34 (SkylakeX
 // kernels) in one process, median of 21 (docs/PERF.md): the packed kernel is
-// 1.8-4.2x faster at 8 rows, 1.3-2.0x at 32, 1.06-1.45x at 128, 0.93-1.12x at
-// 256, and 0.7-1.07x from 512 rows up, where the library's own packing is
-// spread over many rows.
+// 2.2-3.2x faster at 8 rows, 1.5-2.0x at 32, 1.07-1.22x at 128, 1.01-1.09x
+// at 256, and 0.81-1.04x from 512 rows up, where the library's own packing is
+// spread over many rows and its kernel is the faster one.
 bool packed_gemm_wins(int64_t m, int64_t n, int64_t k) { return m <= 256; }
 
 template <class T>
