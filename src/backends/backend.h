@@ -65,6 +65,9 @@ class ArenaShare {
   uint64_t bytes() const { return bytes_; }
   // Held by every run of an executable on this arena: runs must not overlap.
   std::mutex& run_mutex() { return run_mutex_; }
+  // Data the arena's backend derives from its bytes and shares as it shares
+  // them (the CPU backend's packed weights); the backend sets it at prepare.
+  std::shared_ptr<void>& derived() { return derived_; }
 
  private:
   std::mutex run_mutex_;
@@ -75,6 +78,7 @@ class ArenaShare {
   bool state_zeroed_ = false;
   std::function<void(uint8_t*)> release_;
   const void* constants_owner_ = nullptr;
+  std::shared_ptr<void> derived_;
 };
 
 class Backend {

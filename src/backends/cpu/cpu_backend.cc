@@ -1,8 +1,13 @@
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_gemm_packed.h"
 #include "backends/cpu/cpu_threads.h"
+#include "backends/cpu/cpu_weight_packs.h"
 
 #include <omp.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -19,6 +24,22 @@ std::string describe(const Thunk& t, size_t index) {
 }
 
 constexpr uint64_t kArenaAlign = 256;
+
+// [offset, end) of a binding's bytes, gaps between its rows included.
+std::pair<uint64_t, uint64_t> span(const Binding& b) {
+  return {b.offset, b.outer <= 0 ? b.offset : b.offset + uint64_t(b.outer - 1) * b.outer_stride_bytes + b.inner_bytes};
+}
+
+// RLX_CPU_GEMM=library|packed forces one path wherever it can run (for
+// measurements); unset, the packed kernel runs where it measured faster.
+enum class GemmChoice { Auto, Library, Packed };
+GemmChoice gemm_choice() {
+  const char* v = std::getenv("RLX_CPU_GEMM");
+  if (v && std::strcmp(v, "library") == 0) return GemmChoice::Library;
+  if (v && std::strcmp(v, "packed") == 0) return GemmChoice::Packed;
+  RLX_CHECK(!v || !*v || std::strcmp(v, "auto") == 0, "RLX_CPU_GEMM: expected auto, library or packed, got '" << v << "'");
+  return GemmChoice::Auto;
+}
 
 class CpuExecutable final : public BackendExecutable {
  public:
@@ -52,10 +73,13 @@ class CpuExecutable final : public BackendExecutable {
     for (const auto& b : inputs_) check_binding(b);
     for (const auto& b : outputs_) check_binding(b);
     for (const auto& b : s.param_bindings) check_binding(b);
+    choose_gemm_paths(s);
   }
 
   void write_binding(const Binding& b, const void* src) override {
     check_binding(b);
+    const auto [lo, hi] = span(b);
+    packs_->invalidate(lo, hi - lo);
     const auto* from = static_cast<const uint8_t*>(src);
     for (int64_t r = 0; r < b.outer; ++r)
       std::memcpy(arena_ + b.offset + uint64_t(r) * b.outer_stride_bytes,
@@ -79,19 +103,85 @@ class CpuExecutable final : public BackendExecutable {
     } thread_count(threads_);
     // Another executable sharing the arena may have put its constants there.
     if (share_->claim_constants(this))
-      for (const auto& [offset, data] : constants_) std::memcpy(arena_ + offset, data->data(), data->size());
+      for (const auto& [offset, data] : constants_) {
+        std::memcpy(arena_ + offset, data->data(), data->size());
+        packs_->invalidate(offset, data->size());
+      }
     for (size_t i = 0; i < inputs.size(); ++i) write_binding(inputs_[i], inputs[i]);
     CpuContext& ctx = context();
     for (const auto& t : thunks_) registry_.run(t.kind, t.dtype, t.params, ctx);
     for (size_t i = 0; i < outputs.size(); ++i) read_binding(outputs_[i], outputs[i]);
   }
 
- private:
   struct Prepared {
     ThunkKind kind;
     DType dtype;
     ThunkParams params;
   };
+
+  std::string summary() const override {
+    if (!ctx_) return "host execution";
+    return "host execution; matmul runs: " + std::to_string(ctx_->runs(GemmPath::Packed)) + " on packed weights, " +
+           std::to_string(ctx_->runs(GemmPath::Library)) + " through " + gemm_library() + "; packed weights " +
+           std::to_string(packs_->bytes()) + " bytes";
+  }
+
+  const CpuContext* context_if_any() const { return ctx_.get(); }
+  const WeightPacks& packs() const { return *packs_; }
+
+ private:
+  // Which matmuls run the packed kernel: those whose B lies inside the params
+  // and constants (never written by a thunk), one B for the whole batch, where
+  // the packed kernel measured faster than the library (packed_gemm_wins).
+  void choose_gemm_paths(const Schedule& s) {
+    if (!share_->derived()) share_->derived() = std::make_shared<WeightPacks>();
+    packs_ = std::static_pointer_cast<WeightPacks>(share_->derived());
+    std::vector<std::pair<uint64_t, uint64_t>> fixed, written;
+    for (const Binding& b : s.param_bindings) fixed.push_back(span(b));
+    for (const auto& [offset, data] : s.constants) fixed.push_back({offset, offset + data->size()});
+    std::sort(fixed.begin(), fixed.end());
+    std::vector<std::pair<uint64_t, uint64_t>> merged;  // touching spans joined
+    for (const auto& f : fixed)
+      if (!merged.empty() && f.first <= merged.back().second)
+        merged.back().second = std::max(merged.back().second, f.second);
+      else
+        merged.push_back(f);
+    for (const Thunk& t : s.thunks)
+      for (const std::vector<BufferUse>& uses : {t.uses, declared_uses(t.params)})
+        for (const BufferUse& u : uses)
+          if (u.write) written.push_back({u.offset, u.offset + u.size});
+    const GemmChoice choice = gemm_choice();
+    const bool trace = [] {
+      const char* v = std::getenv("RLX_TRACE");
+      return v && std::strcmp(v, "matmul") == 0;
+    }();
+    std::vector<uint64_t> packed;
+    for (size_t i = 0; i < s.thunks.size(); ++i) {
+      const auto* p = std::get_if<MatMulParams>(&s.thunks[i].params);
+      if (!p) continue;
+      uint64_t lo = 0, hi = 0;
+      weight_span(*p, &lo, &hi);
+      const bool inside = std::any_of(merged.begin(), merged.end(), [&](auto f) { return f.first <= lo && hi <= f.second; });
+      const bool overwritten = std::any_of(written.begin(), written.end(), [&](auto w) { return w.first < hi && lo < w.second; });
+      const char* why = nullptr;
+      if (!inside || overwritten || (p->batch > 1 && p->stride_b != 0))
+        why = "B is not a weight";
+      else if (!packed_gemm_available())
+        why = "no AVX-512 for the packed kernel";
+      else if (choice == GemmChoice::Library)
+        why = "RLX_CPU_GEMM=library";
+      else if (choice == GemmChoice::Auto && !packed_gemm_wins(p->m, p->n, p->k))
+        why = "the library measured faster at this shape";
+      if (!why) packed.push_back(p->b);
+      if (trace)
+        std::fprintf(stderr, "rlx cpu: %s m=%lld n=%lld k=%lld: %s%s\n", describe(s.thunks[i], i).c_str(),
+                     (long long)p->m, (long long)p->n, (long long)p->k, why ? "library, " : "packed weights",
+                     why ? why : "");
+    }
+    std::sort(packed.begin(), packed.end());
+    packed.erase(std::unique(packed.begin(), packed.end()), packed.end());
+    context().set_packed_weights(packs_.get(), std::move(packed));
+  }
 
   void check_binding(const Binding& b) const {
     uint64_t end = b.outer <= 0 ? b.offset
@@ -115,6 +205,7 @@ class CpuExecutable final : public BackendExecutable {
   const CpuRegistry& registry_;
   int threads_;
   std::shared_ptr<ArenaShare> share_;
+  std::shared_ptr<WeightPacks> packs_;
   uint64_t arena_bytes_ = 0;
   uint8_t* arena_ = nullptr;
   std::vector<std::pair<uint64_t, std::shared_ptr<const std::vector<uint8_t>>>> constants_;
@@ -129,6 +220,23 @@ float* CpuContext::scratch(int slot, size_t n) {
   auto& buf = scratch_.at(size_t(slot));
   if (buf.size() < n) buf.resize(n);
   return buf.data();
+}
+
+void CpuContext::set_packed_weights(WeightPacks* packs, std::vector<uint64_t> b_offsets) {
+  packs_ = packs;
+  packed_b_ = std::move(b_offsets);
+}
+
+const float* CpuContext::packed_weights(const MatMulParams& p) {
+  if (!packs_ || !std::binary_search(packed_b_.begin(), packed_b_.end(), p.b)) return nullptr;
+  return packs_->get(p, arena_);
+}
+
+CpuMatmulRuns matmul_runs(const BackendExecutable& exe) {
+  const auto* cpu = dynamic_cast<const CpuExecutable*>(&exe);
+  RLX_CHECK(cpu, "matmul_runs: not a CPU executable");
+  const CpuContext* ctx = cpu->context_if_any();
+  return {ctx ? ctx->runs(GemmPath::Packed) : 0, ctx ? ctx->runs(GemmPath::Library) : 0, cpu->packs().packs_made()};
 }
 
 CpuBackend::CpuBackend() {

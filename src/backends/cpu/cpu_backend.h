@@ -20,4 +20,10 @@ class CpuBackend final : public Backend {
   CpuRegistry registry_;
 };
 
+// Matmul batch entries run by each GEMM path and packings made, for tests.
+struct CpuMatmulRuns {
+  uint64_t packed = 0, library = 0, packs_made = 0;
+};
+CpuMatmulRuns matmul_runs(const BackendExecutable& exe);
+
 }  // namespace rlx::cpu

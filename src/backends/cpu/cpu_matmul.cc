@@ -1,9 +1,12 @@
-// Matrix products through the CPU GEMM (cpu_gemm.h). f16/bf16 operands are widened to f32
-// scratch first; bias and activation run as an epilogue over the output.
+// Matrix products: the packed kernel over weights packed once
+// (cpu_gemm_packed.h) where the executable chose it, else the library
+// (cpu_gemm.h). f16/bf16 activations are widened to f32 scratch first (their
+// packed weights are f32 already); bias and activation run as an epilogue.
 #include <algorithm>
 
 #include "backends/cpu/cpu_activation.h"
 #include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_gemm_packed.h"
 #include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
@@ -30,74 +33,49 @@ void epilogue(const MatMulParams& p, const float* c, int64_t ldc_in, const T* bi
   });
 }
 
-// C (+ bias, activation) = op(A) @ op(B) for one batch entry, split over the
-// backend's thread pool into slices of C: each slice is one single-threaded
-// library call, then its bias and activation while the slice is still in
-// cache. The library never starts threads of its own, so nothing competes
-// with the pool for the cores. Columns are split when B is the larger operand
-// (weights: n >= m), so each thread packs only its part of B; splitting rows
-// would have every thread pack all of B (that packing was 40% of matmul time
-// at M = 64 per thread). Slices are a few per thread, handed out dynamically.
-void product_f32(const MatMulParams& p, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                 int64_t ldc, const float* bias) {
-  const bool epilogue = bias || p.act != Activation::None;
-  auto finish = [&](int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
-    if (p.k == 0)  // empty inner product: the library would leave c untouched
-      for (int64_t i = r0; i < r0 + rows; ++i)
-        for (int64_t j = c0; j < c0 + cols; ++j) c[i * ldc + j] = 0.f;
-    if (epilogue)
-      for (int64_t i = r0; i < r0 + rows; ++i)
-        activation_row(p.act, c + i * ldc + c0, bias ? bias + c0 : nullptr, c + i * ldc + c0, cols);
-  };
+int threads_for(const MatMulParams& p) {
   const int64_t work = p.m * p.n * std::max<int64_t>(p.k, 1);
-  const int threads = work < (int64_t(1) << 17) ? 1 : run_threads();
-  const bool split_cols = p.n >= p.m;
-  // Two slices per thread (one when alone): every slice re-packs the other
-  // operand. Column slices are whole 64-byte lines of C (16 floats) so threads
-  // never share one.
-  const int64_t extent = split_cols ? p.n : p.m, align = split_cols ? 16 : 1;
-  const int64_t slices = threads > 1 ? 2 * threads : 1;
-  const int64_t grain = std::max(align, (extent + slices - 1) / slices + align - 1) / align * align;
-  const int64_t units = (extent + grain - 1) / grain;
-  parallel_ranges(units, threads, [&](int64_t u0, int64_t u1, int) {
-    const int64_t lo = std::min(extent, u0 * grain), len = std::min(extent, u1 * grain) - lo;
-    if (len <= 0) return;
-    if (split_cols) {  // columns lo.. of op(B) and C
-      const float* bs = p.trans_b ? b + lo * ldb : b + lo;
-      if (p.k > 0) gemm_f32(p.trans_a, p.trans_b, p.m, len, p.k, a, lda, bs, ldb, c + lo, ldc, 1);
-      finish(0, p.m, lo, len);
-    } else {  // rows lo.. of op(A) and C
-      const float* as = p.trans_a ? a + lo : a + lo * lda;
-      if (p.k > 0) gemm_f32(p.trans_a, p.trans_b, len, p.n, p.k, as, lda, b, ldb, c + lo * ldc, ldc, 1);
-      finish(lo, len, 0, p.n);
-    }
-  });
+  return work < (int64_t(1) << 17) ? 1 : run_threads();
 }
 
 void matmul_f32(const MatMulParams& p, CpuContext& ctx) {
   uint8_t* arena = ctx.arena();
   const float* bias = p.bias == kNoBuffer ? nullptr : at<float>(arena, p.bias);
-  for (int64_t bi = 0; bi < p.batch; ++bi)
-    product_f32(p, at<float>(arena, p.a) + bi * p.stride_a, p.lda, at<float>(arena, p.b) + bi * p.stride_b, p.ldb,
-                at<float>(arena, p.out) + bi * p.stride_out, p.ldc, bias);
+  const float* packed = ctx.packed_weights(p);
+  ctx.count(packed ? GemmPath::Packed : GemmPath::Library, uint64_t(p.batch));
+  for (int64_t bi = 0; bi < p.batch; ++bi) {
+    const float* a = at<float>(arena, p.a) + bi * p.stride_a;
+    float* c = at<float>(arena, p.out) + bi * p.stride_out;
+    if (packed)
+      gemm_packed(p.trans_a, p.m, p.n, p.k, a, p.lda, packed, c, p.ldc, bias, p.act, threads_for(p));
+    else
+      gemm_f32_sliced(p.trans_a, p.trans_b, p.m, p.n, p.k, a, p.lda, at<float>(arena, p.b) + bi * p.stride_b, p.ldb,
+                      c, p.ldc, bias, p.act, threads_for(p));
+  }
 }
 
 template <class T> void matmul_widened(const MatMulParams& p, CpuContext& ctx) {
   uint8_t* arena = ctx.arena();
   const T* bias = p.bias == kNoBuffer ? nullptr : at<T>(arena, p.bias);
+  const float* packed = ctx.packed_weights(p);
+  ctx.count(packed ? GemmPath::Packed : GemmPath::Library, uint64_t(p.batch));
   // Stored shapes of the operands (before the transpose flag applies).
   int64_t a_rows = p.trans_a ? p.k : p.m, a_cols = p.trans_a ? p.m : p.k;
   int64_t b_rows = p.trans_b ? p.n : p.k, b_cols = p.trans_b ? p.k : p.n;
   float* a32 = ctx.scratch(0, size_t(a_rows * a_cols));
-  float* b32 = ctx.scratch(1, size_t(b_rows * b_cols));
+  float* b32 = packed ? nullptr : ctx.scratch(1, size_t(b_rows * b_cols));
   float* c32 = ctx.scratch(2, size_t(p.m * p.n));
   for (int64_t bi = 0; bi < p.batch; ++bi) {
     // A batch stride of 0 broadcasts: widen that operand once.
     if (bi == 0 || p.stride_a != 0) widen(at<T>(arena, p.a) + bi * p.stride_a, a_rows, a_cols, p.lda, a32);
-    if (bi == 0 || p.stride_b != 0) widen(at<T>(arena, p.b) + bi * p.stride_b, b_rows, b_cols, p.ldb, b32);
-    MatMulParams plain = p;  // the product alone; bias and activation apply while narrowing
-    plain.act = Activation::None;
-    product_f32(plain, a32, a_cols, b32, b_cols, c32, p.n, nullptr);
+    // The product alone; bias and activation apply while narrowing.
+    if (packed) {
+      gemm_packed(p.trans_a, p.m, p.n, p.k, a32, a_cols, packed, c32, p.n, nullptr, Activation::None, threads_for(p));
+    } else {
+      if (bi == 0 || p.stride_b != 0) widen(at<T>(arena, p.b) + bi * p.stride_b, b_rows, b_cols, p.ldb, b32);
+      gemm_f32_sliced(p.trans_a, p.trans_b, p.m, p.n, p.k, a32, a_cols, b32, b_cols, c32, p.n, nullptr,
+                      Activation::None, threads_for(p));
+    }
     epilogue(p, c32, p.n, bias, at<T>(arena, p.out) + bi * p.stride_out);
   }
 }

@@ -10,8 +10,15 @@
 
 namespace rlx::cpu {
 
-// What a kernel gets besides its params: the arena and grow-only scratch
-// buffers owned by the executable, so steady-state runs do not allocate.
+class WeightPacks;
+
+// Which GEMM runs a matmul: the packed kernel over weights packed once
+// (cpu_gemm_packed.h) or the library (cpu_gemm.h).
+enum class GemmPath : uint8_t { Packed, Library };
+
+// What a kernel gets besides its params: the arena, grow-only scratch
+// buffers owned by the executable (so steady-state runs do not allocate), and
+// the packed weights of the matmuls whose B is a weight.
 class CpuContext {
  public:
   explicit CpuContext(uint8_t* arena) : arena_(arena) {}
@@ -19,9 +26,21 @@ class CpuContext {
   // f32 scratch of at least n elements; slots are independent buffers.
   float* scratch(int slot, size_t n);
 
+  // The packed-weights set and the B offsets of the matmuls that take the
+  // packed path (sorted); set by the executable at prepare.
+  void set_packed_weights(WeightPacks* packs, std::vector<uint64_t> b_offsets);
+  // The packed op(B) of p when p takes the packed path, else null.
+  const float* packed_weights(const MatMulParams& p);
+  // Matmul runs (batch entries) by path, for tests and the summary.
+  void count(GemmPath path, uint64_t n) { runs_[size_t(path)] += n; }
+  uint64_t runs(GemmPath path) const { return runs_[size_t(path)]; }
+
  private:
   uint8_t* arena_;
   std::array<std::vector<float>, 4> scratch_;
+  WeightPacks* packs_ = nullptr;
+  std::vector<uint64_t> packed_b_;
+  std::array<uint64_t, 2> runs_{};
 };
 
 class CpuRegistry {

@@ -1,0 +1,47 @@
+// The CPU backend's own f32 GEMM over weights packed once: C = op(A) @ B with
+// B re-laid out (pack_weights) into panels of kPackedNR columns, each panel
+// contiguous along k, so the micro-kernel streams it without the transposing
+// copy a BLAS call makes of weights stored [N, K] on every call.
+//
+// Packed layout: panel p holds columns [p*NR, p*NR + NR) as
+// panel[k * NR + j], panels one after another (each k * NR floats), columns
+// past n zero. Any block of k of one panel is contiguous, so the kernel can
+// block k at run time.
+#pragma once
+#include <cstdint>
+
+#include "backends/cpu/cpu_storage.h"
+#include "rlx/enums.h"
+
+namespace rlx::cpu {
+
+inline constexpr int64_t kPackedNR = 32;  // columns per panel: two 16-float vectors
+inline constexpr int64_t kPackedMR = 12;  // rows of C per register tile
+
+// True when this processor runs the packed kernel (AVX-512F); the backend
+// uses the library otherwise.
+bool packed_gemm_available();
+
+// True at the shapes where the packed kernel measured faster than the
+// library (bench/cpu_gemm_shapes.cc, docs/PERF.md).
+bool packed_gemm_wins(int64_t m, int64_t n, int64_t k);
+
+// Floats of the packed form of an n x k operand.
+inline int64_t packed_weights_floats(int64_t n, int64_t k) { return (n + kPackedNR - 1) / kPackedNR * kPackedNR * k; }
+
+// Packs op(B) (k x n; B stored [n, k] when trans_b, else [k, n], row length
+// ldb) into dst (packed_weights_floats(n, k) floats, 64-byte aligned),
+// widening f16/bf16 to f32. Parallel over panels on the run's pool.
+template <class T>
+void pack_weights(const T* b, int64_t n, int64_t k, int64_t ldb, bool trans_b, float* dst);
+
+// C (m x n, row length ldc) = act(op(A) @ B + bias) with B packed by
+// pack_weights; op(A) is m x k (A stored [k, m] when trans_a). Bias and
+// activation run on each register tile right after its last k block, while
+// it is in cache. Split over `threads` of the pool by column panels, and by
+// blocks of rows when there are many; every element's sum runs in the same
+// order whatever the split, so results do not depend on the thread count.
+void gemm_packed(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* packed_b,
+                 float* c, int64_t ldc, const float* bias, Activation act, int threads);
+
+}  // namespace rlx::cpu

@@ -1,0 +1,57 @@
+#include "backends/cpu/cpu_weight_packs.h"
+
+#include "backends/cpu/cpu_gemm_packed.h"
+#include "backends/cpu/cpu_storage.h"
+
+namespace rlx::cpu {
+
+void weight_span(const MatMulParams& p, uint64_t* lo, uint64_t* hi) {
+  const int64_t rows = p.trans_b ? p.n : p.k, cols = p.trans_b ? p.k : p.n;
+  const uint64_t es = dtype_size(p.dtype);
+  *lo = p.b;
+  *hi = rows <= 0 || cols <= 0 ? p.b : p.b + uint64_t((rows - 1) * p.ldb + cols) * es;
+}
+
+const float* WeightPacks::get(const MatMulParams& p, const uint8_t* arena) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t lo = 0, hi = 0;
+  weight_span(p, &lo, &hi);
+  Entry* e = nullptr;
+  for (Entry& x : entries_)
+    if (x.lo == lo && x.hi == hi && x.n == p.n && x.k == p.k && x.ldb == p.ldb && x.trans_b == bool(p.trans_b) &&
+        x.dtype == p.dtype)
+      e = &x;
+  if (!e) {
+    entries_.emplace_back();
+    e = &entries_.back();
+    e->lo = lo, e->hi = hi, e->n = p.n, e->k = p.k, e->ldb = p.ldb, e->trans_b = p.trans_b, e->dtype = p.dtype;
+    const size_t bytes = (size_t(packed_weights_floats(p.n, p.k)) * sizeof(float) + 63) / 64 * 64;
+    e->data.reset(static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))));
+    RLX_CHECK(e->data, "cpu: cannot allocate " << bytes << " bytes of packed weights for the matmul at offset "
+                                               << p.b);
+  }
+  if (!e->valid) {
+    with_float_type(p.dtype, [&](auto t) {
+      using T = decltype(t);
+      pack_weights(reinterpret_cast<const T*>(arena + p.b), p.n, p.k, p.ldb, p.trans_b, e->data.get());
+    });
+    e->valid = true;
+    ++packs_made_;
+  }
+  return e->data.get();
+}
+
+void WeightPacks::invalidate(uint64_t offset, uint64_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Entry& e : entries_)
+    if (offset < e.hi && e.lo < offset + size) e.valid = false;
+}
+
+uint64_t WeightPacks::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t total = 0;
+  for (const Entry& e : entries_) total += uint64_t(packed_weights_floats(e.n, e.k)) * sizeof(float);
+  return total;
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,272 @@
+// The packed GEMM (weights packed once) against a double-precision reference
+// on sizes that are not multiples of its tiles, and the CPU backend's use of
+// it: which matmuls take it, and that a weight written after a run is seen by
+// the next run (a stale packed copy would not be).
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_gemm_packed.h"
+#include "models/bert.h"
+#include "models/test_files.h"  // tests/models
+#include "reference_ops.h"
+#include "rlx/session.h"
+#include "test_util.h"
+
+namespace rlx::test {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+struct Case {
+  int64_t m, n, k;
+  bool trans_a, trans_b, bias;
+  Activation act;
+};
+
+// Runs gemm_packed on `threads` threads with B stored in dt; returns C with
+// one poisoned padding column per row, checked to stay NaN.
+std::vector<float> run_packed(const Case& c, DType dt, int threads, const std::vector<float>& a,
+                              const std::vector<float>& b, const std::vector<float>& bias) {
+  const int64_t lda = c.trans_a ? c.m + 1 : c.k + 1, ldb = c.trans_b ? c.k + 2 : c.n + 2, ldc = c.n + 1;
+  std::vector<float> packed(size_t(cpu::packed_weights_floats(c.n, c.k)) + 16, kNaN);
+  float* dst = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(packed.data()) + 63) / 64 * 64);
+  const std::vector<uint8_t> b_bytes = to_bytes(b, dt);
+  cpu::with_float_type(dt, [&](auto t) {
+    using T = decltype(t);
+    cpu::pack_weights(reinterpret_cast<const T*>(b_bytes.data()), c.n, c.k, ldb, c.trans_b, dst);
+  });
+  std::vector<float> out(size_t(std::max<int64_t>(c.m, 1) * ldc), kNaN);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  cpu::gemm_packed(c.trans_a, c.m, c.n, c.k, a.data(), lda, dst, out.data(), ldc, c.bias ? bias.data() : nullptr,
+                   c.act, threads);
+  omp_set_num_threads(saved);
+  for (int64_t i = 0; i < c.m; ++i) EXPECT_TRUE(std::isnan(out[size_t(i * ldc + c.n)])) << "wrote row padding";
+  return out;
+}
+
+void check_case(const Case& c, DType dt, uint64_t seed) {
+  SCOPED_TRACE(testing::Message() << "m " << c.m << " n " << c.n << " k " << c.k << " trans_a " << c.trans_a
+                                  << " trans_b " << c.trans_b << " bias " << c.bias << " act " << int(c.act) << " "
+                                  << dtype_name(dt));
+  const int64_t lda = c.trans_a ? c.m + 1 : c.k + 1, ldb = c.trans_b ? c.k + 2 : c.n + 2, ldc = c.n + 1;
+  const auto a = random_floats(size_t((c.trans_a ? c.k : c.m) * lda), seed);
+  const auto b = quantize(random_floats(size_t((c.trans_b ? c.n : c.k) * ldb), seed + 1), dt);
+  const auto bias = random_floats(size_t(c.n), seed + 2, -2.f, 2.f);
+  const auto got = run_packed(c, dt, 2, a, b, bias);
+  std::vector<float> g;
+  std::vector<double> ref;
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < c.n; ++j) {
+      double s = c.bias ? bias[size_t(j)] : 0.0;
+      for (int64_t kk = 0; kk < c.k; ++kk)
+        s += double(c.trans_a ? a[size_t(kk * lda + i)] : a[size_t(i * lda + kk)]) *
+             double(c.trans_b ? b[size_t(j * ldb + kk)] : b[size_t(kk * ldb + j)]);
+      ref.push_back(ref_activation(c.act, s));
+      g.push_back(got[size_t(i * ldc + j)]);
+    }
+  expect_close(g, ref, 1e-5, "packed gemm");
+}
+
+TEST(CpuPackedGemm, MatchesDoubleReferenceOnOddSizes) {
+  if (!cpu::packed_gemm_available()) GTEST_SKIP() << "no AVX-512F";
+  uint64_t seed = 100;
+  // m: one row, a partial tile, tiles plus a remainder, more than one block
+  // of rows (150); n: partial panels; k: 600 takes two k blocks.
+  for (int64_t m : {1, 7, 13, 33, 130, 150})
+    for (int64_t n : {1, 7, 33, 130})
+      for (int64_t k : {1, 7, 33, 600})
+        check_case({m, n, k, false, true, false, Activation::None}, DType::F32, seed++);
+}
+
+TEST(CpuPackedGemm, TransposesBiasAndActivations) {
+  if (!cpu::packed_gemm_available()) GTEST_SKIP() << "no AVX-512F";
+  uint64_t seed = 300;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (Activation act : {Activation::None, Activation::Gelu, Activation::Silu, Activation::Relu}) {
+        check_case({33, 65, 130, ta, tb, true, act}, DType::F32, seed++);
+        check_case({7, 33, 600, ta, tb, false, act}, DType::F32, seed++);
+      }
+}
+
+TEST(CpuPackedGemm, WidensHalfAndBFloatWeights) {
+  if (!cpu::packed_gemm_available()) GTEST_SKIP() << "no AVX-512F";
+  check_case({13, 33, 130, false, true, true, Activation::Gelu}, DType::F16, 400);
+  check_case({13, 33, 130, false, false, false, Activation::None}, DType::BF16, 401);
+}
+
+TEST(CpuPackedGemm, EmptyInnerProductIsBiasThroughActivation) {
+  if (!cpu::packed_gemm_available()) GTEST_SKIP() << "no AVX-512F";
+  const Case c{5, 33, 0, false, true, true, Activation::Relu};
+  const std::vector<float> a(8, 1.f), b(40, 1.f);
+  const auto bias = random_floats(33, 500, -2.f, 2.f);
+  const auto got = run_packed(c, DType::F32, 1, a, b, bias);
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < c.n; ++j) EXPECT_EQ(got[size_t(i * 34 + j)], std::max(bias[size_t(j)], 0.f));
+}
+
+TEST(CpuPackedGemm, SameBitsOnOneTwoAndThreeThreads) {
+  if (!cpu::packed_gemm_available()) GTEST_SKIP() << "no AVX-512F";
+  const Case c{301, 389, 700, false, true, true, Activation::Gelu};
+  const auto a = random_floats(size_t(c.m * (c.k + 1)), 600);
+  const auto b = random_floats(size_t(c.n * (c.k + 2)), 601);
+  const auto bias = random_floats(size_t(c.n), 602);
+  const auto one = run_packed(c, DType::F32, 1, a, b, bias);
+  for (int threads : {2, 3}) {
+    const auto got = run_packed(c, DType::F32, threads, a, b, bias);
+    ASSERT_EQ(got.size(), one.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      differ += std::memcmp(&got[i], &one[i], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0u) << threads << " threads";
+  }
+}
+
+// x [m, k] @ w^T (w a param [n, k], as a Linear layer stores it) + bias -> out.
+struct LinearSchedule {
+  int64_t m, n, k;
+  Schedule s;
+  explicit LinearSchedule(int64_t m_, int64_t n_, int64_t k_, bool weight_is_input = false) : m(m_), n(n_), k(k_) {
+    const uint64_t w_off = 256, b_off = w_off + uint64_t(n * k * 4 + 255) / 256 * 256;
+    const uint64_t x_off = b_off + uint64_t(n * 4 + 255) / 256 * 256;
+    const uint64_t out_off = x_off + uint64_t(m * k * 4 + 255) / 256 * 256;
+    s.arena_bytes = out_off + uint64_t(m * n * 4 + 255) / 256 * 256;
+    MatMulParams mm{};
+    mm.a = x_off, mm.b = w_off, mm.bias = b_off, mm.out = out_off;
+    mm.batch = 1, mm.m = m, mm.n = n, mm.k = k, mm.lda = k, mm.ldb = k, mm.ldc = n;
+    mm.dtype = DType::F32, mm.act = Activation::Gelu, mm.trans_b = 1;
+    Thunk t;
+    t.params = mm;
+    t.label = "matmul 'linear'";
+    s.thunks.push_back(t);
+    auto bind = [](const std::string& name, uint64_t off, Shape shape) {
+      Binding b;
+      b.name = name, b.shape = shape, b.offset = off, b.inner_bytes = uint64_t(numel(shape)) * 4;
+      b.outer_stride_bytes = b.inner_bytes;
+      return b;
+    };
+    s.input_bindings = {bind("x", x_off, {m, k})};
+    (weight_is_input ? s.input_bindings : s.param_bindings).push_back(bind("w", w_off, {n, k}));
+    s.param_bindings.push_back(bind("bias", b_off, {n}));
+    s.output_bindings = {bind("out", out_off, {m, n})};
+  }
+  std::vector<double> reference(const std::vector<float>& x, const std::vector<float>& w,
+                                const std::vector<float>& bias) const {
+    std::vector<double> ref;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = bias[size_t(j)];
+        for (int64_t kk = 0; kk < k; ++kk) acc += double(x[size_t(i * k + kk)]) * w[size_t(j * k + kk)];
+        ref.push_back(ref_activation(Activation::Gelu, acc));
+      }
+    return ref;
+  }
+};
+
+const Binding& binding(const std::vector<Binding>& bs, const std::string& name) {
+  for (const Binding& b : bs)
+    if (b.name == name) return b;
+  throw Error("no binding " + name);
+}
+
+TEST(CpuPackedGemm, WeightWrittenAfterARunIsSeenByTheNext) {
+  if (!cpu::packed_gemm_available()) GTEST_SKIP() << "no AVX-512F";
+  ASSERT_EQ(std::getenv("RLX_CPU_GEMM"), nullptr) << "the test checks the default choice";
+  LinearSchedule l(33, 67, 130);
+  auto exe = cpu_backend().prepare(l.s, CompileOptions{});
+  const auto bias = random_floats(size_t(l.n), 700);
+  exe->write_binding(binding(l.s.param_bindings, "bias"), bias.data());
+  const auto x = random_floats(size_t(l.m * l.k), 701);
+  for (uint64_t seed : {702, 703}) {  // a new weight each time, written after the previous run
+    const auto w = random_floats(size_t(l.n * l.k), seed);
+    exe->write_binding(binding(l.s.param_bindings, "w"), w.data());
+    for (int rerun = 0; rerun < 2; ++rerun) {
+      std::vector<float> out(size_t(l.m * l.n), kNaN);
+      exe->run({x.data()}, {out.data()});
+      expect_close(out, l.reference(x, w, bias), 1e-5, "run with weight " + std::to_string(seed));
+    }
+  }
+  const cpu::CpuMatmulRuns runs = cpu::matmul_runs(*exe);
+  EXPECT_EQ(runs.packed, 4u);
+  EXPECT_EQ(runs.library, 0u);
+  EXPECT_EQ(runs.packs_made, 2u) << "one packing per weight written, none for a rerun";
+}
+
+TEST(CpuPackedGemm, WeightWrittenThroughAnotherExecutableOnTheArenaIsSeen) {
+  if (!cpu::packed_gemm_available()) GTEST_SKIP() << "no AVX-512F";
+  ASSERT_EQ(std::getenv("RLX_CPU_GEMM"), nullptr) << "the test checks the default choice";
+  LinearSchedule l(7, 33, 40);
+  CompileOptions o;
+  o.arena_share = make_arena_share();
+  auto first = cpu_backend().prepare(l.s, o), second = cpu_backend().prepare(l.s, o);
+  const auto bias = random_floats(size_t(l.n), 710), x = random_floats(size_t(l.m * l.k), 711);
+  first->write_binding(binding(l.s.param_bindings, "bias"), bias.data());
+  for (uint64_t seed : {712, 713}) {
+    const auto w = random_floats(size_t(l.n * l.k), seed);
+    first->write_binding(binding(l.s.param_bindings, "w"), w.data());
+    std::vector<float> out(size_t(l.m * l.n), kNaN);
+    second->run({x.data()}, {out.data()});
+    expect_close(out, l.reference(x, w, bias), 1e-5, "second executable, weight " + std::to_string(seed));
+  }
+  EXPECT_EQ(cpu::matmul_runs(*second).packed, 2u);
+}
+
+TEST(CpuPackedGemm, OperandThatIsNotAWeightGoesThroughTheLibrary) {
+  LinearSchedule l(7, 33, 40, /*weight_is_input=*/true);
+  auto exe = cpu_backend().prepare(l.s, CompileOptions{});
+  const auto bias = random_floats(size_t(l.n), 720), x = random_floats(size_t(l.m * l.k), 721);
+  const auto w = random_floats(size_t(l.n * l.k), 722);
+  exe->write_binding(binding(l.s.param_bindings, "bias"), bias.data());
+  std::vector<float> out(size_t(l.m * l.n), kNaN);
+  exe->run({x.data(), w.data()}, {out.data()});
+  expect_close(out, l.reference(x, w, bias), 1e-5, "weight as an input");
+  const cpu::CpuMatmulRuns runs = cpu::matmul_runs(*exe);
+  EXPECT_EQ(runs.packed, 0u);
+  EXPECT_EQ(runs.library, 1u);
+}
+
+// The real model: every product takes the path its row count calls for
+// (packed weights up to 256 rows, the library above), as the counters of
+// the runs say, and the hidden states are finite and not all zero.
+TEST(CpuPackedGemm, MiniLmProductsTakeThePathTheirRowCountCallsFor) {
+  if (!cpu::packed_gemm_available()) GTEST_SKIP() << "no AVX-512F";
+  ASSERT_EQ(std::getenv("RLX_CPU_GEMM"), nullptr) << "the test checks the default choice";
+  ASSERT_TRUE(minilm_present());
+  for (auto [batch, seq] : {std::pair<int64_t, int64_t>{1, 32}, {3, 100}}) {
+    SCOPED_TRACE(testing::Message() << "batch " << batch << " seq " << seq);
+    BertLoadOptions o;
+    o.batch = batch, o.seq = seq, o.threads = 2;
+    auto exe = load_bert(minilm_dir(), o);
+    uint64_t small = 0, large = 0;
+    for (const Thunk& t : exe->schedule().thunks)
+      if (const auto* p = std::get_if<MatMulParams>(&t.params)) (p->m <= 256 ? small : large) += uint64_t(p->batch);
+    ASSERT_GT(small + large, 0u);
+    std::vector<int32_t> ids(size_t(batch * seq)), mask(ids.size(), 1), types(ids.size(), 0);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(1000 + (i * 7919) % 20000);
+    auto out = exe->run({{"input_ids", HostTensor::from_i32({batch, seq}, ids)},
+                         {"attention_mask", HostTensor::from_i32({batch, seq}, mask)},
+                         {"token_type_ids", HostTensor::from_i32({batch, seq}, types)}});
+    const auto h = out.at("last_hidden_state").to_f32();
+    double max_abs = 0;
+    for (float x : h) {
+      ASSERT_TRUE(std::isfinite(x));
+      max_abs = std::max(max_abs, double(std::fabs(x)));
+    }
+    EXPECT_GT(max_abs, 0.1);
+    const cpu::CpuMatmulRuns runs = cpu::matmul_runs(exe->backend());
+    EXPECT_EQ(runs.packed, small);
+    EXPECT_EQ(runs.library, large);
+    if (seq == 32) EXPECT_EQ(large, 0u) << "32 rows: every product on packed weights";
+    if (seq == 100) EXPECT_GT(large, 0u) << "300 rows: the encoder's products through the library";
+  }
+}
+
+}  // namespace
+}  // namespace rlx::test
