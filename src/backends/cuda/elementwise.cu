@@ -11,6 +11,18 @@ namespace {
 
 constexpr int kBlock = 256;
 
+// Element offsets of output index i in the two (broadcast) operands.
+__device__ __forceinline__ void binary_offsets(const BinaryParams& p, int64_t i, int64_t& ia, int64_t& ib) {
+  ia = 0;
+  ib = 0;
+  for (int d = p.rank - 1; d >= 0; --d) {
+    int64_t c = i % p.shape[d];
+    i /= p.shape[d];
+    ia += c * p.stride_a[d];
+    ib += c * p.stride_b[d];
+  }
+}
+
 template <class T>
 __global__ void binary_kernel(const BinaryParams p, uint8_t* arena) {
   const T* a = at<const T>(arena, p.a);
@@ -18,13 +30,8 @@ __global__ void binary_kernel(const BinaryParams p, uint8_t* arena) {
   T* out = at<T>(arena, p.out);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t rest = i, ia = 0, ib = 0;
-    for (int d = p.rank - 1; d >= 0; --d) {
-      int64_t c = rest % p.shape[d];
-      rest /= p.shape[d];
-      ia += c * p.stride_a[d];
-      ib += c * p.stride_b[d];
-    }
+    int64_t ia, ib;
+    binary_offsets(p, i, ia, ib);
     float x = to_f32(a[ia]), y = to_f32(b[ib]), r;
     switch (p.op) {
       case BinaryOp::Add: r = x + y; break;
@@ -43,13 +50,8 @@ __global__ void binary_i32_kernel(const BinaryParams p, uint8_t* arena) {
   int32_t* out = at<int32_t>(arena, p.out);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t rest = i, ia = 0, ib = 0;
-    for (int d = p.rank - 1; d >= 0; --d) {
-      int64_t c = rest % p.shape[d];
-      rest /= p.shape[d];
-      ia += c * p.stride_a[d];
-      ib += c * p.stride_b[d];
-    }
+    int64_t ia, ib;
+    binary_offsets(p, i, ia, ib);
     const uint32_t x = uint32_t(a[ia]), y = uint32_t(b[ib]);
     out[i] = int32_t(p.op == BinaryOp::Sub ? x - y : x + y);
   }
