@@ -314,6 +314,11 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
       {"matmul_broadcast_trans_a_relu", 2, 16, 24, 40, true, false, true, true, Activation::Relu},
       {"matmul_bias_gelu_tail", 1, 9, 129, 33, false, true, true, false, Activation::Gelu},
       {"matmul_odd_silu", 1, 1, 7, 33, false, false, false, false, Activation::Silu},
+      // Few rows against a [n, k] weight: the shapes of decoding, which the
+      // CUDA backend may give to its matrix-vector kernel.
+      {"matmul_gemv_one_row_bias_gelu", 1, 1, 77, 264, false, true, true, false, Activation::Gelu},
+      {"matmul_gemv_3_rows_silu", 1, 3, 129, 40, false, true, false, false, Activation::Silu},
+      {"matmul_gemv_8_rows_batched", 2, 8, 33, 1032, false, true, false, false, Activation::None},
   };
   uint64_t seed = 200;
   for (const MatMulCase& mm : mms) cases.push_back(matmul_case(mm, seed += 10));

@@ -9,9 +9,6 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <time.h>
-#if RLX_NVTX
-#include <nvtx3/nvToolsExt.h>
-#endif
 
 #include "models/bert.h"
 #include "models/encoder_demo.h"
@@ -19,24 +16,10 @@
 #include "rlx/session.h"
 #include "thunks/thunk.h"
 #include "tools/cli_options.h"
+#include "tools/profile_range.h"
 #include "tools/commands.h"
 
 namespace {
-
-// Marks the timed runs of one mode ("rlx bench graph") for a profiler such as
-// `ncu --nvtx --nvtx-include "rlx bench graph/"`; free when none is attached.
-struct ProfileRange {
-  explicit ProfileRange([[maybe_unused]] const std::string& mode) {
-#if RLX_NVTX
-    nvtxRangePushA(("rlx bench " + mode).c_str());
-#endif
-  }
-  ~ProfileRange() {
-#if RLX_NVTX
-    nvtxRangePop();
-#endif
-  }
-};
 
 struct Row {
   std::string mode;
@@ -78,7 +61,7 @@ Row time_mode(const std::string& mode, rlx::Executable& exe, const std::map<std:
   using clk = std::chrono::steady_clock;
   Row r{mode};
   for (int i = 0; i < warmup; ++i) exe.run(in);
-  ProfileRange range(mode);
+  ProfileRange range("rlx bench " + mode);
   std::vector<double> us;
   if (pipelined) {
     // Two runs in flight through submit/wait; each output is dropped as it

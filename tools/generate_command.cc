@@ -9,6 +9,7 @@
 #include <sstream>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "models/chat_template.h"
 #include "models/llama_generator.h"
@@ -17,6 +18,7 @@
 #include "rlx/error.h"
 #include "tokenizers/utf8.h"
 #include "tools/cli_options.h"
+#include "tools/profile_range.h"
 #include "tools/commands.h"
 
 namespace {
@@ -132,8 +134,13 @@ void run_generate(const GenerateArgs& a) {
   int produced = 0;
   while (int64_t(ids.size()) < total) {
     auto t = clock::now();
+    // Decode steps (every token after the first) for a profiler:
+    // `ncu --nvtx --nvtx-include "rlx decode/"`.
+    std::optional<ProfileRange> range;
+    if (produced > 0) range.emplace("rlx decode");
     const int32_t next = greedy ? gen.next_greedy(ids) : sampler.next(gen.next_logits(ids));
     const double step_s = seconds_since(t);
+    range.reset();
     (produced == 0 ? prompt_s : decode_s) += step_s;
     if (trace) {
       // Host time: the step's wall time less the device's (launch, sync,

@@ -46,6 +46,15 @@ CopyParams copy_params(uint64_t src, DType sdt, const std::vector<int64_t>& sst,
   return p;
 }
 
+// Nothing reads v: no live node, graph output or state update.
+bool unread(const Graph& g, ValueId v) {
+  for (const auto& [name, out] : g.outputs())
+    if (out == v) return false;
+  for (const auto& [state, from] : g.state_updates())
+    if (from == v || state == v) return false;
+  return g.users(v).empty();
+}
+
 }  // namespace
 
 bool is_view(const Graph& g, int32_t node) {
@@ -153,7 +162,8 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.residual = add ? addr(n.inputs[1]) : kNoBuffer;
       p.gamma = addr(n.inputs[base + 1]);
       p.beta = n.inputs.size() > base + 2 ? addr(n.inputs[base + 2]) : kNoBuffer;
-      p.sum_out = add ? addr(n.outputs[0]) : kNoBuffer;
+      // Post-norm encoders read only the normalized value: the sum is not stored.
+      p.sum_out = add && !unread(g, n.outputs[0]) ? addr(n.outputs[0]) : kNoBuffer;
       p.out = addr(n.outputs[add ? 1 : 0]);
       p.cols = V(0).shape.back();
       p.rows = numel(V(0).shape) / p.cols;

@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_executable.h"
+#include "backends/cuda/matmul.h"
 #include "op_cases.h"
 
 namespace rlx::test {
@@ -76,6 +77,42 @@ TEST(OpCasesGpu, CudaMatchesTheReferenceAndTheCpuBackend) {
       }
     }
   }
+}
+
+// The decode-shaped products on each forced path: RLX_MATMUL=gemv must take
+// rlx's matrix-vector kernel (every case here is eligible in every dtype),
+// =cublas must not; both against the reference.
+TEST(OpCasesGpu, FewRowProductsOnBothPaths) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
+  int cases = 0;
+  for (const OpCase& oc : op_cases()) {
+    if (oc.name.rfind("matmul_gemv", 0) != 0) continue;
+    ++cases;
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      for (const char* path : {"gemv", "cublas"}) {
+        const std::string what = oc.name + " " + std::string(dtype_name(dt)) + " RLX_MATMUL=" + path;
+        setenv("RLX_MATMUL", path, 1);
+        const auto before = cuda::matmul_path_counts();
+        const OpGraph c = oc.build(dt);
+        CompileOptions o;
+        o.fuse = false;
+        o.device = Device::Cuda;
+        o.mode = ExecMode::Graph;
+        auto exe = compile(c.graph, o);
+        const auto after = cuda::matmul_path_counts();
+        const bool gemv = std::string(path) == "gemv";
+        EXPECT_EQ(after.gemv - before.gemv, gemv ? 1 : 0) << what;
+        EXPECT_EQ(after.cublas - before.cublas, gemv ? 0 : 1) << what;
+        for (const Binding& b : exe->schedule().output_bindings)
+          exe->backend().write_binding(b, nan_bytes(size_t(numel(b.shape)), b.dtype).data());
+        auto got = exe->run(feeds(c));
+        for (const auto& [name, ref] : reference_of(oc, c.inputs, dt))
+          expect_case_close(oc, dt, got.at(name).to_f32(), ref, what + " " + name);
+      }
+    }
+  }
+  unsetenv("RLX_MATMUL");
+  EXPECT_EQ(cases, 3);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "backends/cuda/matmul.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/dispatch.h"
+#include "backends/cuda/gemv.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/launch.cuh"
 
@@ -70,7 +72,22 @@ void set_layout(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr, 
 
 constexpr int kCandidates = 8;
 
+std::atomic<int> g_cublas_plans{0}, g_gemv_plans{0};
+
+// RLX_MATMUL=gemv takes rlx's matrix-vector kernel wherever it applies,
+// =cublas never; unset, the faster of the two at initialize.
+enum class MatMulChoice { Auto, Gemv, Cublas };
+MatMulChoice matmul_choice() {
+  const char* e = std::getenv("RLX_MATMUL");
+  if (!e || !*e || std::strcmp(e, "auto") == 0) return MatMulChoice::Auto;
+  if (std::strcmp(e, "gemv") == 0) return MatMulChoice::Gemv;
+  if (std::strcmp(e, "cublas") == 0) return MatMulChoice::Cublas;
+  throw Error(std::string("RLX_MATMUL must be auto, gemv or cublas, not '") + e + "'");
+}
+
 }  // namespace
+
+MatMulPathCounts matmul_path_counts() { return {g_cublas_plans.load(), g_gemv_plans.load()}; }
 
 MatMulPlan::MatMulPlan(cublasLtHandle_t lt, const MatMulParams& p, uint8_t* arena, void* workspace,
                        size_t workspace_bytes, const std::string& label, bool allow_tf32)
@@ -143,15 +160,21 @@ MatMulPlan::MatMulPlan(cublasLtHandle_t lt, const MatMulParams& p, uint8_t* aren
   RLX_CHECK(found > 0, "cuBLASLt found no algorithm for " + label + " (m=" + std::to_string(p.m) +
                            " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) + ")");
   algo_ = results[0].algo;
-  if (found > 1) choose_fastest(arena, results, found, what);
+  const MatMulChoice choice = matmul_choice();
+  const bool gemv_ok = choice != MatMulChoice::Cublas && gemv_eligible(p, arena);
+  if (found > 1 || (gemv_ok && choice == MatMulChoice::Auto)) choose_fastest(arena, results, found, what, gemv_ok);
+  use_gemv_ = gemv_ok && (choice == MatMulChoice::Gemv || gemv_faster_);
+  (use_gemv_ ? g_gemv_plans : g_cublas_plans).fetch_add(1);
 }
 
 // The heuristic's first choice is often not the fastest for small M: time
 // each candidate on the real arena buffers (initialize runs before any run)
-// and keep the fastest. The output region is poisoned again afterwards, so a
-// product that later fails to write still shows as NaN.
+// and keep the fastest; where rlx's matrix-vector kernel applies, it is timed
+// against the best of them, the separate activation kernel included. The
+// output region is poisoned again afterwards, so a product that later fails
+// to write still shows as NaN.
 void MatMulPlan::choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicResult_t* results, int found,
-                                const std::string& what) {
+                                const std::string& what, bool try_gemv) {
   constexpr int kRuns = 8;
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
@@ -159,38 +182,52 @@ void MatMulPlan::choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicRes
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), what);
   check(cudaEventCreate(&start), what);
   check(cudaEventCreate(&stop), what);
-  const float alpha = 1.f, beta = 0.f;
-  auto run = [&](const cublasLtMatmulAlgo_t& algo) {
-    return cublasLtMatmul(lt_, desc_, &alpha, arena + p_.b, a_, arena + p_.a, b_, &beta, arena + p_.out, c_,
-                          arena + p_.out, c_, &algo, workspace_, workspace_bytes_, stream);
-  };
-  float best = INFINITY, first = NAN;
-  int chosen = 0;
-  for (int i = 0; i < found; ++i) {
-    if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > workspace_bytes_) continue;
-    if (run(results[i].algo) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; a failing candidate is skipped
+  // Milliseconds for kRuns runs after a warm-up, or NaN where one fails.
+  auto time_runs = [&](auto&& run_once) {
+    if (!run_once()) return NAN;
     // The device waits until the host has queued every timed run, so the
     // events measure the kernels, not the host's launch rate.
     enqueue_gpu_delay(stream, 20000ull + 10000ull * kRuns);
     check(cudaEventRecord(start, stream), what);
     bool ok = true;
-    for (int r = 0; r < kRuns && ok; ++r) ok = run(results[i].algo) == CUBLAS_STATUS_SUCCESS;
+    for (int r = 0; r < kRuns && ok; ++r) ok = run_once();
     check(cudaEventRecord(stop, stream), what);
     check(cudaEventSynchronize(stop), what + " (timing algorithms)");
     float ms = 0.f;
     check(cudaEventElapsedTime(&ms, start, stop), what);
-    if (ok && i == 0) first = ms;
-    if (ok && ms < best) {
+    return ok ? ms : NAN;
+  };
+  const float alpha = 1.f, beta = 0.f;
+  float best = INFINITY, first = NAN;
+  int chosen = 0;
+  for (int i = 0; i < found; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > workspace_bytes_) continue;
+    const float ms = time_runs([&] {
+      return cublasLtMatmul(lt_, desc_, &alpha, arena + p_.b, a_, arena + p_.a, b_, &beta, arena + p_.out, c_,
+                            arena + p_.out, c_, &results[i].algo, workspace_, workspace_bytes_,
+                            stream) == CUBLAS_STATUS_SUCCESS;
+    });
+    if (i == 0) first = ms;
+    if (ms < best) {  // false for NaN: a failing candidate is skipped
       best = ms;
       chosen = i;
       algo_ = results[i].algo;
     }
   }
+  float with_activation = best, gemv = NAN;
+  if (try_gemv) {
+    const LaunchContext ctx{arena, stream, what.c_str()};
+    with_activation = time_runs([&] { execute_cublas(ctx); return true; });
+    gemv = time_runs([&] { run_gemv(p_, ctx); return true; });
+    gemv_faster_ = gemv < with_activation;
+  }
   const char* trace = std::getenv("RLX_TRACE");
   if (trace && std::strcmp(trace, "matmul") == 0)
-    std::fprintf(stderr, "rlx cuda: %s m=%lld n=%lld k=%lld: %d candidates, first %.2f us, chosen #%d %.2f us\n",
+    std::fprintf(stderr,
+                 "rlx cuda: %s m=%lld n=%lld k=%lld: %d candidates, first %.2f us, chosen #%d %.2f us; "
+                 "with activation %.2f us, gemv %.2f us\n",
                  what.c_str(), (long long)p_.m, (long long)p_.n, (long long)p_.k, found, 1000.0 * first / kRuns,
-                 chosen, 1000.0 * best / kRuns);
+                 chosen, 1000.0 * best / kRuns, 1000.0 * with_activation / kRuns, 1000.0 * gemv / kRuns);
   // The whole extent, gaps between rows included: at initialize nothing but
   // constants holds data, and no product writes over a constant.
   const int64_t es = int64_t(dtype_size(p_.dtype));
@@ -210,6 +247,11 @@ MatMulPlan::~MatMulPlan() {
 }
 
 void MatMulPlan::execute(const LaunchContext& ctx) const {
+  if (use_gemv_) run_gemv(p_, ctx);
+  else execute_cublas(ctx);
+}
+
+void MatMulPlan::execute_cublas(const LaunchContext& ctx) const {
   const float alpha = 1.f, beta = 0.f;
   uint8_t* arena = ctx.arena;
   check(cublasLtMatmul(lt_, desc_, &alpha, arena + p_.b, a_, arena + p_.a, b_, &beta, arena + p_.out, c_,

@@ -1,7 +1,9 @@
-// Matrix products through cuBLASLt. Everything cuBLASLt needs (descriptors,
-// layouts, the algorithm) is chosen once here, at initialize, the algorithm by
-// timing the heuristic's candidates; execute only enqueues the matmul and,
-// where no epilogue fits, an activation kernel.
+// Matrix products through cuBLASLt or, for few rows, rlx's matrix-vector
+// kernel (gemv.h). Everything cuBLASLt needs (descriptors, layouts, the
+// algorithm) is chosen once here, at initialize, the algorithm by timing the
+// heuristic's candidates and the matrix-vector kernel where it applies;
+// execute only enqueues the chosen product and, where no cuBLASLt epilogue
+// fits, an activation kernel.
 #pragma once
 #include <cublasLt.h>
 
@@ -22,11 +24,13 @@ class MatMulPlan {
   MatMulPlan& operator=(const MatMulPlan&) = delete;
 
   void execute(const LaunchContext& ctx) const;
-  bool activation_in_epilogue() const { return !separate_activation_; }
+  bool activation_in_epilogue() const { return use_gemv_ || !separate_activation_; }
+  bool uses_gemv() const { return use_gemv_; }
 
  private:
   void choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicResult_t* results, int found,
-                      const std::string& what);
+                      const std::string& what, bool try_gemv);
+  void execute_cublas(const LaunchContext& ctx) const;
 
   cublasLtHandle_t lt_;
   MatMulParams p_;
@@ -36,6 +40,13 @@ class MatMulPlan {
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
   bool separate_activation_ = false;
+  bool gemv_faster_ = false, use_gemv_ = false;
 };
+
+// Plans made so far per path, for tests that assert which one ran.
+struct MatMulPathCounts {
+  int cublas = 0, gemv = 0;
+};
+MatMulPathCounts matmul_path_counts();
 
 }  // namespace rlx::cuda

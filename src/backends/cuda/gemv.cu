@@ -1,0 +1,93 @@
+// Matrix-vector products for few rows (decoding: one token per sequence):
+// out[b, i, :] = act(x[b, i, :] . W[b]^T + bias) with W row-major [n, k].
+// cuBLASLt tiles for large M and leaves most of the weight bandwidth unused
+// at M = 1; here one warp streams one weight row in 16-byte loads, several
+// in flight per lane, and the bias and any activation are applied before the
+// single store, so the product is one kernel at close to memory bandwidth.
+#include "backends/cuda/gemv.h"
+
+#include "backends/cuda/device_types.cuh"
+#include "backends/cuda/dispatch.h"
+#include "backends/cuda/launch.cuh"
+
+namespace rlx::cuda {
+namespace {
+
+constexpr int kWarps = 4;   // weight rows per block
+constexpr int kUnroll = 4;  // 16-byte weight loads in flight per lane
+
+template <class T, int M>
+__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p, uint8_t* arena) {
+  constexpr int ve = kChunkElems<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t n = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (n >= p.n) return;
+  const int64_t bt = blockIdx.y;
+  const uint4* w = reinterpret_cast<const uint4*>(at<T>(arena, p.b) + bt * p.stride_b + n * p.ldb);
+  const T* x = at<T>(arena, p.a) + bt * p.stride_a;
+  const int64_t chunks = p.k / ve, x_row_chunks = p.lda / ve;
+  float acc[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m] = 0.f;
+  for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
+    uint4 wc[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + 32 * u;
+      wc[u] = c < chunks ? __ldg(w + c) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + 32 * u;
+      if (c >= chunks) break;
+      float wf[ve];
+      unpack_chunk<T>(wc[u], wf);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float xf[ve];
+        unpack_chunk<T>(__ldg(reinterpret_cast<const uint4*>(x) + m * x_row_chunks + c), xf);
+#pragma unroll
+        for (int e = 0; e < ve; ++e) acc[m] = fmaf(wf[e], xf[e], acc[m]);
+      }
+    }
+  }
+  const float bias = p.bias != kNoBuffer ? to_f32(at<T>(arena, p.bias)[n]) : 0.f;
+  T* out = at<T>(arena, p.out) + bt * p.stride_out + n;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float s = warp_sum(acc[m]);
+    if (lane == 0) out[m * p.ldc] = from_f32<T>(apply_activation(p.act, s + bias));
+  }
+}
+
+template <class T, int M>
+void launch_rows(const MatMulParams& p, const LaunchContext& ctx) {
+  if constexpr (M <= kGemvMaxRows) {
+    if (p.m == M) {
+      launch(gemv_kernel<T, M>, dim3(unsigned((p.n + kWarps - 1) / kWarps), unsigned(p.batch)), kWarps * 32, 0, ctx, p);
+      return;
+    }
+    launch_rows<T, M + 1>(p, ctx);
+  }
+}
+
+bool aligned16(uint64_t v) { return v % 16 == 0; }
+
+}  // namespace
+
+bool gemv_eligible(const MatMulParams& p, const uint8_t* arena) {
+  if (p.dtype != DType::F32 && p.dtype != DType::F16 && p.dtype != DType::BF16) return false;
+  const uint64_t es = dtype_size(p.dtype), base = reinterpret_cast<uint64_t>(arena);
+  return p.m >= 1 && p.m <= kGemvMaxRows && p.n >= 1 && p.k >= 1 && p.batch >= 1 && p.batch <= 65535 &&
+         !p.trans_a && p.trans_b && p.n <= (int64_t(1) << 30) &&
+         // Whole 16-byte chunks: rows of x and W start aligned and k fills them.
+         aligned16(base + p.a) && aligned16(base + p.b) && aligned16(uint64_t(p.k) * es) &&
+         aligned16(uint64_t(p.lda) * es) && aligned16(uint64_t(p.ldb) * es) &&
+         aligned16(uint64_t(p.stride_a) * es) && aligned16(uint64_t(p.stride_b) * es);
+}
+
+void run_gemv(const MatMulParams& p, const LaunchContext& ctx) {
+  dispatch_float(p.dtype, ctx.label, [&]<class T>() { launch_rows<T, 1>(p, ctx); });
+}
+
+}  // namespace rlx::cuda

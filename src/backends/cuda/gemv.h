@@ -1,0 +1,18 @@
+// rlx's own matrix-vector product for matmuls of few rows (decode steps),
+// chosen over cuBLASLt per thunk by timing (see MatMulPlan).
+#pragma once
+#include <cstdint>
+
+#include "backends/cuda/launch_context.h"
+#include "thunks/params.h"
+
+namespace rlx::cuda {
+
+constexpr int64_t kGemvMaxRows = 8;
+
+// x [m, k] times W [n, k]^T (trans_b, row-major) with m <= kGemvMaxRows,
+// rows of whole, 16-byte aligned chunks; bias and any activation fused.
+bool gemv_eligible(const MatMulParams& p, const uint8_t* arena);
+void run_gemv(const MatMulParams& p, const LaunchContext& ctx);
+
+}  // namespace rlx::cuda
