@@ -1,12 +1,16 @@
 // The CPU forward of all-MiniLM-L6-v2 gives the same hidden states, bit for
 // bit, with 1, 2 and 3 threads: no kernel's result may depend on how its work
-// is split.
+// is split. Where rlx's packed GEMM does not run (no AVX-512), the products go
+// to OpenBLAS, whose Haswell kernels round differently by slice shape (a
+// column slice or another row count changes the last bits of some columns),
+// so there the bound is 1e-5 of the largest value instead of zero.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cmath>
 #include <random>
 
+#include "backends/cpu/cpu_gemm_packed.h"
 #include "models/bert.h"
 #include "models/test_files.h"  // tests/models
 
@@ -46,7 +50,8 @@ TEST(CpuThreads, SameHiddenStatesWithOneTwoAndThreeThreads) {
     ASSERT_EQ(got.size(), one.size());
     double worst = 0;
     for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double(std::fabs(got[i] - one[i])));
-    EXPECT_EQ(worst, 0.0) << threads << " threads differ from 1 thread by " << worst;
+    const double bound = cpu::packed_gemm_available() ? 0.0 : 1e-5 * max_abs;
+    EXPECT_LE(worst, bound) << threads << " threads differ from 1 thread by " << worst;
   }
   EXPECT_EQ(omp_get_max_threads(), saved) << "a run changed the process's thread count";
 }

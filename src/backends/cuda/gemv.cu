@@ -14,7 +14,7 @@ namespace rlx::cuda {
 namespace {
 
 constexpr int kWarps = 4;   // weight rows per block
-constexpr int kUnroll = 4;  // 16-byte weight loads in flight per lane
+constexpr int kUnroll = 8;  // 16-byte weight loads in flight per lane
 
 template <class T, int M>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p, uint8_t* arena) {
