@@ -165,9 +165,11 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     ValueId ctx = g.attention(q, k, v, -1, attn, cached ? positions : -1);
     x = g.add(x, dense(ctx, p + "attn_output.weight", H, q_dim));
     h = g.rms_norm(x, param(p + "ffn_norm.weight", {H}), c.rms_eps);
-    ValueId gate = g.silu(dense(h, p + "ffn_gate.weight", F, H));
+    // One SwiGLU op: after the gate and up products merge, it reads both
+    // halves of the merged output in place.
+    ValueId gate = dense(h, p + "ffn_gate.weight", F, H);
     ValueId up = dense(h, p + "ffn_up.weight", F, H);
-    x = g.add(x, dense(g.mul(gate, up), p + "ffn_down.weight", H, F));
+    x = g.add(x, dense(g.swiglu(gate, up), p + "ffn_down.weight", H, F));
   }
   // Only the rows asked for reach the final norm and the LM head.
   x = g.gather(g.reshape(x, {batch * seq, H}), last);

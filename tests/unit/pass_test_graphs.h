@@ -82,7 +82,7 @@ inline ValueId build_llama_layer(Graph& g, const LayerDims& d, int64_t kv_heads,
   ValueId hsum = g.add(x, proj(g.attention(q, k, v, -1, at), "wo", h, h));
   ValueId n2 = g.rms_norm(hsum, g.param(p + "ffn_norm", {h}, DType::F32), 1e-6f);
   ValueId gate = proj(n2, "w_gate", d.ffn, h), up = proj(n2, "w_up", d.ffn, h);
-  ValueId down = proj(g.mul(g.silu(gate), up), "w_down", h, d.ffn);
+  ValueId down = proj(g.swiglu(gate, up), "w_down", h, d.ffn);  // as models/llama.cc builds it
   return g.add(hsum, down);
 }
 

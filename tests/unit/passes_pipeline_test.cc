@@ -110,11 +110,12 @@ TEST(PassPipeline, LlamaLayerFusesPreNormResidualsAndRopeSlices) {
   EXPECT_EQ(count_live(g, OpKind::Add), 1);  // the last residual add feeds the output only
   for (const Node& n : g.nodes()) {
     if (n.dead) continue;
-    if (n.op == OpKind::Rope || n.op == OpKind::Attention)
+    if (n.op == OpKind::Rope || n.op == OpKind::Attention || n.op == OpKind::SwiGlu)
       for (ValueId in : n.inputs) EXPECT_NE(g.node(g.value(in).producer).op, OpKind::Narrow);
   }
-  // Only the gate/up halves are still sliced (they feed silu and mul).
-  EXPECT_EQ(count_live(g, OpKind::Narrow), 4);
+  // SwiGLU reads the gate and up halves of the merged product in place.
+  EXPECT_EQ(count_live(g, OpKind::SwiGlu), 2);
+  EXPECT_EQ(count_live(g, OpKind::Narrow), 0);
 }
 
 TEST(PassPipeline, NumericLlamaLayersMatchUnfused) {
@@ -129,6 +130,7 @@ TEST(PassPipeline, NumericLlamaLayersMatchUnfused) {
   for (size_t i = 0; i < pos.size(); ++i) pos[i] = int32_t(3 + i);
   auto r = test::expect_fusion_preserves_outputs(g, 502, {{"pos", HostTensor::from_i32({d.seq}, pos)}});
   EXPECT_EQ(test::thunks_of(*r.fused, "matmul"), 8);
+  EXPECT_EQ(test::thunks_of(*r.fused, "swiglu"), 2);
   EXPECT_EQ(test::thunks_of(*r.fused, "norm"), 4);
   EXPECT_LT(r.fused->report().thunk_count, r.unfused->report().thunk_count);
 }

@@ -4,8 +4,10 @@
 // Key lengths up to kShortMaxKeys with head_dim <= 128 take the short path
 // (below): K and V of a head staged once per block, one query row per warp.
 //
-// One query row per batch (a decode step) takes the decode kernel: one block
-// per (head, batch) whose warps split the keys and are merged at the end.
+// One query row per batch (a decode step) takes a decode kernel: one block
+// per (head, batch) whose warps split the keys and are merged at the end;
+// with 16-byte K rows and head_dim <= 128 each lane scores its own key
+// ("decode"), otherwise lanes split head_dim ("decode_wide").
 //
 // The general kernel serves the rest: one block per (query tile, head,
 // batch); key/value tiles are staged in shared memory and folded in with an
@@ -495,15 +497,138 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attention_decode_kernel(con
 
 bool use_decode_path(const AttentionParams& p) { return p.sq == 1; }
 
+// ---- one query row, a key per lane ----
+// Each warp takes 32 keys at a time, one per lane: the lane reads its key's
+// row in 16-byte loads (all in flight at once) and scores it against q in
+// shared memory; the warp's online softmax then folds the 32 values rows in
+// with lanes splitting head_dim. Per 32 keys that is one round trip for K,
+// one for V and two warp reductions, against one reduction per key when
+// lanes split head_dim.
+constexpr int kRowWarps = 16;
+
+template <class T, int DMAX>
+__global__ void __launch_bounds__(kRowWarps * 32) attention_decode_rows_kernel(const AttentionParams p, uint8_t* arena) {
+  constexpr int ve = kChunkElems<T>, DPL = DMAX / 32;
+  __shared__ float q_s[DMAX];
+  __shared__ float w_m[kRowWarps], w_l[kRowWarps];
+  __shared__ float w_acc[kRowWarps][DMAX];
+  const int D = p.head_dim, chunks = D / ve;
+  const int h = blockIdx.x;
+  const int64_t b = blockIdx.y;
+  const int kvh = h / (p.q_heads / p.kv_heads);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const T* q = at<const T>(arena, p.q) + b * p.q_stride + p.q_offset + int64_t(h) * D;  // sq == 1
+  const T* k = at<const T>(arena, p.k) + b * p.skv * p.k_stride + p.k_offset + int64_t(kvh) * D;
+  const T* v = at<const T>(arena, p.v) + b * p.skv * p.v_stride + p.v_offset + int64_t(kvh) * D;
+  const int32_t* mask = p.mask_kind == MaskKind::Padding ? at<const int32_t>(arena, p.mask) + b * p.skv : nullptr;
+  int64_t kv_len = p.skv, causal_shift = p.skv - 1;  // the row sees keys j <= shift
+  if (p.pos != kNoBuffer) {
+    const int64_t start = at<const int32_t>(arena, p.pos)[b];
+    kv_len = max(int64_t(0), min(p.skv, start + 1));
+    causal_shift = start;
+  }
+  const int64_t kv_end = p.mask_kind == MaskKind::Causal ? min(kv_len, causal_shift + 1) : kv_len;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) q_s[d] = to_f32(q[d]) * p.scale;
+  __syncthreads();
+
+  float m = -INFINITY, l = 0.f, acc[DPL];
+#pragma unroll
+  for (int t = 0; t < DPL; ++t) acc[t] = 0.f;
+  for (int64_t j0 = int64_t(warp) * 32; j0 < kv_end; j0 += int64_t(kRowWarps) * 32) {
+    const int64_t j = j0 + lane;
+    const bool ok = j < kv_end && (!mask || mask[j] != 0);
+    float s = -INFINITY;
+    if (ok) {
+      const uint4* kr = reinterpret_cast<const uint4*>(k + j * p.k_stride);
+      uint4 kc[DMAX / ve];
+#pragma unroll
+      for (int c = 0; c < DMAX / ve; ++c)
+        if (c < chunks) kc[c] = __ldg(kr + c);
+      float dot = 0.f;
+#pragma unroll
+      for (int c = 0; c < DMAX / ve; ++c) {
+        if (c >= chunks) break;
+        float kf[ve];
+        unpack_chunk<T>(kc[c], kf);
+#pragma unroll
+        for (int e = 0; e < ve; ++e) dot = fmaf(q_s[c * ve + e], kf[e], dot);
+      }
+      s = dot;
+    }
+    const float tile_max = warp_max(s);
+    if (tile_max == -INFINITY) continue;  // no valid key among these 32 (warp-uniform)
+    const float m_new = fmaxf(m, tile_max), corr = expf(m - m_new);
+    const float pj = ok ? expf(s - m_new) : 0.f;
+    l = l * corr + warp_sum(pj);
+#pragma unroll
+    for (int t = 0; t < DPL; ++t) acc[t] *= corr;
+    m = m_new;
+    // Rows past the valid keys are still inside the buffer (j < skv) unless
+    // past kv_end's tile: stop there. Masked rows weigh 0.
+    const int n = int(min(int64_t(32), kv_end - j0));
+    constexpr int VU = 16 / DPL;  // value rows in flight: 16 floats a lane
+    for (int i0 = 0; i0 < n; i0 += VU) {
+      float vf[VU][DPL], pi[VU];
+#pragma unroll
+      for (int i = 0; i < VU; ++i) {
+        pi[i] = __shfl_sync(0xffffffffu, pj, (i0 + i) & 31);
+#pragma unroll
+        for (int t = 0; t < DPL; ++t) {
+          const int d = lane + 32 * t;
+          vf[i][t] = i0 + i < n && d < D ? to_f32(v[(j0 + i0 + i) * p.v_stride + d]) : 0.f;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < VU; ++i)
+#pragma unroll
+        for (int t = 0; t < DPL; ++t) acc[t] = fmaf(i0 + i < n ? pi[i] : 0.f, vf[i][t], acc[t]);
+    }
+  }
+  if (lane == 0) {
+    w_m[warp] = m;
+    w_l[warp] = l;
+  }
+#pragma unroll
+  for (int t = 0; t < DPL; ++t) w_acc[warp][lane + 32 * t] = acc[t];
+  __syncthreads();
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float mx = -INFINITY;
+    for (int w = 0; w < kRowWarps; ++w) mx = fmaxf(mx, w_m[w]);
+    float sum = 0.f, o = 0.f;
+    if (mx != -INFINITY)
+      for (int w = 0; w < kRowWarps; ++w) {
+        if (w_m[w] == -INFINITY) continue;  // that warp saw no valid key
+        const float c = expf(w_m[w] - mx);
+        sum += w_l[w] * c;
+        o += w_acc[w][d] * c;
+      }
+    at<T>(arena, p.out)[(b * p.q_heads + h) * D + d] = from_f32<T>(sum > 0.f ? o / sum : 0.f);  // all masked -> 0
+  }
+}
+
+// K rows of whole 16-byte chunks, 16-byte aligned, at most 16 of them (a
+// lane holds its key's row in registers): head_dim <= 128 in f16/bf16, 64 in f32.
+bool use_decode_rows(const AttentionParams& p, const uint8_t* arena) {
+  const int64_t es = int64_t(dtype_size(p.dtype)), ve = 16 / es;
+  const uint64_t k0 = reinterpret_cast<uint64_t>(arena) + p.k + uint64_t(p.k_offset * es);
+  return p.sq == 1 && p.head_dim * es <= 256 && p.head_dim % ve == 0 && k0 % 16 == 0 &&
+         (p.k_stride * es) % 16 == 0;
+}
+
 template <class T>
 void launch_decode(const AttentionParams& p, const LaunchContext& ctx) {
   const dim3 grid(unsigned(p.q_heads), unsigned(p.batch));
-  if (p.head_dim <= 64)
+  if (use_decode_rows(p, ctx.arena)) {
+    if constexpr (sizeof(T) == 2)
+      if (p.head_dim > 64) return launch(attention_decode_rows_kernel<T, 128>, grid, kRowWarps * 32, 0, ctx, p);
+    launch(attention_decode_rows_kernel<T, 64>, grid, kRowWarps * 32, 0, ctx, p);
+  } else if (p.head_dim <= 64) {
     launch(attention_decode_kernel<T, 64>, grid, kDecodeWarps * 32, 0, ctx, p);
-  else if (p.head_dim <= 128)
+  } else if (p.head_dim <= 128) {
     launch(attention_decode_kernel<T, 128>, grid, kDecodeWarps * 32, 0, ctx, p);
-  else
+  } else {
     launch(attention_decode_kernel<T, 256>, grid, kDecodeWarps * 32, 0, ctx, p);
+  }
 }
 
 bool use_short_path(const AttentionParams& p) {
@@ -544,7 +669,9 @@ void prepare_attention_kernels() {
 }
 
 const char* attention_variant(const AttentionParams& p) {
-  return use_decode_path(p) ? "decode" : use_short_path(p) ? "short" : "general";
+  // Arena bases are 256-byte aligned (cudaMalloc): the offsets decide.
+  if (use_decode_path(p)) return use_decode_rows(p, nullptr) ? "decode" : "decode_wide";
+  return use_short_path(p) ? "short" : "general";
 }
 
 void run_attention(const AttentionParams& p, const LaunchContext& ctx) {

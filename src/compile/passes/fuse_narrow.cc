@@ -1,7 +1,8 @@
-// Narrow into rope/attention: a rope or attention input that is a narrow of
-// the last axis (the q, k or v slice of a fused projection) is read in place
-// from the parent through a column offset and a row stride, so the slice is
-// never copied.
+// Narrow into rope/attention/swiglu: a rope, attention or swiglu input that
+// is a narrow of the last axis (the q, k or v slice of a fused projection,
+// the gate or up half of a merged gate/up product) is read in place from the
+// parent through a column offset and a row stride, so the slice is never
+// copied.
 #include <algorithm>
 #include <vector>
 
@@ -53,6 +54,20 @@ void fuse_attention(Graph& g, int32_t id) {
   if (changed) g.node_mut(id).attrs = at;
 }
 
+// SwiGLU's row strides are its inputs' widths, so only the offsets and the
+// column count (the slice's width, fixed before the first fold) change.
+void fuse_swiglu(Graph& g, int32_t id) {
+  SwiGluAttrs at = attrs_of<SwiGluAttrs>(g.node(id));
+  const int64_t cols = at.cols ? at.cols : g.value(g.node(id).inputs[0]).shape.back();
+  int64_t gate_stride = 0, up_stride = 0;
+  bool changed = false;
+  while (fold_narrow(g, id, 0, at.gate_offset, gate_stride)) changed = true;
+  while (fold_narrow(g, id, 1, at.up_offset, up_stride)) changed = true;
+  if (!changed) return;
+  at.cols = cols;
+  g.node_mut(id).attrs = at;
+}
+
 }  // namespace
 
 void fuse_narrow(Graph& g) {
@@ -63,6 +78,8 @@ void fuse_narrow(Graph& g) {
       fuse_rope(g, int32_t(i));
     } else if (n.op == OpKind::Attention) {
       fuse_attention(g, int32_t(i));
+    } else if (n.op == OpKind::SwiGlu) {
+      fuse_swiglu(g, int32_t(i));
     }
   }
 }
