@@ -55,6 +55,18 @@ bool unread(const Graph& g, ValueId v) {
   return g.users(v).empty();
 }
 
+// v is a param or constant, or a view of one.
+bool is_constant(const Graph& g, ValueId v) {
+  for (;;) {
+    const int32_t id = g.value(v).producer;
+    if (id < 0) return false;
+    const OpKind op = g.node(id).op;
+    if (op == OpKind::Param || op == OpKind::Constant) return true;
+    if (!is_view(g, id)) return false;
+    v = g.node(id).inputs[0];
+  }
+}
+
 }  // namespace
 
 bool is_view(const Graph& g, int32_t node) {
@@ -115,6 +127,7 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.act = at.act;
       p.trans_a = at.trans_a;
       p.trans_b = at.trans_b;
+      p.b_constant = is_constant(g, n.inputs[1]);
       return emit(p);
     }
     case OpKind::Add:

@@ -24,6 +24,7 @@ struct MatMulParams {
   DType dtype;
   Activation act;
   uint8_t trans_a, trans_b;
+  uint8_t b_constant;  // b is a param or constant (no thunk writes it): kernels may read it early
 };
 
 // out = a (op) b with numpy broadcasting: out is contiguous with `shape`;

@@ -1,5 +1,7 @@
 // Argmax over the last dim: one block per row, each thread scans a strided
-// slice, then warp shuffles and one pass over the warps' winners. The lowest
+// slice (kUnroll loads in flight: a decode step's one row of 32000 logits is
+// otherwise a chain of dependent round trips), then warp shuffles and one
+// pass over the warps' winners. The lowest
 // index wins ties; a NaN counts as larger than every number and the first NaN
 // wins (torch.argmax / numpy.argmax), so the result equals the CPU kernel's.
 #include "backends/cuda/cuda_registry.h"
@@ -10,7 +12,8 @@
 namespace rlx::cuda {
 namespace {
 
-constexpr int kBlock = 256;
+constexpr int kBlock = 1024;
+constexpr int kUnroll = 8;
 
 // True when (v, i) beats (best, at): NaN above numbers, then value, then the lower index.
 __device__ __forceinline__ bool beats(float v, int i, float best, int at) {
@@ -22,15 +25,26 @@ __device__ __forceinline__ bool beats(float v, int i, float best, int at) {
 
 template <class T>
 __global__ void argmax_kernel(const ArgmaxParams p, uint8_t* arena) {
+  pdl_entry();
   const T* row = at<const T>(arena, p.x) + blockIdx.x * p.cols;
   const int cols = int(p.cols);  // < 2^31: shape inference checks
   float best = 0.f;
   int at_best = cols;  // past the end: loses to any element
-  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float v = to_f32(row[c]);
-    if (at_best == cols || beats(v, c, best, at_best)) {
-      best = v;
-      at_best = c;
+  // beats() is a total order, so the order of the visits does not matter.
+  for (int c0 = threadIdx.x; c0 < cols; c0 += kUnroll * blockDim.x) {
+    float v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = c0 + u * int(blockDim.x);
+      v[u] = c < cols ? to_f32(row[c]) : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = c0 + u * int(blockDim.x);
+      if (c < cols && (at_best == cols || beats(v[u], c, best, at_best))) {
+        best = v[u];
+        at_best = c;
+      }
     }
   }
   for (int off = 16; off > 0; off >>= 1) {

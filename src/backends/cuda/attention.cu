@@ -34,6 +34,7 @@ constexpr int key_tile() { return DMAX <= 64 ? 64 : DMAX <= 128 ? 32 : 8; }
 
 template <class T, int DMAX>
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionParams p, uint8_t* arena) {
+  pdl_entry();
   constexpr int BK = key_tile<DMAX>();
   constexpr int KPL = (BK + 31) / 32;  // keys per lane
   constexpr int DPL = DMAX / 32;       // output dims per lane
@@ -250,6 +251,7 @@ __device__ __forceinline__ void load_elems(const T* src, float (&f)[N]) {
 
 template <class T, int DMAX>
 __global__ void __launch_bounds__(kShortThreads, 2) attention_short_kernel(const AttentionParams p, uint8_t* arena) {
+  pdl_entry();
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int ve = kChunkElems<T>;
   const int D = p.head_dim;
@@ -415,6 +417,7 @@ constexpr int kDecodeKeys = 4;
 
 template <class T, int DMAX>
 __global__ void __launch_bounds__(kDecodeWarps * 32) attention_decode_kernel(const AttentionParams p, uint8_t* arena) {
+  pdl_entry();
   constexpr int DPL = DMAX / 32;  // dims per lane
   __shared__ float w_m[kDecodeWarps], w_l[kDecodeWarps];
   __shared__ float w_acc[kDecodeWarps][DMAX];
@@ -508,6 +511,7 @@ constexpr int kRowWarps = 16;
 
 template <class T, int DMAX>
 __global__ void __launch_bounds__(kRowWarps * 32) attention_decode_rows_kernel(const AttentionParams p, uint8_t* arena) {
+  pdl_entry();
   constexpr int ve = kChunkElems<T>, DPL = DMAX / 32;
   __shared__ float q_s[DMAX];
   __shared__ float w_m[kRowWarps], w_l[kRowWarps];

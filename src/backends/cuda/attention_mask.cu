@@ -11,6 +11,7 @@ namespace {
 // it drops it; dead[b] says whether it dropped them all.
 template <class T>
 __global__ void mask_bias_kernel(const MaskBiasParams p, uint8_t* arena) {
+  pdl_entry();
   const int64_t b = blockIdx.x;
   const int32_t* mask = at<int32_t>(arena, p.mask) + b * p.skv;
   T* bias = reinterpret_cast<T*>(p.bias_addr) + b * p.skv;
@@ -28,6 +29,7 @@ __global__ void mask_bias_kernel(const MaskBiasParams p, uint8_t* arena) {
 // nothing), matching the CPU reference; other blocks return at once.
 template <class T>
 __global__ void zero_dead_rows_kernel(const MaskBiasParams p, uint8_t* arena) {
+  pdl_entry();
   const int64_t b = blockIdx.y;
   if (reinterpret_cast<const int32_t*>(p.dead_addr)[b] == 0) return;
   T* out = at<T>(arena, p.out) + b * p.sq * p.row;

@@ -90,6 +90,19 @@ __device__ __forceinline__ float apply_activation(Activation act, float x) {
   return x;
 }
 
+// Programmatic dependent launch (launch.cuh): every kernel launched through
+// launch() calls this before it reads or writes the arena. It waits until the
+// kernel before it in the stream has finished and its writes are visible,
+// then lets the next kernel start launching (its blocks wait here in turn),
+// so a kernel's launch and start overlap its predecessor's tail. A no-op when
+// the kernel was launched without the attribute.
+__device__ __forceinline__ void pdl_entry() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

@@ -25,6 +25,7 @@ __device__ __forceinline__ void binary_offsets(const BinaryParams& p, int64_t i,
 
 template <class T>
 __global__ void binary_kernel(const BinaryParams p, uint8_t* arena) {
+  pdl_entry();
   const T* a = at<const T>(arena, p.a);
   const T* b = at<const T>(arena, p.b);
   T* out = at<T>(arena, p.out);
@@ -45,6 +46,7 @@ __global__ void binary_kernel(const BinaryParams p, uint8_t* arena) {
 
 // i32 add/sub (positions advanced on the device): exact, wrapping.
 __global__ void binary_i32_kernel(const BinaryParams p, uint8_t* arena) {
+  pdl_entry();
   const int32_t* a = at<const int32_t>(arena, p.a);
   const int32_t* b = at<const int32_t>(arena, p.b);
   int32_t* out = at<int32_t>(arena, p.out);
@@ -59,6 +61,7 @@ __global__ void binary_i32_kernel(const BinaryParams p, uint8_t* arena) {
 
 template <class T>
 __global__ void unary_kernel(const UnaryParams p, uint8_t* arena) {
+  pdl_entry();
   const T* x = at<const T>(arena, p.x);
   T* out = at<T>(arena, p.out);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.n;
@@ -81,6 +84,7 @@ __device__ __forceinline__ void copy_offsets(const CopyParams& p, int64_t i, int
 // Same dtype: move the bits (exact for i32 beyond 2^24 and for NaN payloads).
 template <class Bits>
 __global__ void copy_bits_kernel(const CopyParams p, uint8_t* arena) {
+  pdl_entry();
   const Bits* src = at<const Bits>(arena, p.src);
   Bits* dst = at<Bits>(arena, p.dst);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.n;
@@ -93,6 +97,7 @@ __global__ void copy_bits_kernel(const CopyParams p, uint8_t* arena) {
 
 template <class S, class D>
 __global__ void copy_convert_kernel(const CopyParams p, uint8_t* arena) {
+  pdl_entry();
   const S* src = at<const S>(arena, p.src);
   D* dst = at<D>(arena, p.dst);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.n;

@@ -10,6 +10,7 @@ namespace {
 
 template <class T>
 __global__ void gather_kernel(const GatherParams p, uint8_t* arena) {
+  pdl_entry();
   const int64_t i = blockIdx.x;
   const int32_t id = at<const int32_t>(arena, p.ids)[i];
   const bool valid = id >= 0 && id < p.vocab;
@@ -22,6 +23,7 @@ __global__ void gather_kernel(const GatherParams p, uint8_t* arena) {
 // inner > 1: one thread per output, reading along len (coalesced over inner).
 template <class T>
 __global__ void reduce_columns_kernel(const ReduceParams p, uint8_t* arena) {
+  pdl_entry();
   const T* x = at<const T>(arena, p.x);
   T* out = at<T>(arena, p.out);
   const int64_t total = p.outer * p.inner;
@@ -42,6 +44,7 @@ __global__ void reduce_columns_kernel(const ReduceParams p, uint8_t* arena) {
 // inner == 1: one block per output row.
 template <class T>
 __global__ void reduce_rows_kernel(const ReduceParams p, uint8_t* arena) {
+  pdl_entry();
   __shared__ float scratch[32];
   const T* x = at<const T>(arena, p.x) + blockIdx.x * p.len;
   const bool is_max = p.kind == ReduceKind::Max;

@@ -21,21 +21,29 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p,
   constexpr int ve = kChunkElems<T>;
   const int lane = threadIdx.x & 31;
   const int64_t n = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (n >= p.n) return;
   const int64_t bt = blockIdx.y;
   const uint4* w = reinterpret_cast<const uint4*>(at<T>(arena, p.b) + bt * p.stride_b + n * p.ldb);
-  const T* x = at<T>(arena, p.a) + bt * p.stride_a;
-  const int64_t chunks = p.k / ve, x_row_chunks = p.lda / ve;
-  float acc[M];
-#pragma unroll
-  for (int m = 0; m < M; ++m) acc[m] = 0.f;
-  for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
-    uint4 wc[kUnroll];
+  const int64_t chunks = n < p.n ? p.k / ve : 0, x_row_chunks = p.lda / ve;
+  uint4 wc[kUnroll];
+  auto load_weights = [&](int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + 32 * u;
       wc[u] = c < chunks ? __ldg(w + c) : make_uint4(0, 0, 0, 0);
     }
+  };
+  // Constant weights: their first loads go out before waiting for the kernel
+  // that writes x (pdl_entry), overlapping its tail.
+  if (p.b_constant) load_weights(lane);
+  pdl_entry();
+  if (!p.b_constant) load_weights(lane);
+  if (n >= p.n) return;
+  const T* x = at<T>(arena, p.a) + bt * p.stride_a;
+  float acc[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m] = 0.f;
+  for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
+    if (c0 != lane) load_weights(c0);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + 32 * u;

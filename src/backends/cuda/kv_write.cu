@@ -13,6 +13,7 @@ namespace {
 // One thread per 4-byte word (a row of 4k bytes) or per 2-byte word.
 template <class W>
 __global__ void kv_write_kernel(const KvWriteParams p, uint8_t* arena) {
+  pdl_entry();
   const int32_t* pos = at<const int32_t>(arena, p.pos);
   const int64_t words = p.row * (p.dtype == DType::F32 ? 4 : 2) / int64_t(sizeof(W));
   const int64_t total = p.batch * p.n_new * words;

@@ -3,6 +3,12 @@
 // and receives its params struct by value. The params type is deduced from the
 // kernel and from the argument together, so passing the wrong struct is a
 // compile error rather than a kernel that reads garbage and writes nothing.
+//
+// On Hopper every launch allows programmatic dependent launch: the kernel may
+// start while the one before it finishes, and waits inside (pdl_entry in
+// device_types.cuh) before it touches the arena. Every kernel launched here
+// must therefore begin with pdl_entry() (or, like gemv, read only constants
+// before it). RLX_PDL=0 launches without it.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -14,11 +20,23 @@
 
 namespace rlx::cuda {
 
+bool pdl_enabled();  // compute capability >= 9.0 and RLX_PDL != 0; decided once
+
 template <class P>
 void launch(void (*kernel)(P, uint8_t*), dim3 grid, dim3 block, size_t smem,
             const LaunchContext& ctx, const P& p) {
-  kernel<<<grid, block, smem, ctx.stream>>>(p, ctx.arena);
-  cudaError_t e = cudaGetLastError();
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = ctx.stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, p, ctx.arena);
+  if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess)
     throw Error(std::string("kernel launch failed for ") + ctx.label + ": " + cudaGetErrorString(e));
 }

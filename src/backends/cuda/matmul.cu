@@ -20,6 +20,7 @@ namespace {
 // output (rows of n valid elements, ldc apart).
 template <class T>
 __global__ void matmul_activation_kernel(const MatMulParams p, uint8_t* arena) {
+  pdl_entry();
   T* out = at<T>(arena, p.out);
   const int64_t total = p.batch * p.m * p.n;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
@@ -34,6 +35,7 @@ __global__ void matmul_activation_kernel(const MatMulParams p, uint8_t* arena) {
 // scalar tail.
 template <class T>
 __global__ void matmul_activation_flat_kernel(const MatMulParams p, uint8_t* arena) {
+  pdl_entry();
   constexpr int ve = kChunkElems<T>;
   const int64_t total = p.batch * p.m * p.n, chunks = total / ve;
   uint4* out = at<uint4>(arena, p.out);

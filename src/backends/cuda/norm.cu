@@ -15,6 +15,7 @@ namespace {
 
 template <class T>
 __global__ void norm_kernel(const NormParams p, uint8_t* arena) {
+  pdl_entry();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const T* x = at<const T>(arena, p.x) + row * p.cols;
@@ -65,6 +66,7 @@ constexpr int kVecThreads = 512;
 
 template <class T, int R>
 __global__ void __launch_bounds__(kVecThreads) norm_vec_kernel(const NormParams p, uint8_t* arena) {
+  pdl_entry();
   constexpr int ve = kChunkElems<T>;
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;

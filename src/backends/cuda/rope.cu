@@ -12,6 +12,7 @@ namespace {
 // rotated pairs and head_dim - n_rot copied dims.
 template <class T>
 __global__ void rope_kernel(const RopeParams p, uint8_t* arena) {
+  pdl_entry();
   const T* x = at<const T>(arena, p.x);
   T* out = at<T>(arena, p.out);
   const int32_t* pos = at<const int32_t>(arena, p.pos);

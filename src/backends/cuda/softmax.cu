@@ -12,6 +12,7 @@ namespace {
 
 template <class T>
 __global__ void softmax_kernel(const SoftmaxParams p, uint8_t* arena) {
+  pdl_entry();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const T* x = at<const T>(arena, p.x) + row * p.cols;
@@ -28,6 +29,7 @@ __global__ void softmax_kernel(const SoftmaxParams p, uint8_t* arena) {
 
 template <class T>
 __global__ void softmax_xent_kernel(const SoftmaxCEParams p, uint8_t* arena) {
+  pdl_entry();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const T* x = at<const T>(arena, p.logits) + row * p.classes;

@@ -11,6 +11,7 @@ namespace {
 
 template <class T>
 __global__ void swiglu_kernel(const SwiGluParams p, uint8_t* arena) {
+  pdl_entry();
   const T* gate = at<const T>(arena, p.gate);
   const T* up = at<const T>(arena, p.up);
   T* out = at<T>(arena, p.out);
