@@ -2,8 +2,9 @@
 // then prompt and decode speeds. Decoding advances on the device
 // (LlamaGenerator::next_token): the greedy choice (temperature 0) or a draw
 // with --temperature/--top-k/--top-p/--seed, one run per token with the token
-// read back; --recompute samples the logits on the host. --prompt-ids takes and prints token ids, so a
-// model directory without a tokenizer serves as a decode benchmark.
+// read back; --recompute samples the logits on the host. --prompt-ids takes
+// and prints token ids, so a model directory without a tokenizer serves as a
+// decode benchmark.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
