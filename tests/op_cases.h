@@ -17,6 +17,7 @@
 #include "rlx/graph.h"
 #include "rlx/session.h"
 #include "test_util.h"
+#include "thunks/sample_math.h"
 
 namespace rlx::test {
 
@@ -481,6 +482,47 @@ inline std::vector<OpCase> op_cases() {
                      return std::map<std::string, std::vector<double>>{{"out", out}};
                    },
                    0.0});
+
+  // Sampling over 301 columns of 6 rows (temperature 0.8, top-k 40, top-p
+  // 0.9) at positions from an input; the reference is the host definition
+  // (thunks/sample_math.h). Row 2 holds NaNs (as -inf), row 3 is all NaN
+  // (token 0), row 4 holds +inf twice (the first wins). Exact; run again
+  // reversed, so a replayed graph reads new logits and positions.
+  cases.push_back({"sample", "sample",
+                   [](DType dt) {
+                     OpGraph c;
+                     ValueId x = c.graph.input("x", {6, 301}, dt);
+                     ValueId pos = c.graph.input("pos", {6}, DType::I32);
+                     c.graph.output("out", c.graph.sample(x, pos, SampleAttrs{0.8f, 40, 0.9f, 1234}));
+                     std::vector<float> v = quantize(random_floats(6 * 301, 81, -4.f, 4.f), dt);
+                     for (int j = 0; j < 301; j += 3) v[size_t(2 * 301 + j)] = NAN;
+                     for (int j = 0; j < 301; ++j) v[size_t(3 * 301 + j)] = NAN;
+                     v[size_t(4 * 301 + 250)] = v[size_t(4 * 301 + 260)] = INFINITY;
+                     c.inputs["x"] = v;
+                     c.inputs["pos"] = {7.f, 0.f, 123456.f, 9.f, 3.f, 1000001.f};
+                     return c;
+                   },
+                   [](const Values& in) {
+                     std::vector<double> out;
+                     const auto &x = in.at("x"), &pos = in.at("pos");
+                     for (int r = 0; r < 6; ++r)
+                       out.push_back(sample_row(x.data() + r * 301, 301, SampleSpec{0.8f, 40, 0.9f},
+                                                sample_uniform(1234, int64_t(pos[size_t(r)]))));
+                     // Independently of the definition: a NaN is never drawn, an all-NaN
+                     // row gives 0, a row holding +inf its first +inf.
+                     for (int r = 0; r < 6; ++r) {
+                       const float* row = x.data() + r * 301;
+                       const int first_inf = int(std::find(row, row + 301, INFINITY) - row);
+                       const bool all_nan = std::all_of(row, row + 301, [](float f) { return std::isnan(f); });
+                       const int want = all_nan ? 0 : first_inf < 301 ? first_inf : int(out[size_t(r)]);
+                       if (out[size_t(r)] != want || (!all_nan && std::isnan(row[int(out[size_t(r)])]))) {
+                         out.assign(6, -1.0);
+                         break;
+                       }
+                     }
+                     return std::map<std::string, std::vector<double>>{{"out", out}};
+                   },
+                   0.0, 0, 0, nullptr, true});
 
   // i32 add with a broadcast row (positions advanced on the device): exact,
   // past 2^24 where a float would round.

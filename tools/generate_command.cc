@@ -1,8 +1,10 @@
 // `rlx generate`: text from a LLaMA-family GGUF or Hugging Face directory, streamed as it is produced,
-// then prompt and decode speeds. Greedy decoding (temperature 0) advances on
-// the device (LlamaGenerator::next_greedy); sampling with a temperature runs
-// on the host over the logits. --prompt-ids takes and prints token ids, so a
-// model directory without a tokenizer serves as a decode benchmark.
+// then prompt and decode speeds. Decoding advances on the device
+// (LlamaGenerator::next_token): the greedy choice (temperature 0) or a draw
+// with --temperature/--top-k/--top-p/--seed, one run per token with the token
+// read back; --recompute samples the logits on the host. --prompt-ids takes
+// and prints token ids, so a model directory without a tokenizer serves as a
+// decode benchmark.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -101,16 +103,16 @@ void run_generate(const GenerateArgs& a) {
   RLX_CHECK(a.prompt.empty() != a.prompt_ids.empty(), "give one of --prompt TEXT and --prompt-ids 1,2,3");
   RLX_CHECK(!a.chat || a.prompt_ids.empty(), "--chat needs --prompt TEXT");
   const bool as_ids = !a.prompt_ids.empty();
-  const bool greedy = a.sampling.temperature <= 0;
   const bool trace = rlx::parse_trace_env(std::getenv("RLX_TRACE")).decode;
   const std::string path = model_file(a.model.empty() ? default_model() : a.model);
-  rlx::Sampler sampler(a.sampling);  // checks the options before the model loads
+  rlx::Sampler check(a.sampling);  // throws on bad options before the model loads
   auto t0 = clock::now();
   rlx::GeneratorOptions o;
   o.device = device_option(a.device);
   o.dtype = dtype_option(a.dtype);
   o.threads = a.threads;
   o.kv_cache = !a.recompute;
+  o.sampling = a.sampling;
   rlx::LlamaGenerator gen(path, o);
   std::vector<int32_t> ids;
   if (as_ids) {
@@ -138,7 +140,7 @@ void run_generate(const GenerateArgs& a) {
     // `ncu --nvtx --nvtx-include "rlx decode/"`.
     std::optional<ProfileRange> range;
     if (produced > 0) range.emplace("rlx decode");
-    const int32_t next = greedy ? gen.next_greedy(ids) : sampler.next(gen.next_logits(ids));
+    const int32_t next = gen.next_token(ids);
     const double step_s = seconds_since(t);
     range.reset();
     (produced == 0 ? prompt_s : decode_s) += step_s;

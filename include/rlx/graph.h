@@ -61,9 +61,18 @@ struct PermuteAttrs { std::vector<int> perm; };
 struct ShapeAttrs { Shape shape; };  // reshape target; one dim may be -1
 struct CastAttrs { DType to = DType::F32; };
 struct ReduceAttrs { int axis = -1; ReduceKind kind = ReduceKind::Sum; bool keepdim = false; };
+// Token sampling (see Graph::sample): temperature > 0, top_k >= 0 (0 = no
+// limit), top_p in (0, 1].
+struct SampleAttrs {
+  float temperature = 1.f;
+  int32_t top_k = 0;
+  float top_p = 1.f;
+  uint64_t seed = 0;
+};
 
 using Attrs = std::variant<NoAttrs, MatMulAttrs, NormAttrs, AttentionAttrs, RopeAttrs, NarrowAttrs,
-                           AxisAttrs, PermuteAttrs, ShapeAttrs, CastAttrs, ReduceAttrs, SwiGluAttrs>;
+                           AxisAttrs, PermuteAttrs, ShapeAttrs, CastAttrs, ReduceAttrs, SwiGluAttrs,
+                           SampleAttrs>;
 
 enum class OpKind : uint8_t {
 #define X(e, n, a) e,
@@ -148,6 +157,15 @@ class Graph {
   // several NaNs give the lowest index, and a NaN counts as larger than any
   // number (torch.argmax / numpy.argmax).
   ValueId argmax(ValueId x);
+  // i32 [...]: a token index drawn from softmax(x / temperature) along x's
+  // last dim, limited to the top_k largest values (ties at the k-th all
+  // kept) and then to the most likely ones whose mass first reaches top_p.
+  // The uniform of row r is a hash of (seed, positions[r]) (positions: i32
+  // shaped like x without its last dim, read at run time), so a replayed
+  // graph draws anew when its positions advance. NaN counts as -inf; a row
+  // whose largest value is not finite gives the lowest index holding it.
+  // The exact definition: src/thunks/sample_math.h.
+  ValueId sample(ValueId x, ValueId positions, const SampleAttrs& a);
 
   void output(const std::string& name, ValueId v);
   // The state `state` takes `value` (same shape and dtype) at the end of each

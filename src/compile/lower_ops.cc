@@ -330,6 +330,21 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.dtype = V(0).dtype;
       return emit(p);
     }
+    case OpKind::Sample: {
+      const auto& at = std::get<SampleAttrs>(n.attrs);
+      SampleParams p{};
+      p.x = addr(n.inputs[0]);
+      p.positions = addr(n.inputs[1]);
+      p.out = addr(n.outputs[0]);
+      p.cols = V(0).shape.back();
+      p.rows = numel(V(0).shape) / p.cols;
+      p.seed = at.seed;
+      p.temperature = at.temperature;
+      p.top_p = at.top_p;
+      p.top_k = at.top_k;
+      p.dtype = V(0).dtype;
+      return emit(p);
+    }
     case OpKind::Input:
     case OpKind::Param:
     case OpKind::Constant:

@@ -195,6 +195,9 @@ ValueId Graph::kv_write(ValueId cache, ValueId rows, ValueId pos) {
   return add_node(OpKind::KvWrite, {cache, rows, pos}, NoAttrs{})[0];
 }
 ValueId Graph::argmax(ValueId x) { return add_node(OpKind::Argmax, {x}, NoAttrs{})[0]; }
+ValueId Graph::sample(ValueId x, ValueId positions, const SampleAttrs& a) {
+  return add_node(OpKind::Sample, {x, positions}, a)[0];
+}
 ValueId Graph::rope(ValueId x, ValueId positions, const RopeAttrs& a) {
   return add_node(OpKind::Rope, {x, positions}, a)[0];
 }

@@ -1,5 +1,6 @@
 // Output shapes and dtypes of every op; errors name the node and the problem.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "rlx/graph.h"
@@ -223,6 +224,23 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       RLX_CHECK(!V(0).shape.empty() && V(0).shape.back() > 0 && V(0).shape.back() <= INT32_MAX,
                 who << ": needs a last dim in [1, 2^31), got " << shape_str(V(0).shape));
       return out(Shape(V(0).shape.begin(), V(0).shape.end() - 1), DType::I32);
+    }
+
+    case OpKind::Sample: {
+      need_inputs(in, 2, 2, who);
+      const auto& at = std::get<SampleAttrs>(attrs);
+      need_float(V(0), who, "input");
+      RLX_CHECK(!V(0).shape.empty() && V(0).shape.back() > 0 && V(0).shape.back() <= INT32_MAX,
+                who << ": needs a last dim in [1, 2^31), got " << shape_str(V(0).shape));
+      const Shape rows(V(0).shape.begin(), V(0).shape.end() - 1);
+      RLX_CHECK(V(1).shape == rows, who << ": positions must be " << shape_str(rows) << ", got "
+                                        << shape_str(V(1).shape));
+      need_dtype(V(1), DType::I32, who, "positions");
+      RLX_CHECK(std::isfinite(at.temperature) && at.temperature > 0.f,
+                who << ": temperature must be finite and > 0 (greedy is argmax), not " << at.temperature);
+      RLX_CHECK(at.top_k >= 0, who << ": top-k must be >= 0, not " << at.top_k);
+      RLX_CHECK(at.top_p > 0.f && at.top_p <= 1.f, who << ": top-p must be in (0, 1], not " << at.top_p);
+      return out(rows, DType::I32);
     }
 
     case OpKind::SwiGlu: {

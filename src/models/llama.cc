@@ -92,7 +92,7 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
 }
 
 Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, int64_t cache_len,
-                        LlamaFeed feed) {
+                        LlamaFeed feed, const SamplingOptions& sampling) {
   RLX_CHECK(is_float(dt), "llama: compute dtype must be f32, f16 or bf16");
   RLX_CHECK(batch > 0 && seq > 0, "llama: batch and seq must be positive");
   RLX_CHECK(seq <= c.max_positions, "llama: seq " << seq << " exceeds the context length " << c.max_positions);
@@ -177,14 +177,20 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   ValueId head = c.tie_embeddings ? embed : param("output.weight", {c.vocab_size, H});
   ValueId logits = g.matmul(x, head, false, true);
   if (cached) {
-    // Greedy choice on the device (a cast to f32 changes no order), and the
-    // position after the last token run: pos + (last_index - b * seq) + 1.
-    ValueId chosen = g.argmax(logits);
-    g.output("next_token", chosen);
-    g.update_state(next_token, g.reshape(chosen, {batch, 1}));
+    // The position after the last token run, pos + (last_index - b * seq) + 1,
+    // is the new token's, and the next token is chosen on the device: greedy
+    // (a cast to f32 changes no order), or drawn with the draw keyed by that
+    // position.
     ValueId step = from_state ? i32_per_batch("one", [](int64_t) { return 1; })
                               : g.add(last, i32_per_batch("one_minus_row_base", [&](int64_t b) { return 1 - b * seq; }));
-    g.update_state(next_pos, g.add(positions, step));
+    ValueId new_pos = g.add(positions, step);
+    ValueId chosen = sampling.temperature > 0.f
+                         ? g.sample(logits, new_pos,
+                                    SampleAttrs{sampling.temperature, sampling.top_k, sampling.top_p, sampling.seed})
+                         : g.argmax(logits);
+    g.output("next_token", chosen);
+    g.update_state(next_token, g.reshape(chosen, {batch, 1}));
+    g.update_state(next_pos, new_pos);
   }
   if (from_state) return g;  // the token is all the host reads
   if (dt != DType::F32) logits = g.cast(logits, DType::F32);

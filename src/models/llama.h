@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "models/sampling.h"
 #include "rlx/graph.h"
 #include "rlx/session.h"
 
@@ -58,9 +59,14 @@ LlamaConfig load_llama_config(const std::string& dir_or_file);
 // next_token i32 [batch]. With feed == State (seq 1) the graph has no inputs
 // at all: it runs next_token at next_pos, so greedy decoding is one run per
 // token with nothing copied in, and it outputs only next_token.
+//
+// `sampling` chooses next_token: greedy (temperature <= 0, the default) is
+// the argmax; with a temperature it is a `sample` node, whose draw is keyed
+// by the seed and the new token's position (next_pos after the run), so the
+// token equals Sampler(sampling).next(logits, that position).
 enum class LlamaFeed { Inputs, State };
 Graph build_llama_graph(const LlamaConfig& cfg, int64_t batch, int64_t seq, DType dt, int64_t cache_len = 0,
-                        LlamaFeed feed = LlamaFeed::Inputs);
+                        LlamaFeed feed = LlamaFeed::Inputs, const SamplingOptions& sampling = {});
 
 // Where a LLaMA's config and weights come from (a GGUF file or a Hugging
 // Face directory), with params named as build_llama_graph names them.

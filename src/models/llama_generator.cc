@@ -30,7 +30,7 @@ nlohmann::json read_json_if_present(const std::filesystem::path& p) {
 
 }  // namespace
 
-LlamaGenerator::LlamaGenerator(const std::string& path, GeneratorOptions o) : o_(o) {
+LlamaGenerator::LlamaGenerator(const std::string& path, GeneratorOptions o) : o_(o), sampler_(o.sampling) {
   namespace fs = std::filesystem;
   if (fs::is_directory(path)) {
     model_ = std::make_unique<LlamaSafetensors>(path);
@@ -89,7 +89,7 @@ void LlamaGenerator::prepare() {
   }
   if (o_.kv_cache) {
     decode_executable();
-    greedy_executable();
+    state_fed_executable();
   }
 }
 
@@ -108,10 +108,11 @@ std::unique_ptr<Executable> LlamaGenerator::compile_graph(int64_t seq, LlamaFeed
     // The largest bucket sizes the arena all graphs share; its length is the cache's.
     const int64_t largest = bucket_for(max_tokens_ ? max_tokens_ : config().max_positions);
     cache_len_ = o_.kv_cache ? largest : 0;
-    share_ = make_arena_share(planned_arena_bytes(build_llama_graph(config(), 1, largest, o_.dtype, cache_len_), co));
+    share_ = make_arena_share(planned_arena_bytes(
+        build_llama_graph(config(), 1, largest, o_.dtype, cache_len_, LlamaFeed::Inputs, o_.sampling), co));
   }
   co.arena_share = share_;
-  Graph g = build_llama_graph(config(), 1, seq, o_.dtype, cache_len_, feed);
+  Graph g = build_llama_graph(config(), 1, seq, o_.dtype, cache_len_, feed, o_.sampling);
   auto exe = compile(g, co);
   if (with_params_) {
     exe->share_params_with(*with_params_);
@@ -134,10 +135,10 @@ Executable& LlamaGenerator::decode_executable() {
   return *decode_;
 }
 
-Executable& LlamaGenerator::greedy_executable() {
+Executable& LlamaGenerator::state_fed_executable() {
   RLX_CHECK(o_.kv_cache, "llama: decoding from state needs the KV cache");
-  if (!greedy_) greedy_ = compile_graph(1, LlamaFeed::State);
-  return *greedy_;
+  if (!state_fed_) state_fed_ = compile_graph(1, LlamaFeed::State);
+  return *state_fed_;
 }
 
 // ids[start..] through a prefill bucket (the cache then holds ids), or with
@@ -201,19 +202,24 @@ std::vector<float> LlamaGenerator::next_logits(const std::vector<int32_t>& ids) 
 }
 
 int32_t LlamaGenerator::next_greedy(const std::vector<int32_t>& ids) {
+  RLX_CHECK(o_.sampling.temperature <= 0.f, "llama: next_greedy on a generator that samples: use next_token");
+  return next_token(ids);
+}
+
+int32_t LlamaGenerator::next_token(const std::vector<int32_t>& ids) {
   const int64_t n = int64_t(ids.size());
   check_length(n);
-  if (!o_.kv_cache) return argmax(prefill(ids, 0).at("logits").to_f32());
+  if (!o_.kv_cache) return sampler_.next(prefill(ids, 0).at("logits").to_f32(), n);
   // The state holds cached_ + [state_token_] at next_pos = cached_.size():
   // ids that are exactly that run from the state, with nothing copied in.
   const int64_t have = int64_t(cached_.size());
   if (state_token_ >= 0 && n == have + 1 && ids.back() == state_token_ && n <= cache_len_ &&
       std::equal(cached_.begin(), cached_.end(), ids.begin())) {
-    Executable& greedy = greedy_executable();
+    Executable& step = state_fed_executable();
     cached_.clear();
     state_token_ = -1;
-    const int32_t next = greedy.run({}).at("next_token").to_i32().at(0);
-    last_device_us_ = greedy.last_device_us();
+    const int32_t next = step.run({}).at("next_token").to_i32().at(0);
+    last_device_us_ = step.last_device_us();
     cached_ = ids;
     state_token_ = next;
     return next;

@@ -6,10 +6,11 @@
 // a seq-1 decode graph; all share one arena, one copy of the weights and the
 // cache. Without it, the whole prefix is recomputed per token.
 //
-// Greedy decoding (next_greedy) advances on the device: every cached run
-// leaves its argmax token and the next position in state, and a token that
-// continues the last run's choice is one run of a decode graph with no inputs
-// (fed from that state), whose only output is the 4-byte token id.
+// Decoding (next_token) advances on the device: every cached run leaves its
+// chosen token (the argmax, or a draw with the options' temperature, top-k,
+// top-p and seed) and the next position in state, and a token that continues
+// the last run's choice is one run of a decode graph with no inputs (fed from
+// that state), whose only output is the 4-byte token id.
 #pragma once
 #include <map>
 #include <memory>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "models/llama.h"
+#include "models/sampling.h"
 #include "rlx/session.h"
 #include "tokenizers/text_tokenizer.h"
 
@@ -28,6 +30,7 @@ struct GeneratorOptions {
   int threads = 0;
   bool kv_cache = true;  // false: recompute the whole prefix for every token
   ExecMode mode = ExecMode::Auto;  // CUDA: per-op launches or one recorded graph per run
+  SamplingOptions sampling;  // how next_token chooses (default greedy)
 };
 
 class LlamaGenerator {
@@ -55,12 +58,15 @@ class LlamaGenerator {
   // that extend the previous call's by one token take one decode step; any
   // other ids are prefilled (after the cached prefix they extend, if any).
   std::vector<float> next_logits(const std::vector<int32_t>& ids);
-  // The greedy (argmax, lowest id on ties) token after ids, equal to
-  // argmax(next_logits(ids)). With the KV cache, when ids are the previous
-  // call's plus the token it returned, this is one run of the state-fed
-  // decode graph (no host->device copy; reads back 4 bytes); otherwise the
-  // ids are prefilled (or take a host-fed decode step) and the token comes
-  // from that run.
+  // The token after ids as the sampling options choose it, equal to
+  // Sampler(options.sampling).next(next_logits(ids), ids.size()) (greedy:
+  // the argmax, lowest id on ties). With the KV cache, when ids are the
+  // previous call's plus the token it returned, this is one run of the
+  // state-fed decode graph (no host->device copy; reads back 4 bytes);
+  // otherwise the ids are prefilled (or take a host-fed decode step) and the
+  // token comes from that run. Without it, the host samples the logits.
+  int32_t next_token(const std::vector<int32_t>& ids);
+  // next_token of a greedy generator (throws if it samples).
   int32_t next_greedy(const std::vector<int32_t>& ids);
   // Length buckets compiled so far (for tests and traces).
   std::vector<int64_t> buckets() const;
@@ -69,11 +75,11 @@ class LlamaGenerator {
   // Device time of the last run (us) where the backend measures it (CUDA
   // under RLX_TRACE=decode), else < 0.
   double last_device_us() const { return last_device_us_; }
-  // Runs of the state-fed greedy decode graph so far.
-  uint64_t device_steps() const { return greedy_ ? greedy_->run_count() : 0; }
+  // Runs of the state-fed decode graph so far.
+  uint64_t device_steps() const { return state_fed_ ? state_fed_->run_count() : 0; }
   // The state-fed decode executable (compiled on first use), for tests that
   // assert how it ran.
-  Executable& greedy_executable();
+  Executable& state_fed_executable();
   // Rows of the KV cache (0 until the first graph is compiled, or without it).
   int64_t cache_len() const { return cache_len_; }
 
@@ -88,6 +94,7 @@ class LlamaGenerator {
   void check_length(int64_t n) const;
 
   GeneratorOptions o_;
+  Sampler sampler_;  // the host's choice where no cached graph runs
   std::unique_ptr<LlamaWeights> model_;
   std::unique_ptr<TextTokenizer> tokenizer_;
   int32_t eos_id_ = -1;
@@ -95,11 +102,11 @@ class LlamaGenerator {
   int64_t max_tokens_ = 0;
   std::shared_ptr<ArenaShare> share_;
   std::map<int64_t, std::unique_ptr<Executable>> exes_;
-  std::unique_ptr<Executable> decode_, greedy_;
+  std::unique_ptr<Executable> decode_, state_fed_;
   Executable* with_params_ = nullptr;
   int64_t cache_len_ = 0;
   std::vector<int32_t> cached_;  // the tokens whose K/V rows the cache holds
-  // The token the state's next_token holds (the last run's argmax; its
+  // The token the state's next_token holds (the last run's choice; its
   // next_pos is cached_.size()), or -1 when unknown.
   int32_t state_token_ = -1;
   double last_device_us_ = -1;

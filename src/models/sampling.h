@@ -1,27 +1,30 @@
 // Choosing the next token from logits on the host: greedy argmax, or
-// temperature / top-k / top-p sampling from a seeded generator.
+// temperature / top-k / top-p sampling as src/thunks/sample_math.h defines it
+// (the definition the device's sample thunk follows, so both pick the same
+// token). The draw is a hash of (seed, position): no generator state.
 #pragma once
 #include <cstdint>
-#include <random>
 #include <vector>
 
 namespace rlx {
 
 struct SamplingOptions {
   float temperature = 0.f;  // <= 0: greedy (argmax, lowest id on ties)
-  int top_k = 0;            // 0: no limit
-  float top_p = 1.f;        // nucleus: the fewest tokens whose probability reaches top_p
+  int top_k = 0;            // 0: no limit; ties at the k-th largest logit are all kept
+  float top_p = 1.f;        // nucleus: the most likely tokens whose probability first reaches top_p
   uint64_t seed = 0;
 };
 
 class Sampler {
  public:
-  explicit Sampler(SamplingOptions o);
-  int32_t next(const std::vector<float>& logits);
+  explicit Sampler(SamplingOptions o);  // throws on options out of range
+  // The token at `position` (the length of the sequence it follows) given
+  // its logits.
+  int32_t next(const std::vector<float>& logits, int64_t position) const;
+  const SamplingOptions& options() const { return o_; }
 
  private:
   SamplingOptions o_;
-  std::mt19937_64 rng_;
 };
 
 int32_t argmax(const std::vector<float>& logits);

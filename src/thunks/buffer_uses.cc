@@ -128,6 +128,12 @@ Uses uses(const ArgmaxParams& p) {
   return {{p.x, bytes(p.rows * p.cols, p.dtype), false}, {p.out, bytes(p.rows, DType::I32), true}};
 }
 
+Uses uses(const SampleParams& p) {
+  return {{p.x, bytes(p.rows * p.cols, p.dtype), false},
+          {p.positions, bytes(p.rows, DType::I32), false},
+          {p.out, bytes(p.rows, DType::I32), true}};
+}
+
 }  // namespace
 
 std::vector<BufferUse> declared_uses(const ThunkParams& p) {

@@ -153,6 +153,18 @@ struct ArgmaxParams {
   DType dtype;
 };
 
+// out[r] = a token drawn from x[r, 0..cols) as src/thunks/sample_math.h
+// defines it, its uniform hashed from (seed, positions[r]) (i32, read at run
+// time). temperature > 0 (greedy is argmax), top_k >= 0, top_p in (0, 1].
+struct SampleParams {
+  uint64_t x, positions, out;
+  int64_t rows, cols;
+  uint64_t seed;
+  float temperature, top_p;
+  int32_t top_k;
+  DType dtype;
+};
+
 #define X(e, n, P)                                                      \
   static_assert(std::is_trivially_copyable_v<P>, #P " must be plain"); \
   static_assert(sizeof(P) <= 512, #P " too large for a kernel argument");

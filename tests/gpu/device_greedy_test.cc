@@ -66,7 +66,7 @@ TEST_P(DeviceGreedyGpu, TokensFromDeviceStateEqualTheHostDrivenPath) {
   // one graph launch per token, recorded once.
   EXPECT_EQ(dev.device_steps(), uint64_t(n - 1));
   EXPECT_EQ(dev.decode_steps(), 0u);
-  Executable& greedy = dev.greedy_executable();
+  Executable& greedy = dev.state_fed_executable();
   test::expect_state_fed_decode_graph(greedy);
   auto& cu = dynamic_cast<cuda::CudaExecutable&>(greedy.backend());
   EXPECT_EQ(cu.mode(), mode);

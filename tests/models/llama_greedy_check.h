@@ -37,9 +37,31 @@ inline GreedyPaths run_greedy_paths(LlamaGenerator& host, LlamaGenerator& device
   return r;
 }
 
-// The state-fed decode graph: no inputs, one 4-byte output, and the two
-// state updates (token and position) after everything else.
-inline void expect_state_fed_decode_graph(Executable& greedy) {
+// As run_greedy_paths for a sampling device generator: the host path draws
+// with Sampler(o) from the logits at position ids.size(), the device path is
+// next_token.
+inline GreedyPaths run_sampled_paths(LlamaGenerator& host, LlamaGenerator& device, const std::vector<int32_t>& prompt,
+                                     int n, const SamplingOptions& o) {
+  GreedyPaths r;
+  const Sampler sampler(o);
+  std::vector<int32_t> ids = prompt;
+  for (int i = 0; i < n; ++i) {
+    r.host_logits.push_back(host.next_logits(ids));
+    r.host.push_back(sampler.next(r.host_logits.back(), int64_t(ids.size())));
+    ids.push_back(r.host.back());
+  }
+  ids = prompt;
+  for (int i = 0; i < n; ++i) {
+    r.device.push_back(device.next_token(ids));
+    ids.push_back(r.device.back());
+  }
+  return r;
+}
+
+// The state-fed decode graph: no inputs, one 4-byte output, the token chosen
+// by one `chooser` thunk (argmax or sample), and the two state updates
+// (token and position) after everything else.
+inline void expect_state_fed_decode_graph(Executable& greedy, const std::string& chooser = "argmax") {
   const Schedule& s = greedy.schedule();
   EXPECT_TRUE(s.input_bindings.empty()) << "the state-fed decode step copies nothing in";
   ASSERT_EQ(s.output_bindings.size(), 1u);
@@ -49,7 +71,9 @@ inline void expect_state_fed_decode_graph(Executable& greedy) {
   EXPECT_EQ(s.state_updates[0].state, "next_token");
   EXPECT_EQ(s.state_updates[1].state, "next_pos");
   EXPECT_EQ(s.state_updates[1].thunk, int32_t(s.thunks.size()) - 1);
-  EXPECT_EQ(greedy.report().thunk_histogram.count("argmax"), 1u);
+  const auto& h = greedy.report().thunk_histogram;
+  EXPECT_EQ(h.count(chooser) ? h.at(chooser) : 0, 1) << "one " << chooser << " thunk";
+  EXPECT_EQ(h.count("argmax") + h.count("sample"), 1u) << "one way to choose";
 }
 
 }  // namespace rlx::test

@@ -37,8 +37,8 @@ TEST(DeviceGreedy, TinyLlamaTokensEqualTheHostDrivenPath) {
   // The prompt prefilled, every later token from device state, none host-fed.
   EXPECT_EQ(dev.device_steps(), uint64_t(n));  // n + 1 calls: one prefill, n state-fed runs
   EXPECT_EQ(dev.decode_steps(), 0u);
-  test::expect_state_fed_decode_graph(dev.greedy_executable());
-  EXPECT_EQ(dev.greedy_executable().run_count(), uint64_t(n));
+  test::expect_state_fed_decode_graph(dev.state_fed_executable());
+  EXPECT_EQ(dev.state_fed_executable().run_count(), uint64_t(n));
 }
 
 // The host-fed and state-fed paths interleave: logits after device steps
