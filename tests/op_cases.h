@@ -320,6 +320,13 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
       {"matmul_gemv_one_row_bias_gelu", 1, 1, 77, 264, false, true, true, false, Activation::Gelu},
       {"matmul_gemv_3_rows_silu", 1, 3, 129, 40, false, true, false, false, Activation::Silu},
       {"matmul_gemv_8_rows_batched", 2, 8, 33, 1032, false, true, false, false, Activation::None},
+      // Many rows against a [n, k] weight with n and k whole 16-byte chunks:
+      // the shapes the CUDA backend may give to its CUTLASS GEMM on Hopper.
+      // Partial tiles in m, n and k (tiles are 128 x 128 or 256, k 64).
+      {"matmul_cutlass_bias_gelu", 1, 200, 264, 136, false, true, true, false, Activation::Gelu},
+      {"matmul_cutlass_bias_gelu_130_rows", 1, 130, 72, 200, false, true, true, false, Activation::Gelu},
+      {"matmul_cutlass_gelu_no_bias", 1, 136, 40, 64, false, true, false, false, Activation::Gelu},
+      {"matmul_cutlass_bias_only", 1, 64, 520, 32, false, true, true, false, Activation::None},
   };
   uint64_t seed = 200;
   for (const MatMulCase& mm : mms) cases.push_back(matmul_case(mm, seed += 10));

@@ -9,6 +9,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/cuda_executable.h"
 #include "backends/cuda/matmul.h"
+#include "backends/cuda/matmul_cutlass.h"
 #include "op_cases.h"
 
 namespace rlx::test {
@@ -113,6 +114,62 @@ TEST(OpCasesGpu, FewRowProductsOnBothPaths) {
   }
   unsetenv("RLX_MATMUL");
   EXPECT_EQ(cases, 3);
+}
+
+// The CUTLASS-shaped products: RLX_MATMUL=cutlass must plan the CUTLASS GEMM
+// in f16 and bf16 (on Hopper, where rlx was built with it) and match the
+// reference in both modes and on a second set of inputs; f32, and every
+// product it does not apply to, stay on cuBLASLt (or gemv).
+TEST(OpCasesGpu, CutlassProductsWhenForced) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
+  if (!cuda::cutlass_gemm_available())
+    GTEST_SKIP() << "no CUTLASS GEMM: rlx built without it, or the device is not compute capability 9.0";
+  setenv("RLX_MATMUL", "cutlass", 1);
+  int cases = 0;
+  for (const OpCase& oc : op_cases()) {
+    if (oc.thunk != "matmul") continue;
+    const bool shaped = oc.name.rfind("matmul_cutlass", 0) == 0;
+    cases += shaped;
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      const bool want = shaped && dt != DType::F32;
+      for (ExecMode mode : {ExecMode::PerOp, ExecMode::Graph}) {
+        const std::string what = oc.name + " " + std::string(dtype_name(dt)) +
+                                 (mode == ExecMode::Graph ? " graph" : " perop") + " RLX_MATMUL=cutlass";
+        const auto before = cuda::matmul_path_counts();
+        const OpGraph first = oc.build(dt);
+        CompileOptions o;
+        o.fuse = false;
+        o.device = Device::Cuda;
+        o.mode = mode;
+        auto exe = compile(first.graph, o);
+        const auto after = cuda::matmul_path_counts();
+        EXPECT_EQ(after.cutlass - before.cutlass, want ? 1 : 0) << what;
+        EXPECT_EQ(after.cublas + after.gemv - before.cublas - before.gemv, want ? 0 : 1) << what;
+        for (int round = 0; round < 2; ++round) {
+          const OpGraph c = round == 0 ? first : reversed_inputs(first);
+          for (const Binding& b : exe->schedule().output_bindings)
+            exe->backend().write_binding(b, nan_bytes(size_t(numel(b.shape)), b.dtype).data());
+          auto got = exe->run(feeds(c));
+          for (const auto& [name, ref] : reference_of(oc, c.inputs, dt))
+            expect_case_close(oc, dt, got.at(name).to_f32(), ref, what + " round " + std::to_string(round) + " " + name);
+        }
+        expect_path(dynamic_cast<cuda::CudaExecutable&>(exe->backend()), exe->schedule(), mode, 2, what);
+      }
+    }
+  }
+  // Forced off, the same shapes stay on cuBLASLt.
+  setenv("RLX_MATMUL", "cublas", 1);
+  for (const OpCase& oc : op_cases()) {
+    if (oc.name.rfind("matmul_cutlass", 0) != 0) continue;
+    const auto before = cuda::matmul_path_counts();
+    CompileOptions o;
+    o.fuse = false;
+    o.device = Device::Cuda;
+    auto exe = compile(oc.build(DType::F16).graph, o);
+    EXPECT_EQ(cuda::matmul_path_counts().cutlass, before.cutlass) << oc.name << " RLX_MATMUL=cublas";
+  }
+  unsetenv("RLX_MATMUL");
+  EXPECT_EQ(cases, 4);
 }
 
 }  // namespace

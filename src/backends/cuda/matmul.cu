@@ -74,22 +74,26 @@ void set_layout(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr, 
 
 constexpr int kCandidates = 8;
 
-std::atomic<int> g_cublas_plans{0}, g_gemv_plans{0};
+std::atomic<int> g_cublas_plans{0}, g_gemv_plans{0}, g_cutlass_plans{0};
 
 // RLX_MATMUL=gemv takes rlx's matrix-vector kernel wherever it applies,
-// =cublas never; unset, the faster of the two at initialize.
-enum class MatMulChoice { Auto, Gemv, Cublas };
+// =cutlass the CUTLASS GEMM wherever it applies, =cublas neither; unset, the
+// fastest at initialize.
+enum class MatMulChoice { Auto, Gemv, Cutlass, Cublas };
 MatMulChoice matmul_choice() {
   const char* e = std::getenv("RLX_MATMUL");
   if (!e || !*e || std::strcmp(e, "auto") == 0) return MatMulChoice::Auto;
   if (std::strcmp(e, "gemv") == 0) return MatMulChoice::Gemv;
+  if (std::strcmp(e, "cutlass") == 0) return MatMulChoice::Cutlass;
   if (std::strcmp(e, "cublas") == 0) return MatMulChoice::Cublas;
-  throw Error(std::string("RLX_MATMUL must be auto, gemv or cublas, not '") + e + "'");
+  throw Error(std::string("RLX_MATMUL must be auto, gemv, cutlass or cublas, not '") + e + "'");
 }
 
 }  // namespace
 
-MatMulPathCounts matmul_path_counts() { return {g_cublas_plans.load(), g_gemv_plans.load()}; }
+MatMulPathCounts matmul_path_counts() {
+  return {g_cublas_plans.load(), g_gemv_plans.load(), g_cutlass_plans.load()};
+}
 
 MatMulPlan::MatMulPlan(cublasLtHandle_t lt, const MatMulParams& p, uint8_t* arena, void* workspace,
                        size_t workspace_bytes, const std::string& label, bool allow_tf32)
@@ -163,20 +167,26 @@ MatMulPlan::MatMulPlan(cublasLtHandle_t lt, const MatMulParams& p, uint8_t* aren
                            " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) + ")");
   algo_ = results[0].algo;
   const MatMulChoice choice = matmul_choice();
-  const bool gemv_ok = choice != MatMulChoice::Cublas && gemv_eligible(p, arena);
-  if (found > 1 || (gemv_ok && choice == MatMulChoice::Auto)) choose_fastest(arena, results, found, what, gemv_ok);
+  const bool gemv_ok = (choice == MatMulChoice::Auto || choice == MatMulChoice::Gemv) && gemv_eligible(p, arena);
+  const bool cutlass_ok =
+      (choice == MatMulChoice::Auto || choice == MatMulChoice::Cutlass) && cutlass_gemm_eligible(p, arena);
+  // Forced, CUTLASS is still timed: that picks its tile configuration.
+  if (found > 1 || (gemv_ok && choice == MatMulChoice::Auto) || cutlass_ok)
+    choose_fastest(arena, results, found, what, gemv_ok, cutlass_ok);
   use_gemv_ = gemv_ok && (choice == MatMulChoice::Gemv || gemv_faster_);
-  (use_gemv_ ? g_gemv_plans : g_cublas_plans).fetch_add(1);
+  if (use_gemv_ || !(choice == MatMulChoice::Cutlass || cutlass_faster_)) cutlass_.reset();
+  (use_gemv_ ? g_gemv_plans : cutlass_ ? g_cutlass_plans : g_cublas_plans).fetch_add(1);
 }
 
 // The heuristic's first choice is often not the fastest for small M: time
 // each candidate on the real arena buffers (initialize runs before any run)
-// and keep the fastest; where rlx's matrix-vector kernel applies, it is timed
-// against the best of them, the separate activation kernel included. The
-// output region is poisoned again afterwards, so a product that later fails
-// to write still shows as NaN.
+// and keep the fastest; where rlx's matrix-vector kernel or the CUTLASS GEMM
+// (each of its configurations) applies, it is timed against the best of
+// them, the separate activation kernel included. The output region is
+// poisoned again afterwards, so a product that later fails to write still
+// shows as NaN.
 void MatMulPlan::choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicResult_t* results, int found,
-                                const std::string& what, bool try_gemv) {
+                                const std::string& what, bool try_gemv, bool try_cutlass) {
   constexpr int kRuns = 8;
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
@@ -216,20 +226,29 @@ void MatMulPlan::choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicRes
       algo_ = results[i].algo;
     }
   }
-  float with_activation = best, gemv = NAN;
-  if (try_gemv) {
-    const LaunchContext ctx{arena, stream, what.c_str()};
-    with_activation = time_runs([&] { execute_cublas(ctx); return true; });
-    gemv = time_runs([&] { run_gemv(p_, ctx); return true; });
-    gemv_faster_ = gemv < with_activation;
+  float with_activation = best, gemv = NAN, cutlass = NAN;
+  const LaunchContext ctx{arena, stream, what.c_str()};
+  if (try_gemv || try_cutlass) with_activation = time_runs([&] { execute_cublas(ctx); return true; });
+  if (try_gemv) gemv = time_runs([&] { run_gemv(p_, ctx); return true; });
+  for (int config = 0; try_cutlass && config < CutlassGemm::kConfigs; ++config) {
+    auto g = std::make_unique<CutlassGemm>(p_, arena, config);
+    const float ms = time_runs([&] { g->run(ctx); return true; });
+    if (!cutlass_ || ms < cutlass) {
+      cutlass = ms;
+      cutlass_ = std::move(g);
+    }
   }
+  // At most one of the two wins (NaN, where not timed, loses every comparison).
+  gemv_faster_ = gemv < with_activation && !(cutlass < gemv);
+  cutlass_faster_ = cutlass < with_activation && !(gemv <= cutlass);
   const char* trace = std::getenv("RLX_TRACE");
   if (trace && std::strcmp(trace, "matmul") == 0)
     std::fprintf(stderr,
                  "rlx cuda: %s m=%lld n=%lld k=%lld: %d candidates, first %.2f us, chosen #%d %.2f us; "
-                 "with activation %.2f us, gemv %.2f us\n",
+                 "with activation %.2f us, gemv %.2f us, cutlass %.2f us\n",
                  what.c_str(), (long long)p_.m, (long long)p_.n, (long long)p_.k, found, 1000.0 * first / kRuns,
-                 chosen, 1000.0 * best / kRuns, 1000.0 * with_activation / kRuns, 1000.0 * gemv / kRuns);
+                 chosen, 1000.0 * best / kRuns, 1000.0 * with_activation / kRuns, 1000.0 * gemv / kRuns,
+                 1000.0 * cutlass / kRuns);
   // The whole extent, gaps between rows included: at initialize nothing but
   // constants holds data, and no product writes over a constant.
   const int64_t es = int64_t(dtype_size(p_.dtype));
@@ -250,6 +269,7 @@ MatMulPlan::~MatMulPlan() {
 
 void MatMulPlan::execute(const LaunchContext& ctx) const {
   if (use_gemv_) run_gemv(p_, ctx);
+  else if (cutlass_) cutlass_->run(ctx);
   else execute_cublas(ctx);
 }
 

@@ -1,15 +1,18 @@
 // Matrix products through cuBLASLt or, for few rows, rlx's matrix-vector
-// kernel (gemv.h). Everything cuBLASLt needs (descriptors, layouts, the
+// kernel (gemv.h), or on Hopper a CUTLASS GEMM with erf-GELU in its epilogue
+// (matmul_cutlass.h). Everything cuBLASLt needs (descriptors, layouts, the
 // algorithm) is chosen once here, at initialize, the algorithm by timing the
-// heuristic's candidates and the matrix-vector kernel where it applies;
+// heuristic's candidates and the other kernels where they apply;
 // execute only enqueues the chosen product and, where no cuBLASLt epilogue
 // fits, an activation kernel.
 #pragma once
 #include <cublasLt.h>
 
+#include <memory>
 #include <string>
 
 #include "backends/cuda/launch_context.h"
+#include "backends/cuda/matmul_cutlass.h"
 #include "thunks/params.h"
 
 namespace rlx::cuda {
@@ -24,12 +27,12 @@ class MatMulPlan {
   MatMulPlan& operator=(const MatMulPlan&) = delete;
 
   void execute(const LaunchContext& ctx) const;
-  bool activation_in_epilogue() const { return use_gemv_ || !separate_activation_; }
+  bool activation_in_epilogue() const { return use_gemv_ || cutlass_ || !separate_activation_; }
   bool uses_gemv() const { return use_gemv_; }
 
  private:
   void choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicResult_t* results, int found,
-                      const std::string& what, bool try_gemv);
+                      const std::string& what, bool try_gemv, bool try_cutlass);
   void execute_cublas(const LaunchContext& ctx) const;
 
   cublasLtHandle_t lt_;
@@ -41,11 +44,13 @@ class MatMulPlan {
   cublasLtMatmulAlgo_t algo_{};
   bool separate_activation_ = false;
   bool gemv_faster_ = false, use_gemv_ = false;
+  std::unique_ptr<CutlassGemm> cutlass_;  // set only where it runs
+  bool cutlass_faster_ = false;
 };
 
 // Plans made so far per path, for tests that assert which one ran.
 struct MatMulPathCounts {
-  int cublas = 0, gemv = 0;
+  int cublas = 0, gemv = 0, cutlass = 0;
 };
 MatMulPathCounts matmul_path_counts();
 
