@@ -335,14 +335,18 @@ TEST_P(ThunkKernels, AttentionOdd77Padding) { attention_case(*this, dt(), {3, 77
 TEST_P(ThunkKernels, AttentionGqa6to2Causal129) { attention_case(*this, dt(), {2, 129, 129, 6, 2, 64, MaskKind::Causal, false}); }
 TEST_P(ThunkKernels, AttentionGqa32to4Causal130) { attention_case(*this, dt(), {1, 130, 130, 32, 4, 128, MaskKind::Causal, false}); }
 TEST_P(ThunkKernels, AttentionCausal513) { attention_case(*this, dt(), {1, 513, 513, 4, 2, 64, MaskKind::Causal, false}); }
-TEST_P(ThunkKernels, AttentionDecodeRowGqa32to4) { attention_case(*this, dt(), {2, 1, 300, 32, 4, 128, MaskKind::Causal, false, false, "decode"}); }
+// f32 rows over 256 bytes (head_dim > 64) do not fit a lane's registers: lanes split head_dim.
+const char* decode_variant(DType dt, int d) { return dt == DType::F32 && d > 64 ? "decode_wide" : "decode"; }
+TEST_P(ThunkKernels, AttentionDecodeRowGqa32to4) {
+  attention_case(*this, dt(), {2, 1, 300, 32, 4, 128, MaskKind::Causal, false, false, decode_variant(dt(), 128)});
+}
 // One query row (a decode step): warps split the keys, merged at the end;
 // a key per lane where K rows are whole 16-byte chunks and head_dim <= 128
 // ("decode"): padding over many keys, a head_dim that leaves lanes idle, the
 // LLaMA shapes; lanes split head_dim otherwise ("decode_wide"): 256 wide
 // heads, a head_dim of odd chunks.
 TEST_P(ThunkKernels, AttentionDecodeRowPadding1500Dim80) {
-  attention_case(*this, dt(), {3, 1, 1500, 6, 2, 80, MaskKind::Padding, false, false, "decode"});
+  attention_case(*this, dt(), {3, 1, 1500, 6, 2, 80, MaskKind::Padding, false, false, decode_variant(dt(), 80)});
 }
 TEST_P(ThunkKernels, AttentionDecodeRowDim256FewKeys) {
   attention_case(*this, dt(), {2, 1, 37, 4, 4, 256, MaskKind::None, false, false, "decode_wide"});

@@ -541,13 +541,32 @@ __global__ void __launch_bounds__(kRowWarps * 32) attention_decode_rows_kernel(c
   for (int64_t j0 = int64_t(warp) * 32; j0 < kv_end; j0 += int64_t(kRowWarps) * 32) {
     const int64_t j = j0 + lane;
     const bool ok = j < kv_end && (!mask || mask[j] != 0);
-    float s = -INFINITY;
+    // Rows past the valid keys are still inside the buffer (j < skv) unless
+    // past kv_end's tile: stop there. Masked rows weigh 0.
+    const int n = int(min(int64_t(32), kv_end - j0));
+    // This lane's key row and the tile's first VU value rows go out together:
+    // one round trip for both.
+    uint4 kc[DMAX / ve];
     if (ok) {
       const uint4* kr = reinterpret_cast<const uint4*>(k + j * p.k_stride);
-      uint4 kc[DMAX / ve];
 #pragma unroll
       for (int c = 0; c < DMAX / ve; ++c)
         if (c < chunks) kc[c] = __ldg(kr + c);
+    }
+    constexpr int VU = DMAX <= 64 ? 16 : 8;  // value rows in registers at a time
+    float vf[VU][DPL];
+    auto load_values = [&](int i0) {
+#pragma unroll
+      for (int i = 0; i < VU; ++i)
+#pragma unroll
+        for (int t = 0; t < DPL; ++t) {
+          const int d = lane + 32 * t;
+          vf[i][t] = i0 + i < n && d < D ? to_f32(v[(j0 + i0 + i) * p.v_stride + d]) : 0.f;
+        }
+    };
+    load_values(0);
+    float s = -INFINITY;
+    if (ok) {
       float dot = 0.f;
 #pragma unroll
       for (int c = 0; c < DMAX / ve; ++c) {
@@ -567,25 +586,14 @@ __global__ void __launch_bounds__(kRowWarps * 32) attention_decode_rows_kernel(c
 #pragma unroll
     for (int t = 0; t < DPL; ++t) acc[t] *= corr;
     m = m_new;
-    // Rows past the valid keys are still inside the buffer (j < skv) unless
-    // past kv_end's tile: stop there. Masked rows weigh 0.
-    const int n = int(min(int64_t(32), kv_end - j0));
-    constexpr int VU = 16 / DPL;  // value rows in flight: 16 floats a lane
     for (int i0 = 0; i0 < n; i0 += VU) {
-      float vf[VU][DPL], pi[VU];
+      if (i0 > 0) load_values(i0);
 #pragma unroll
       for (int i = 0; i < VU; ++i) {
-        pi[i] = __shfl_sync(0xffffffffu, pj, (i0 + i) & 31);
+        const float pi = __shfl_sync(0xffffffffu, pj, (i0 + i) & 31);
 #pragma unroll
-        for (int t = 0; t < DPL; ++t) {
-          const int d = lane + 32 * t;
-          vf[i][t] = i0 + i < n && d < D ? to_f32(v[(j0 + i0 + i) * p.v_stride + d]) : 0.f;
-        }
+        for (int t = 0; t < DPL; ++t) acc[t] = fmaf(i0 + i < n ? pi : 0.f, vf[i][t], acc[t]);
       }
-#pragma unroll
-      for (int i = 0; i < VU; ++i)
-#pragma unroll
-        for (int t = 0; t < DPL; ++t) acc[t] = fmaf(i0 + i < n ? pi[i] : 0.f, vf[i][t], acc[t]);
     }
   }
   if (lane == 0) {

@@ -9,6 +9,7 @@
 namespace rlx::cuda {
 
 constexpr int64_t kGemvMaxRows = 8;
+constexpr int64_t kGemvAlwaysRows = 4;  // taken without timing up to here (MatMulPlan)
 
 // x [m, k] times W [n, k]^T (trans_b, row-major) with m <= kGemvMaxRows,
 // rows of whole, 16-byte aligned chunks; bias and any activation fused.

@@ -168,12 +168,18 @@ MatMulPlan::MatMulPlan(cublasLtHandle_t lt, const MatMulParams& p, uint8_t* aren
   algo_ = results[0].algo;
   const MatMulChoice choice = matmul_choice();
   const bool gemv_ok = (choice == MatMulChoice::Auto || choice == MatMulChoice::Gemv) && gemv_eligible(p, arena);
-  const bool cutlass_ok =
-      (choice == MatMulChoice::Auto || choice == MatMulChoice::Cutlass) && cutlass_gemm_eligible(p, arena);
+  // Up to kGemvAlwaysRows rows the matrix-vector kernel is taken without
+  // timing (it measured faster at every decode shape): a choice by timing
+  // could differ between two executables of one model (prefill-fed and
+  // state-fed decode graphs) and with it the last bits of their logits.
+  const bool gemv_always = gemv_ok && p.m <= kGemvAlwaysRows;
+  // CUTLASS's 128-row tiles only pay from a few dozen rows on.
+  const bool cutlass_ok = (choice == MatMulChoice::Cutlass || (choice == MatMulChoice::Auto && p.m >= 64)) &&
+                          cutlass_gemm_eligible(p, arena);
   // Forced, CUTLASS is still timed: that picks its tile configuration.
-  if (found > 1 || (gemv_ok && choice == MatMulChoice::Auto) || cutlass_ok)
+  if (!gemv_always && (found > 1 || (gemv_ok && choice == MatMulChoice::Auto) || cutlass_ok))
     choose_fastest(arena, results, found, what, gemv_ok, cutlass_ok);
-  use_gemv_ = gemv_ok && (choice == MatMulChoice::Gemv || gemv_faster_);
+  use_gemv_ = gemv_ok && (gemv_always || choice == MatMulChoice::Gemv || gemv_faster_);
   if (use_gemv_ || !(choice == MatMulChoice::Cutlass || cutlass_faster_)) cutlass_.reset();
   (use_gemv_ ? g_gemv_plans : cutlass_ ? g_cutlass_plans : g_cublas_plans).fetch_add(1);
 }
