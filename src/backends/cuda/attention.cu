@@ -7,7 +7,8 @@
 // One query row per batch (a decode step) takes a decode kernel: one block
 // per (head, batch) whose warps split the keys and are merged at the end;
 // with 16-byte K rows and head_dim <= 128 each lane scores its own key
-// ("decode"), otherwise lanes split head_dim ("decode_wide").
+// ("decode"; caches of 256 rows or more split each head's keys over a
+// cluster of 8 blocks), otherwise lanes split head_dim ("decode_wide").
 //
 // The general kernel serves the rest: one block per (query tile, head,
 // batch); key/value tiles are staged in shared memory and folded in with an
@@ -19,6 +20,7 @@
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/kernels.h"
 
+#include <cooperative_groups.h>
 #include <type_traits>
 
 namespace rlx::cuda {
@@ -507,17 +509,30 @@ bool use_decode_path(const AttentionParams& p) { return p.sq == 1; }
 // with lanes splitting head_dim. Per 32 keys that is one round trip for K,
 // one for V and two warp reductions, against one reduction per key when
 // lanes split head_dim.
+//
+// Long caches split each head's keys over a cluster of kSplitBlocks blocks
+// (SPLIT > 1): each block folds its share, then the first block of the
+// cluster merges the others' partial results straight from their shared
+// memory, so the split costs no second kernel and no scratch buffer, and a
+// layer's 32 heads keep 256 blocks busy instead of 32.
 constexpr int kRowWarps = 16;
+constexpr int kSplitBlocks = 8, kSplitWarps = 4;
+constexpr int64_t kSplitMinKeys = 256;  // a cache this long is split
 
-template <class T, int DMAX>
-__global__ void __launch_bounds__(kRowWarps * 32) attention_decode_rows_kernel(const AttentionParams p, uint8_t* arena) {
+template <int SPLIT>
+constexpr int decode_warps() { return SPLIT > 1 ? kSplitWarps : kRowWarps; }
+
+template <class T, int DMAX, int SPLIT>
+__global__ void __launch_bounds__(decode_warps<SPLIT>() * 32) attention_decode_rows_kernel(const AttentionParams p,
+                                                                                         uint8_t* arena) {
   pdl_entry();
-  constexpr int ve = kChunkElems<T>, DPL = DMAX / 32;
+  constexpr int ve = kChunkElems<T>, DPL = DMAX / 32, W = decode_warps<SPLIT>();
   __shared__ float q_s[DMAX];
-  __shared__ float w_m[kRowWarps], w_l[kRowWarps];
-  __shared__ float w_acc[kRowWarps][DMAX];
+  __shared__ float w_m[W], w_l[W];
+  __shared__ float w_acc[W][DMAX];
+  __shared__ float b_m, b_l, b_acc[DMAX];  // this block's share, for the cluster merge
   const int D = p.head_dim, chunks = D / ve;
-  const int h = blockIdx.x;
+  const int h = blockIdx.x / SPLIT, rank = blockIdx.x % SPLIT;
   const int64_t b = blockIdx.y;
   const int kvh = h / (p.q_heads / p.kv_heads);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -538,12 +553,15 @@ __global__ void __launch_bounds__(kRowWarps * 32) attention_decode_rows_kernel(c
   float m = -INFINITY, l = 0.f, acc[DPL];
 #pragma unroll
   for (int t = 0; t < DPL; ++t) acc[t] = 0.f;
-  for (int64_t j0 = int64_t(warp) * 32; j0 < kv_end; j0 += int64_t(kRowWarps) * 32) {
+  // This block's keys: [lo, hi), whole tiles of 32 except at the end.
+  const int64_t share = ((kv_end + SPLIT - 1) / SPLIT + 31) / 32 * 32;
+  const int64_t lo = rank * share, hi = min(kv_end, lo + share);
+  for (int64_t j0 = lo + int64_t(warp) * 32; j0 < hi; j0 += int64_t(W) * 32) {
     const int64_t j = j0 + lane;
-    const bool ok = j < kv_end && (!mask || mask[j] != 0);
+    const bool ok = j < hi && (!mask || mask[j] != 0);
     // Rows past the valid keys are still inside the buffer (j < skv) unless
-    // past kv_end's tile: stop there. Masked rows weigh 0.
-    const int n = int(min(int64_t(32), kv_end - j0));
+    // past hi's tile: stop there. Masked rows weigh 0.
+    const int n = int(min(int64_t(32), hi - j0));
     // This lane's key row and the tile's first VU value rows go out together:
     // one round trip for both.
     uint4 kc[DMAX / ve];
@@ -603,18 +621,49 @@ __global__ void __launch_bounds__(kRowWarps * 32) attention_decode_rows_kernel(c
 #pragma unroll
   for (int t = 0; t < DPL; ++t) w_acc[warp][lane + 32 * t] = acc[t];
   __syncthreads();
+  T* out = at<T>(arena, p.out) + (b * p.q_heads + h) * D;
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float mx = -INFINITY;
-    for (int w = 0; w < kRowWarps; ++w) mx = fmaxf(mx, w_m[w]);
+    for (int w = 0; w < W; ++w) mx = fmaxf(mx, w_m[w]);
     float sum = 0.f, o = 0.f;
     if (mx != -INFINITY)
-      for (int w = 0; w < kRowWarps; ++w) {
+      for (int w = 0; w < W; ++w) {
         if (w_m[w] == -INFINITY) continue;  // that warp saw no valid key
         const float c = expf(w_m[w] - mx);
         sum += w_l[w] * c;
         o += w_acc[w][d] * c;
       }
-    at<T>(arena, p.out)[(b * p.q_heads + h) * D + d] = from_f32<T>(sum > 0.f ? o / sum : 0.f);  // all masked -> 0
+    if constexpr (SPLIT == 1) {
+      out[d] = from_f32<T>(sum > 0.f ? o / sum : 0.f);  // all masked -> 0
+    } else {
+      b_acc[d] = o;
+      if (d == 0) {
+        b_m = mx;
+        b_l = sum;
+      }
+    }
+  }
+  if constexpr (SPLIT > 1) {
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();  // every block's share is in its shared memory
+    if (cluster.block_rank() == 0) {
+      for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float mx = -INFINITY;
+        for (int r = 0; r < SPLIT; ++r) mx = fmaxf(mx, *cluster.map_shared_rank(&b_m, r));
+        float sum = 0.f, o = 0.f;
+        if (mx != -INFINITY)
+          for (int r = 0; r < SPLIT; ++r) {
+            const float m_r = *cluster.map_shared_rank(&b_m, r);
+            if (m_r == -INFINITY) continue;  // that block saw no valid key
+            const float c = expf(m_r - mx);
+            sum += *cluster.map_shared_rank(&b_l, r) * c;
+            o += cluster.map_shared_rank(b_acc, r)[d] * c;
+          }
+        out[d] = from_f32<T>(sum > 0.f ? o / sum : 0.f);  // all masked -> 0
+      }
+    }
+    cluster.sync();  // the others' shared memory stays until the first block has read it
   }
 }
 
@@ -631,9 +680,18 @@ template <class T>
 void launch_decode(const AttentionParams& p, const LaunchContext& ctx) {
   const dim3 grid(unsigned(p.q_heads), unsigned(p.batch));
   if (use_decode_rows(p, ctx.arena)) {
+    if (p.skv >= kSplitMinKeys && clusters_available()) {
+      const dim3 split(unsigned(p.q_heads * kSplitBlocks), unsigned(p.batch));
+      if constexpr (sizeof(T) == 2)
+        if (p.head_dim > 64)
+          return launch(attention_decode_rows_kernel<T, 128, kSplitBlocks>, split, kSplitWarps * 32, 0, ctx, p,
+                        kSplitBlocks);
+      return launch(attention_decode_rows_kernel<T, 64, kSplitBlocks>, split, kSplitWarps * 32, 0, ctx, p,
+                    kSplitBlocks);
+    }
     if constexpr (sizeof(T) == 2)
-      if (p.head_dim > 64) return launch(attention_decode_rows_kernel<T, 128>, grid, kRowWarps * 32, 0, ctx, p);
-    launch(attention_decode_rows_kernel<T, 64>, grid, kRowWarps * 32, 0, ctx, p);
+      if (p.head_dim > 64) return launch(attention_decode_rows_kernel<T, 128, 1>, grid, kRowWarps * 32, 0, ctx, p);
+    launch(attention_decode_rows_kernel<T, 64, 1>, grid, kRowWarps * 32, 0, ctx, p);
   } else if (p.head_dim <= 64) {
     launch(attention_decode_kernel<T, 64>, grid, kDecodeWarps * 32, 0, ctx, p);
   } else if (p.head_dim <= 128) {

@@ -20,21 +20,33 @@
 
 namespace rlx::cuda {
 
-bool pdl_enabled();  // compute capability >= 9.0 and RLX_PDL != 0; decided once
+bool pdl_enabled();         // compute capability >= 9.0 and RLX_PDL != 0; decided once
+bool clusters_available();  // compute capability >= 9.0
 
+// cluster_x > 1 launches thread-block clusters of that many blocks along x
+// (grid.x a multiple of it).
 template <class P>
 void launch(void (*kernel)(P, uint8_t*), dim3 grid, dim3 block, size_t smem,
-            const LaunchContext& ctx, const P& p) {
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
+            const LaunchContext& ctx, const P& p, unsigned cluster_x = 1) {
+  cudaLaunchAttribute attrs[2] = {};
+  unsigned n = 0;
+  if (pdl_enabled()) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster_x > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = cluster_x;
+    attrs[n].val.clusterDim.y = 1;
+    attrs[n++].val.clusterDim.z = 1;
+  }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = ctx.stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  cfg.attrs = attrs;
+  cfg.numAttrs = n;
   cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, p, ctx.arena);
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess)

@@ -1,0 +1,38 @@
+// What launches may use (see launch.cuh), decided once for the current
+// device: programmatic dependent launch and thread-block clusters, both from
+// compute capability 9.0 on (PDL unless RLX_PDL=0).
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "backends/cuda/launch.cuh"
+
+namespace rlx::cuda {
+
+namespace {
+
+bool hopper_or_newer() {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
+  return major >= 9;
+}
+
+}  // namespace
+
+bool pdl_enabled() {
+  static const bool enabled = [] {
+    const char* e = std::getenv("RLX_PDL");
+    if (e && std::strcmp(e, "0") == 0) return false;
+    return hopper_or_newer();
+  }();
+  return enabled;
+}
+
+bool clusters_available() {
+  static const bool available = hopper_or_newer();
+  return available;
+}
+
+}  // namespace rlx::cuda
