@@ -1,6 +1,8 @@
 #include "backends/cuda/matmul.h"
 
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -88,6 +90,18 @@ MatMulChoice matmul_choice() {
   if (std::strcmp(e, "cublas") == 0) return MatMulChoice::Cublas;
   throw Error(std::string("RLX_MATMUL must be auto, gemv, cutlass or cublas, not '") + e + "'");
 }
+
+// What timing chose for a product, kept per process: a product of the same
+// shape, layout, alignment and epilogue in another executable (the prefill
+// and decode graphs of one model, a second session) takes the same kernel
+// without timing again, so the two compute the same bits.
+struct TimedChoice {
+  cublasLtMatmulAlgo_t algo;
+  bool gemv_faster, cutlass_faster;
+  int cutlass_config;
+};
+std::mutex g_choices_mutex;
+std::map<std::string, TimedChoice> g_choices;
 
 }  // namespace
 
@@ -177,8 +191,30 @@ MatMulPlan::MatMulPlan(cublasLtHandle_t lt, const MatMulParams& p, uint8_t* aren
   const bool cutlass_ok = (choice == MatMulChoice::Cutlass || (choice == MatMulChoice::Auto && p.m >= 64)) &&
                           cutlass_gemm_eligible(p, arena);
   // Forced, CUTLASS is still timed: that picks its tile configuration.
-  if (!gemv_always && (found > 1 || (gemv_ok && choice == MatMulChoice::Auto) || cutlass_ok))
-    choose_fastest(arena, results, found, what, gemv_ok, cutlass_ok);
+  if (!gemv_always && (found > 1 || (gemv_ok && choice == MatMulChoice::Auto) || cutlass_ok)) {
+    int device = 0;
+    check(cudaGetDevice(&device), what);
+    const uint32_t align_bias = has_bias ? alignment_of(arena + p.bias, 0) : 0;
+    char key[512];
+    std::snprintf(key, sizeof(key), "%d|%d|%lld,%lld,%lld,%lld|%lld,%lld,%lld|%lld,%lld,%lld|%d,%d,%d,%d,%d|%u,%u,%u,%u|%d|%zu",
+                  device, int(p.dtype), (long long)p.batch, (long long)p.m, (long long)p.n, (long long)p.k,
+                  (long long)p.lda, (long long)p.ldb, (long long)p.ldc, (long long)p.stride_a,
+                  (long long)p.stride_b, (long long)p.stride_out, int(p.act), int(p.trans_a), int(p.trans_b),
+                  int(has_bias), int(compute), align_first, align_second, align_c, align_bias, int(choice),
+                  workspace_bytes_);
+    std::lock_guard<std::mutex> lock(g_choices_mutex);
+    auto hit = g_choices.find(key);
+    if (hit != g_choices.end()) {
+      algo_ = hit->second.algo;
+      gemv_faster_ = hit->second.gemv_faster;
+      cutlass_faster_ = hit->second.cutlass_faster;
+      cutlass_config_ = hit->second.cutlass_config;
+      if (cutlass_ok && cutlass_config_ >= 0) cutlass_ = std::make_unique<CutlassGemm>(p, arena, cutlass_config_);
+    } else {
+      choose_fastest(arena, results, found, what, gemv_ok, cutlass_ok);
+      g_choices[key] = TimedChoice{algo_, gemv_faster_, cutlass_faster_, cutlass_config_};
+    }
+  }
   use_gemv_ = gemv_ok && (gemv_always || choice == MatMulChoice::Gemv || gemv_faster_);
   if (use_gemv_ || !(choice == MatMulChoice::Cutlass || cutlass_faster_)) cutlass_.reset();
   (use_gemv_ ? g_gemv_plans : cutlass_ ? g_cutlass_plans : g_cublas_plans).fetch_add(1);
@@ -242,6 +278,7 @@ void MatMulPlan::choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicRes
     if (!cutlass_ || ms < cutlass) {
       cutlass = ms;
       cutlass_ = std::move(g);
+      cutlass_config_ = config;
     }
   }
   // At most one of the two wins (NaN, where not timed, loses every comparison).

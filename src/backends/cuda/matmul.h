@@ -46,6 +46,7 @@ class MatMulPlan {
   bool gemv_faster_ = false, use_gemv_ = false;
   std::unique_ptr<CutlassGemm> cutlass_;  // set only where it runs
   bool cutlass_faster_ = false;
+  int cutlass_config_ = -1;  // the configuration cutlass_ was built with
 };
 
 // Plans made so far per path, for tests that assert which one ran.
