@@ -357,6 +357,15 @@ TEST_P(ThunkKernels, AttentionDecodeRowOddDim) {
 TEST_P(ThunkKernels, AttentionDecodeRowGqa32to4Dim64Padding1100) {
   attention_case(*this, dt(), {3, 1, 1100, 32, 4, 64, MaskKind::Padding, false, false, "decode"});
 }
+// Caches of 256+ rows split each head's keys over a cluster of 8 blocks:
+// exactly 256 keys (32 a block), and a padding mask that leaves whole blocks'
+// shares without a valid key (batches 1 and 2 of the case's mask).
+TEST_P(ThunkKernels, AttentionDecodeSplit256Causal) {
+  attention_case(*this, dt(), {2, 1, 256, 4, 2, 64, MaskKind::Causal, false, false, "decode"});
+}
+TEST_P(ThunkKernels, AttentionDecodeSplitPadding260Dim128) {
+  attention_case(*this, dt(), {3, 1, 260, 2, 1, 128, MaskKind::Padding, false, false, decode_variant(dt(), 128)});
+}
 TEST_P(ThunkKernels, AttentionDecodeRowDim48Causal) {
   attention_case(*this, dt(), {2, 1, 77, 6, 2, 48, MaskKind::Causal, false, false, "decode"});
 }
