@@ -209,7 +209,8 @@ MatMulPlan::MatMulPlan(cublasLtHandle_t lt, const MatMulParams& p, uint8_t* aren
       gemv_faster_ = hit->second.gemv_faster;
       cutlass_faster_ = hit->second.cutlass_faster;
       cutlass_config_ = hit->second.cutlass_config;
-      if (cutlass_ok && cutlass_config_ >= 0) cutlass_ = std::make_unique<CutlassGemm>(p, arena, cutlass_config_);
+      if (cutlass_ok && cutlass_config_ >= 0 && (cutlass_faster_ || choice == MatMulChoice::Cutlass))
+        cutlass_ = std::make_unique<CutlassGemm>(p, arena, cutlass_config_);
     } else {
       choose_fastest(arena, results, found, what, gemv_ok, cutlass_ok);
       g_choices[key] = TimedChoice{algo_, gemv_faster_, cutlass_faster_, cutlass_config_};
