@@ -644,6 +644,9 @@ __global__ void __launch_bounds__(decode_warps<SPLIT>() * 32) attention_decode_r
     }
   }
   if constexpr (SPLIT > 1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    __trap();  // clusters need Hopper; launch_decode splits only where clusters_available()
+#elif defined(__CUDA_ARCH__)
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
     cluster.sync();  // every block's share is in its shared memory
@@ -664,6 +667,7 @@ __global__ void __launch_bounds__(decode_warps<SPLIT>() * 32) attention_decode_r
       }
     }
     cluster.sync();  // the others' shared memory stays until the first block has read it
+#endif
   }
 }
 
