@@ -409,6 +409,39 @@ __global__ void __launch_bounds__(kShortThreads, 2) attention_short_kernel(const
 }
 
 // ---- one query row: the decode step ----
+// The keys batch b's query row sees: [0, end). Under a KV cache the valid
+// length comes from the start position in the arena (pos[b] + 1).
+__device__ __forceinline__ int64_t decode_key_end(const AttentionParams& p, uint8_t* arena, int64_t b) {
+  int64_t kv_len = p.skv, causal_shift = p.skv - 1;  // the row sees keys j <= shift
+  if (p.pos != kNoBuffer) {
+    const int64_t start = at<const int32_t>(arena, p.pos)[b];
+    kv_len = max(int64_t(0), min(p.skv, start + 1));
+    causal_shift = start;
+  }
+  return p.mask_kind == MaskKind::Causal ? min(kv_len, causal_shift + 1) : kv_len;
+}
+
+// Merges n partial softmaxes over disjoint keys (part(i) gives the running
+// max m, sum l and weighted value o of one warp or block) into the output
+// value; a part with m = -inf saw no valid key, and all masked gives 0.
+struct SoftmaxPart {
+  float m, l, o;
+};
+template <class Part>
+__device__ __forceinline__ void merge_parts(int n, Part part, float& mx, float& sum, float& o) {
+  mx = -INFINITY;
+  for (int i = 0; i < n; ++i) mx = fmaxf(mx, part(i).m);
+  sum = 0.f;
+  o = 0.f;
+  if (mx == -INFINITY) return;
+  for (int i = 0; i < n; ++i) {
+    const SoftmaxPart x = part(i);
+    if (x.m == -INFINITY) continue;
+    const float c = expf(x.m - mx);
+    sum += x.l * c;
+    o += x.o * c;
+  }
+}
 // One block per (head, batch); its warps take groups of kDecodeKeys keys in
 // turn (all their K and V loads in flight together), lanes split head_dim,
 // and each warp keeps an online softmax of its own keys. The warps' partial
@@ -432,13 +465,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attention_decode_kernel(con
   const T* k = at<const T>(arena, p.k) + b * p.skv * p.k_stride + p.k_offset + int64_t(kvh) * D;
   const T* v = at<const T>(arena, p.v) + b * p.skv * p.v_stride + p.v_offset + int64_t(kvh) * D;
   const int32_t* mask = p.mask_kind == MaskKind::Padding ? at<const int32_t>(arena, p.mask) + b * p.skv : nullptr;
-  int64_t kv_len = p.skv, causal_shift = p.skv - 1;  // the row sees keys j <= shift
-  if (p.pos != kNoBuffer) {
-    const int64_t start = at<const int32_t>(arena, p.pos)[b];
-    kv_len = max(int64_t(0), min(p.skv, start + 1));
-    causal_shift = start;
-  }
-  const int64_t kv_end = p.mask_kind == MaskKind::Causal ? min(kv_len, causal_shift + 1) : kv_len;
+  const int64_t kv_end = decode_key_end(p, arena, b);
 
   float qv[DPL], acc[DPL];
 #pragma unroll
@@ -486,16 +513,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attention_decode_kernel(con
   for (int t = 0; t < DPL; ++t) w_acc[warp][lane + 32 * t] = acc[t];
   __syncthreads();
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float mx = -INFINITY;
-    for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, w_m[w]);
-    float sum = 0.f, o = 0.f;
-    if (mx != -INFINITY)
-      for (int w = 0; w < kDecodeWarps; ++w) {
-        if (w_m[w] == -INFINITY) continue;  // that warp saw no valid key
-        const float c = expf(w_m[w] - mx);
-        sum += w_l[w] * c;
-        o += w_acc[w][d] * c;
-      }
+    float mx, sum, o;
+    merge_parts(kDecodeWarps, [&](int w) { return SoftmaxPart{w_m[w], w_l[w], w_acc[w][d]}; }, mx, sum, o);
     at<T>(arena, p.out)[(b * p.q_heads + h) * D + d] = from_f32<T>(sum > 0.f ? o / sum : 0.f);  // all masked -> 0
   }
 }
@@ -540,13 +559,7 @@ __global__ void __launch_bounds__(decode_warps<SPLIT>() * 32) attention_decode_r
   const T* k = at<const T>(arena, p.k) + b * p.skv * p.k_stride + p.k_offset + int64_t(kvh) * D;
   const T* v = at<const T>(arena, p.v) + b * p.skv * p.v_stride + p.v_offset + int64_t(kvh) * D;
   const int32_t* mask = p.mask_kind == MaskKind::Padding ? at<const int32_t>(arena, p.mask) + b * p.skv : nullptr;
-  int64_t kv_len = p.skv, causal_shift = p.skv - 1;  // the row sees keys j <= shift
-  if (p.pos != kNoBuffer) {
-    const int64_t start = at<const int32_t>(arena, p.pos)[b];
-    kv_len = max(int64_t(0), min(p.skv, start + 1));
-    causal_shift = start;
-  }
-  const int64_t kv_end = p.mask_kind == MaskKind::Causal ? min(kv_len, causal_shift + 1) : kv_len;
+  const int64_t kv_end = decode_key_end(p, arena, b);
   for (int d = threadIdx.x; d < D; d += blockDim.x) q_s[d] = to_f32(q[d]) * p.scale;
   __syncthreads();
 
@@ -623,16 +636,8 @@ __global__ void __launch_bounds__(decode_warps<SPLIT>() * 32) attention_decode_r
   __syncthreads();
   T* out = at<T>(arena, p.out) + (b * p.q_heads + h) * D;
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float mx = -INFINITY;
-    for (int w = 0; w < W; ++w) mx = fmaxf(mx, w_m[w]);
-    float sum = 0.f, o = 0.f;
-    if (mx != -INFINITY)
-      for (int w = 0; w < W; ++w) {
-        if (w_m[w] == -INFINITY) continue;  // that warp saw no valid key
-        const float c = expf(w_m[w] - mx);
-        sum += w_l[w] * c;
-        o += w_acc[w][d] * c;
-      }
+    float mx, sum, o;
+    merge_parts(W, [&](int w) { return SoftmaxPart{w_m[w], w_l[w], w_acc[w][d]}; }, mx, sum, o);
     if constexpr (SPLIT == 1) {
       out[d] = from_f32<T>(sum > 0.f ? o / sum : 0.f);  // all masked -> 0
     } else {
@@ -652,17 +657,14 @@ __global__ void __launch_bounds__(decode_warps<SPLIT>() * 32) attention_decode_r
     cluster.sync();  // every block's share is in its shared memory
     if (cluster.block_rank() == 0) {
       for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float mx = -INFINITY;
-        for (int r = 0; r < SPLIT; ++r) mx = fmaxf(mx, *cluster.map_shared_rank(&b_m, r));
-        float sum = 0.f, o = 0.f;
-        if (mx != -INFINITY)
-          for (int r = 0; r < SPLIT; ++r) {
-            const float m_r = *cluster.map_shared_rank(&b_m, r);
-            if (m_r == -INFINITY) continue;  // that block saw no valid key
-            const float c = expf(m_r - mx);
-            sum += *cluster.map_shared_rank(&b_l, r) * c;
-            o += cluster.map_shared_rank(b_acc, r)[d] * c;
-          }
+        float mx, sum, o;
+        merge_parts(
+            SPLIT,
+            [&](int r) {
+              return SoftmaxPart{*cluster.map_shared_rank(&b_m, r), *cluster.map_shared_rank(&b_l, r),
+                                 cluster.map_shared_rank(b_acc, r)[d]};
+            },
+            mx, sum, o);
         out[d] = from_f32<T>(sum > 0.f ? o / sum : 0.f);  // all masked -> 0
       }
     }
