@@ -455,6 +455,51 @@ inline std::vector<OpCase> op_cases() {
                      return std::map<std::string, std::vector<double>>{{"cache", cache}};
                    }});
 
+  // The fused K/V write of a decoder layer: kv_write(cache, concat(rope(K
+  // slice), V slice)) of one QKV row [2, 3, 37] (8 q columns, K = 2 heads of
+  // 6 at 8 with 4 rotated, interleaved pairs, V 12 columns at 20, 5 unused)
+  // lowers to one kv_write reading the row in place and rotating K at
+  // positions {0, 6}; the output is the cache [2, 9, 24] after the write.
+  cases.push_back({"kv_write_rope_slices", "kv_write",
+                   [](DType dt) {
+                     OpGraph c;
+                     ValueId cache = c.graph.state("cache", {2, 9, 24}, dt);
+                     ValueId qkv = c.graph.input("qkv", {2, 3, 37}, dt);
+                     ValueId pos = c.graph.input("pos", {2}, DType::I32);
+                     RopeAttrs a;
+                     a.heads = 2;
+                     a.head_dim = 6;
+                     a.n_rot = 4;
+                     a.theta = 300.f;
+                     a.interleaved = true;
+                     a.pos_is_start = true;
+                     ValueId k = c.graph.rope(c.graph.narrow(qkv, 2, 8, 12), pos, a);
+                     ValueId rows = c.graph.concat({k, c.graph.narrow(qkv, 2, 20, 12)}, 2);
+                     c.graph.output("cache", c.graph.kv_write(cache, rows, pos));
+                     c.inputs["qkv"] = quantize(random_floats(2 * 3 * 37, 81, -2.f, 2.f), dt);
+                     c.inputs["pos"] = {0.f, 6.f};
+                     return c;
+                   },
+                   [](const Values& in) {
+                     const auto &qkv = in.at("qkv"), &pos = in.at("pos");
+                     std::vector<double> cache(2 * 9 * 24, 0.0);
+                     for (int b = 0; b < 2; ++b)
+                       for (int i = 0; i < 3; ++i) {
+                         const int t = int(pos[size_t(b)]) + i;
+                         const float* row = qkv.data() + (b * 3 + i) * 37;
+                         double* dst = cache.data() + (b * 9 + t) * 24;
+                         for (int e = 0; e < 24; ++e) dst[e] = row[8 + e];
+                         for (int h = 0; h < 2; ++h)
+                           for (int j = 0; j < 2; ++j) {
+                             const double angle = t * std::pow(300.0, -2.0 * j / 4.0);
+                             const double a0 = row[8 + h * 6 + 2 * j], a1 = row[8 + h * 6 + 2 * j + 1];
+                             dst[h * 6 + 2 * j] = a0 * std::cos(angle) - a1 * std::sin(angle);
+                             dst[h * 6 + 2 * j + 1] = a1 * std::cos(angle) + a0 * std::sin(angle);
+                           }
+                       }
+                     return std::map<std::string, std::vector<double>>{{"cache", cache}};
+                   }});
+
   // Argmax over 133 columns of 7 rows: row 1 holds its maximum twice (the
   // lower index wins), row 2 is constant (index 0), row 3 holds NaN twice
   // (the first NaN wins), row 4 peaks in its last column.

@@ -55,6 +55,16 @@ struct RopeAttrs {
 // gate/up matmul output [..., 2*cols] feeds both (offsets 0 and cols).
 // cols 0 = the inputs' last dim (then offsets must be 0).
 struct SwiGluAttrs { int64_t cols = 0, gate_offset = 0, up_offset = 0; };
+// kv_write's rows are columns [offset, offset + the cache's row) of each row
+// of its input, rows `stride` elements apart (0 = the input's own last dim).
+// With rotate, the first rope.heads heads of each row are rotated (RopeAttrs,
+// positions = the write positions, rope.offset/stride unused) as they are
+// stored: the fusion of RoPE on K and the K/V slices of a fused projection.
+struct KvWriteAttrs {
+  int64_t offset = 0, stride = 0;
+  bool rotate = false;
+  RopeAttrs rope;
+};
 struct NarrowAttrs { int axis = 0; int64_t start = 0, length = 0; };
 struct AxisAttrs { int axis = 0; };
 struct PermuteAttrs { std::vector<int> perm; };
@@ -72,7 +82,7 @@ struct SampleAttrs {
 
 using Attrs = std::variant<NoAttrs, MatMulAttrs, NormAttrs, AttentionAttrs, RopeAttrs, NarrowAttrs,
                            AxisAttrs, PermuteAttrs, ShapeAttrs, CastAttrs, ReduceAttrs, SwiGluAttrs,
-                           SampleAttrs>;
+                           KvWriteAttrs, SampleAttrs>;
 
 enum class OpKind : uint8_t {
 #define X(e, n, a) e,

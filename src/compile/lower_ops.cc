@@ -318,6 +318,16 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.n_new = V(1).shape[1];
       p.max_ctx = cs[1];
       p.row = numel(cs) / (cs[0] * cs[1]);
+      const auto& at = std::get<KvWriteAttrs>(n.attrs);
+      p.rows_offset = at.offset;
+      p.rows_stride = at.stride ? at.stride : p.row;
+      if (at.rotate) {
+        p.rope_heads = at.rope.heads;
+        p.head_dim = at.rope.head_dim;
+        p.n_rot = at.rope.n_rot ? at.rope.n_rot : at.rope.head_dim;
+        p.theta = at.rope.theta;
+        p.interleaved = at.rope.interleaved;
+      }
       p.dtype = V(0).dtype;
       return emit(p);
     }

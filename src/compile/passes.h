@@ -14,6 +14,7 @@ void fold_constants(Graph& g);             // constant-only subgraphs evaluated 
 void fuse_matmul_epilogue(Graph& g);       // matmul + bias add + activation
 void fuse_add_norm(Graph& g);              // residual add + layer/rms norm -> add_norm
 void fuse_narrow(Graph& g);                // narrow(last axis) into rope/attention strides
+void fuse_kv_write(Graph& g);              // rope(K) and K/V slices into the kv_write reading them
 
 // The pipeline compile() runs (fusions only when opts.fuse).
 void run_passes(Graph& g, const CompileOptions& opts);

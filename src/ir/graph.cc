@@ -192,7 +192,7 @@ ValueId Graph::attention(ValueId q, ValueId k, ValueId v, ValueId mask, const At
   return add_node(OpKind::Attention, in, a)[0];
 }
 ValueId Graph::kv_write(ValueId cache, ValueId rows, ValueId pos) {
-  return add_node(OpKind::KvWrite, {cache, rows, pos}, NoAttrs{})[0];
+  return add_node(OpKind::KvWrite, {cache, rows, pos}, KvWriteAttrs{})[0];
 }
 ValueId Graph::argmax(ValueId x) { return add_node(OpKind::Argmax, {x}, NoAttrs{})[0]; }
 ValueId Graph::sample(ValueId x, ValueId positions, const SampleAttrs& a) {

@@ -203,15 +203,30 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
 
     case OpKind::KvWrite: {
       need_inputs(in, 3, 3, who);
+      const auto& at = std::get<KvWriteAttrs>(attrs);
       const Value &cache = V(0), &rows = V(1), &pos = V(2);
       RLX_CHECK(cache.producer >= 0 && g.node(cache.producer).op == OpKind::State,
                 who << ": the cache must be a state tensor, not the output of "
                     << g.describe(cache.producer));
+      const bool sliced = at.offset != 0 || at.stride != 0;
       RLX_CHECK(cache.shape.size() >= 3 && rows.shape.size() == cache.shape.size() &&
                     rows.shape[0] == cache.shape[0] && rows.shape[1] <= cache.shape[1] &&
-                    std::equal(rows.shape.begin() + 2, rows.shape.end(), cache.shape.begin() + 2),
+                    (sliced || std::equal(rows.shape.begin() + 2, rows.shape.end(), cache.shape.begin() + 2)),
                 who << ": rows " << shape_str(rows.shape) << " do not fit the cache " << shape_str(cache.shape)
                     << " (want [batch, n <= max_ctx, ...] with the cache's batch and row shape)");
+      const int64_t row = numel(cache.shape) / (cache.shape[0] * cache.shape[1]);
+      if (sliced) {
+        RLX_CHECK(cache.shape.size() == 3, who << ": a sliced write needs a [batch, max_ctx, row] cache, got "
+                                               << shape_str(cache.shape));
+        check_rows(rows, at.offset, at.stride, row, who, "rows");
+      }
+      if (at.rotate) {
+        const int n_rot = at.rope.n_rot ? at.rope.n_rot : at.rope.head_dim;
+        RLX_CHECK(at.rope.heads > 0 && at.rope.head_dim > 0 && n_rot > 0 && n_rot <= at.rope.head_dim &&
+                      n_rot % 2 == 0 && int64_t(at.rope.heads) * at.rope.head_dim <= row,
+                  who << ": rotating " << at.rope.heads << " heads of " << at.rope.head_dim << " (n_rot " << n_rot
+                      << ") does not fit a row of " << row);
+      }
       need_float(cache, who, "cache");
       need_dtype(rows, cache.dtype, who, "rows");
       need_vector(pos, cache.shape[0], DType::I32, who, "positions");

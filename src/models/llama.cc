@@ -158,9 +158,14 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     ValueId q = g.rope(dense(h, p + "attn_q.weight", q_dim, H), positions, rq);
     ValueId k = g.rope(dense(h, p + "attn_k.weight", kv_dim, H), positions, rk);
     ValueId v = dense(h, p + "attn_v.weight", kv_dim, H);
-    if (cached) {  // the new rows join the cache; attention reads all of it up to each position
-      k = g.kv_write(g.state(p + "k_cache", {batch, cache_len, kv_dim}, dt), k, positions);
-      v = g.kv_write(g.state(p + "v_cache", {batch, cache_len, kv_dim}, dt), v, positions);
+    if (cached) {
+      // The new K and V rows join one cache row each (K then V); attention
+      // reads all of it up to each position. One cache per layer lets one
+      // kv_write store both, rotating K on the way (fuse_kv_write).
+      ValueId kv = g.kv_write(g.state(p + "kv_cache", {batch, cache_len, 2 * kv_dim}, dt), g.concat({k, v}, 2),
+                              positions);
+      k = g.narrow(kv, 2, 0, kv_dim);
+      v = g.narrow(kv, 2, kv_dim, kv_dim);
     }
     ValueId ctx = g.attention(q, k, v, -1, attn, cached ? positions : -1);
     x = g.add(x, dense(ctx, p + "attn_output.weight", H, q_dim));

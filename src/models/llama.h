@@ -45,7 +45,8 @@ LlamaConfig load_llama_config(const std::string& dir_or_file);
 // (token_embd.weight, blk.N.attn_q.weight, ...).
 //
 // With cache_len > 0 the graph runs over a KV cache: state tensors
-// blk.N.k_cache / blk.N.v_cache [batch, cache_len, kv_heads * head_dim]; the
+// blk.N.kv_cache [batch, cache_len, 2 * kv_heads * head_dim] (a row is K then
+// V); the
 // input `pos` i32 [batch] (instead of `positions`) is where the seq new tokens
 // start. Their K/V rows are written at pos..pos+seq-1 and their queries attend
 // the cache up to their own position, so a seq-1 graph is one decode step and

@@ -119,7 +119,7 @@ Uses uses(const SwiGluParams& p) {
 
 // The rows land at positions read at run time: any row of the cache may be written.
 Uses uses(const KvWriteParams& p) {
-  return {{p.rows, bytes(p.batch * p.n_new * p.row, p.dtype), false},
+  return {{p.rows, bytes(rows_extent(p.batch * p.n_new, p.rows_stride, p.rows_offset, p.row), p.dtype), false},
           {p.pos, bytes(p.batch, DType::I32), false},
           {p.cache, bytes(p.batch * p.max_ctx * p.row, p.dtype), true}};
 }

@@ -139,9 +139,17 @@ struct SwiGluParams {
 // max_ctx, row], rows [batch, n_new, row]. A row whose position falls outside
 // [0, max_ctx) is not written (the host checks positions that come straight
 // from an input; see Schedule::index_checks).
+// Row i of batch b is read at rows + (b * n_new + i) * rows_stride +
+// rows_offset (elements). rope_heads > 0: the first rope_heads heads of
+// head_dim are rotated at their write position as they are stored (the
+// rope kernel's pairs and angles).
 struct KvWriteParams {
   uint64_t cache, rows, pos;
   int64_t batch, n_new, max_ctx, row;
+  int64_t rows_offset, rows_stride;
+  int32_t rope_heads, head_dim, n_rot;
+  float theta;
+  uint8_t interleaved;
   DType dtype;
 };
 

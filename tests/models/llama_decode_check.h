@@ -72,8 +72,8 @@ inline double check_decode_against_full(const LlamaConfig& c, CompileOptions o, 
   auto dec = compile(dec_g, so);
   dec->share_params_with(*pre);
   EXPECT_EQ(dec->report().thunk_histogram.count("kv_write"), 1u);
-  // K and V per layer, and the decode loop's next_token and next_pos.
-  EXPECT_EQ(dec->schedule().state_bindings.size(), size_t(2 * c.num_layers + 2));
+  // One K/V cache per layer, and the decode loop's next_token and next_pos.
+  EXPECT_EQ(dec->schedule().state_bindings.size(), size_t(c.num_layers + 2));
 
   const std::vector<int32_t> ids = random_ints(size_t(total), 17, 0, c.vocab_size - 1);
   std::vector<int32_t> positions(static_cast<size_t>(total));

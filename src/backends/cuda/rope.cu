@@ -4,6 +4,7 @@
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/rope_math.cuh"
 
 namespace rlx::cuda {
 namespace {
@@ -33,13 +34,7 @@ __global__ void rope_kernel(const RopeParams p, uint8_t* arena) {
     }
     int64_t s = row % p.seq;
     float position = float(p.pos_start ? pos[row / p.seq] + int32_t(s) : p.pos_batched ? pos[row] : pos[s]);
-    float inv_freq = powf(p.theta, -2.f * float(j) / float(p.n_rot));
-    float sn, cs;
-    sincosf(position * inv_freq, &sn, &cs);
-    int d0 = p.interleaved ? 2 * j : j, d1 = p.interleaved ? 2 * j + 1 : j + half;
-    float a = to_f32(src[d0]), b = to_f32(src[d1]);
-    dst[d0] = from_f32<T>(a * cs - b * sn);
-    dst[d1] = from_f32<T>(b * cs + a * sn);
+    rope_pair(src, dst, j, p.n_rot, p.interleaved, p.theta, position);
   }
 }
 

@@ -13,6 +13,7 @@ void run_passes(Graph& g, const CompileOptions& opts) {
     fuse_matmul_epilogue(g);
     fuse_add_norm(g);
     fuse_narrow(g);
+    fuse_kv_write(g);  // after fuse_narrow: a rope's K slice is then its offset
   }
   eliminate_dead_code(g);
 }
