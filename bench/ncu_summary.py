@@ -3,7 +3,9 @@
 
 Input: `ncu --csv --page raw --metrics gpu__time_duration.sum` over N forwards
 (e.g. the NVTX range of `rlx bench`'s timed graph runs). Kernels are grouped
-by name without template arguments; times are per forward (total / N).
+by name without template arguments (with --by-grid, by name and grid size,
+which tells apart the products of one kernel); times are per forward
+(total / N).
 """
 import argparse
 import collections
@@ -25,6 +27,7 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("--forwards", type=int, required=True)
     ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--by-grid", action="store_true")
     a = ap.parse_args()
     text = open(a.csv, errors="replace").read()
     start = text.find('"ID"')
@@ -41,6 +44,8 @@ def main():
         except ValueError:
             continue  # the units row
         k = short(r.get("Kernel Name", "?"))
+        if a.by_grid:
+            k += " grid " + r.get("Grid Size", "?").replace(" ", "")
         by[k][0] += 1
         by[k][1] += ns
         total += ns
