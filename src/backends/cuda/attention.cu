@@ -535,10 +535,7 @@ bool use_decode_path(const AttentionParams& p) { return p.sq == 1; }
 // memory, so the split costs no second kernel and no scratch buffer, and a
 // layer's 32 heads keep 256 blocks busy instead of 32.
 constexpr int kRowWarps = 16;
-// 8 warps a block: a share of up to 8 tiles of 32 keys (a cache of ~2k rows)
-// is one tile per warp, one round trip deep; with 4, a 1025-key cache gave
-// one warp a second tile and added a round trip to every layer.
-constexpr int kSplitBlocks = 8, kSplitWarps = 8;
+constexpr int kSplitBlocks = 8, kSplitWarps = 4;
 constexpr int64_t kSplitMinKeys = 256;  // a cache this long is split
 
 template <int SPLIT>
@@ -587,9 +584,7 @@ __global__ void __launch_bounds__(decode_warps<SPLIT>() * 32) attention_decode_r
       for (int c = 0; c < DMAX / ve; ++c)
         if (c < chunks) kc[c] = __ldg(kr + c);
     }
-    // Value rows in registers at a time: a whole tile's up to 64 dims where
-    // 8 warps leave the registers (16 warps would spill).
-    constexpr int VU = (W > 8 ? 16 : 32) / (DMAX <= 64 ? 1 : 2);
+    constexpr int VU = DMAX <= 64 ? 16 : 8;  // value rows in registers at a time
     float vf[VU][DPL];
     auto load_values = [&](int i0) {
 #pragma unroll
