@@ -651,6 +651,72 @@ inline std::vector<OpCase> op_cases() {
                      return std::map<std::string, std::vector<double>>{{"out", out}};
                    }});
 
+  // A decode step's attention with RoPE on q fused in: q is a 24-column slice
+  // at 5 of a [2, 1, 40] row, 4 heads of 6 with 4 rotated (half-split) at
+  // positions {3, 8}, GQA 4:2 over 10 keys, causal; it lowers to one
+  // attention that rotates q as it reads it.
+  cases.push_back({"attention_decode_rotated_q", "attention",
+                   [](DType dt) {
+                     OpGraph c;
+                     ValueId x = c.graph.input("x", {2, 1, 40}, dt);
+                     ValueId k = c.graph.input("k", {2, 10, 12}, dt);
+                     ValueId v = c.graph.input("v", {2, 10, 12}, dt);
+                     ValueId pos = c.graph.input("pos", {2}, DType::I32);
+                     RopeAttrs r;
+                     r.heads = 4;
+                     r.head_dim = 6;
+                     r.n_rot = 4;
+                     r.theta = 70.f;
+                     r.pos_is_start = true;
+                     AttentionAttrs a;
+                     a.q_heads = 4;
+                     a.kv_heads = 2;
+                     a.head_dim = 6;
+                     a.scale = 0.37f;
+                     a.mask = MaskKind::Causal;
+                     a.q_pos = true;
+                     ValueId q = c.graph.rope(c.graph.narrow(x, 2, 5, 24), pos, r);
+                     c.graph.output("out", c.graph.attention(q, k, v, -1, a, pos));
+                     c.inputs["x"] = quantize(random_floats(2 * 40, 82, -2.f, 2.f), dt);
+                     c.inputs["k"] = quantize(random_floats(2 * 10 * 12, 83, -2.f, 2.f), dt);
+                     c.inputs["v"] = quantize(random_floats(2 * 10 * 12, 84, -2.f, 2.f), dt);
+                     c.inputs["pos"] = {3.f, 8.f};
+                     return c;
+                   },
+                   [](const Values& in) {
+                     const auto &x = in.at("x"), &k = in.at("k"), &v = in.at("v"), &pos = in.at("pos");
+                     std::vector<double> out(2 * 24, 0.0);
+                     for (int b = 0; b < 2; ++b) {
+                       const int last = int(pos[size_t(b)]);
+                       for (int h = 0; h < 4; ++h) {
+                         double q[6];
+                         const float* xh = x.data() + b * 40 + 5 + h * 6;
+                         for (int e = 0; e < 6; ++e) q[e] = xh[e];
+                         for (int i = 0; i < 2; ++i) {
+                           const double angle = last * std::pow(70.0, -2.0 * i / 4.0);
+                           q[i] = xh[i] * std::cos(angle) - xh[i + 2] * std::sin(angle);
+                           q[i + 2] = xh[i + 2] * std::cos(angle) + xh[i] * std::sin(angle);
+                         }
+                         const int kvh = h / 2;
+                         std::vector<double> w(size_t(last + 1));
+                         double mx = -1e300, sum = 0;
+                         for (int j = 0; j <= last; ++j) {
+                           double d = 0;
+                           for (int e = 0; e < 6; ++e) d += q[e] * k[size_t((b * 10 + j) * 12 + kvh * 6 + e)];
+                           w[size_t(j)] = d * double(0.37f);
+                           mx = std::max(mx, w[size_t(j)]);
+                         }
+                         for (double& y : w) sum += (y = std::exp(y - mx));
+                         for (int e = 0; e < 6; ++e) {
+                           double o = 0;
+                           for (int j = 0; j <= last; ++j) o += w[size_t(j)] / sum * v[size_t((b * 10 + j) * 12 + kvh * 6 + e)];
+                           out[size_t(b * 24 + h * 6 + e)] = o;
+                         }
+                       }
+                     }
+                     return std::map<std::string, std::vector<double>>{{"out", out}};
+                   }});
+
   // RoPE at start positions: row s of batch b is at pos[b] + s (pos = {4, 11}),
   // 2 heads of 10 dims with 8 rotated (half-split), the last 2 copied.
   cases.push_back({"rope_start_positions", "rope",

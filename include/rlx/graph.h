@@ -27,6 +27,15 @@ struct NormAttrs {
   NormKind kind = NormKind::Layer;
   float eps = 1e-5f;
 };
+// x: [B, S, *] (heads packed per row), positions: i32 [B, S] or [S].
+struct RopeAttrs {
+  int heads = 1, head_dim = 1, n_rot = 0;  // n_rot 0 = head_dim
+  float theta = 10000.f;
+  bool interleaved = false;  // false: rotate halves (NeoX/HF); true: pairs (GPT-J/GGUF)
+  // positions is i32 [batch]: the start position, row i is at positions[b] + i.
+  bool pos_is_start = false;
+  int64_t offset = 0, stride = 0;  // like AttentionAttrs
+};
 // q: [B, Sq, *], k/v: [B, Skv, *]; head h of q is columns
 // [offset + h*head_dim, +head_dim) of a row; a row is `stride` elements apart
 // (0 = the tensor's own last dim). Narrow fuses into these offsets/strides.
@@ -40,15 +49,11 @@ struct AttentionAttrs {
   bool q_pos = false;
   int64_t q_offset = 0, k_offset = 0, v_offset = 0;
   int64_t q_stride = 0, k_stride = 0, v_stride = 0;
-};
-// x: [B, S, *] (heads packed per row), positions: i32 [B, S] or [S].
-struct RopeAttrs {
-  int heads = 1, head_dim = 1, n_rot = 0;  // n_rot 0 = head_dim
-  float theta = 10000.f;
-  bool interleaved = false;  // false: rotate halves (NeoX/HF); true: pairs (GPT-J/GGUF)
-  // positions is i32 [batch]: the start position, row i is at positions[b] + i.
-  bool pos_is_start = false;
-  int64_t offset = 0, stride = 0;  // like AttentionAttrs
+  // rotate_q: q's heads are rotated at the query positions (q_rope: RopeAttrs
+  // over all q heads, offset/stride unused) as they are read; one query row
+  // with q_pos only (a decode step). The fusion of RoPE on q.
+  bool rotate_q = false;
+  RopeAttrs q_rope;
 };
 // out = silu(gate) * up over [..., cols]. gate's columns are [gate_offset,
 // +cols) of each row of its input, up's [up_offset, +cols) of its: one fused

@@ -216,6 +216,11 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.scale = at.scale;
       p.mask_kind = at.mask;
       p.dtype = V(0).dtype;
+      if (at.rotate_q) {
+        p.q_rope_n_rot = at.q_rope.n_rot ? at.q_rope.n_rot : at.q_rope.head_dim;
+        p.q_rope_theta = at.q_rope.theta;
+        p.q_rope_interleaved = at.q_rope.interleaved;
+      }
       return emit(p);
     }
     case OpKind::Rope: {

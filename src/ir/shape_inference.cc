@@ -179,6 +179,16 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
         need_dtype(V(3), DType::I32, who, "padding mask");
       }
       if (at.q_pos) need_vector(V(n_in - 1), q.shape[0], DType::I32, who, "query start positions");
+      if (at.rotate_q) {
+        const int n_rot = at.q_rope.n_rot ? at.q_rope.n_rot : at.q_rope.head_dim;
+        RLX_CHECK(at.q_pos && q.shape[1] == 1, who << ": rotating q needs one query row at positions read "
+                                                      "at run time (a decode step)");
+        RLX_CHECK(at.q_rope.heads == at.q_heads && at.q_rope.head_dim == at.head_dim && n_rot > 0 &&
+                      n_rot <= at.head_dim && n_rot % 2 == 0 && at.head_dim <= 256,
+                  who << ": q's rotation (" << at.q_rope.heads << " heads of " << at.q_rope.head_dim << ", n_rot "
+                      << n_rot << ") does not match its " << at.q_heads << " heads of " << at.head_dim
+                      << " (head_dim at most 256)");
+      }
       return out({q.shape[0], q.shape[1], int64_t(at.q_heads) * at.head_dim}, q.dtype);
     }
 

@@ -78,6 +78,12 @@ struct AttentionParams {
   float scale;
   MaskKind mask_kind;
   DType dtype;
+  // q_rope_n_rot > 0: every q head is rotated at position pos[b] (sq == 1) as
+  // it is read, the rope kernel's pairs and angles, rounded to dtype as the
+  // rope kernel's output would be.
+  int32_t q_rope_n_rot = 0;
+  float q_rope_theta = 0.f;
+  uint8_t q_rope_interleaved = 0;
 };
 
 // Rotary embedding on [batch, seq, heads*head_dim] rows (offset/stride as in

@@ -11,6 +11,7 @@
 
 #include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
+#include "backends/cpu/cpu_rope.h"
 #include "backends/cpu/cpu_storage.h"
 #include "backends/cpu/cpu_vec_math.h"
 
@@ -149,6 +150,12 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
       const int64_t n = std::min(rows, sq - i0);
       for (int64_t i = 0; i < n; ++i) {
         const T* qr = q + (b * sq + i0 + i) * p.q_stride + p.q_offset + h * hd;
+        T rotated[256];  // head_dim <= 256 (checked when a rotation is fused in)
+        if (p.q_rope_n_rot > 0) {
+          rope_row(qr, rotated, 1, hd, p.q_rope_n_rot, p.q_rope_interleaved, p.q_rope_theta,
+                   double(q_pos[b]) + double(i0 + i));
+          qr = rotated;
+        }
         for (int64_t d = 0; d < hd; ++d) qf[i * hd + d] = to_f32(qr[d]) * p.scale;
       }
       attend_block(qf, kt, vf, mask ? mask + b * skv : nullptr, causal_shift + i0, n, hd, kv_len, s, of);

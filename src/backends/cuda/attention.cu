@@ -19,12 +19,22 @@
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/rope_math.cuh"
 
 #include <cooperative_groups.h>
 #include <type_traits>
 
 namespace rlx::cuda {
 namespace {
+
+// Element d of the one query row's head at q, scaled; rotated first where
+// the attention carries q's RoPE (decode steps, position pos[b]).
+template <class T>
+__device__ inline float decode_query(const AttentionParams& p, uint8_t* arena, const T* q, int d, int64_t b) {
+  if (d >= p.q_rope_n_rot) return to_f32(q[d]) * p.scale;
+  const float position = float(at<const int32_t>(arena, p.pos)[b]);
+  return to_f32(rope_element(q, d, p.q_rope_n_rot, p.q_rope_interleaved, p.q_rope_theta, position)) * p.scale;
+}
 
 constexpr int kWarps = 4;
 constexpr int kRowsPerWarp = 4;
@@ -471,7 +481,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attention_decode_kernel(con
 #pragma unroll
   for (int t = 0; t < DPL; ++t) {
     const int d = lane + 32 * t;
-    qv[t] = d < D ? to_f32(q[d]) * p.scale : 0.f;
+    qv[t] = d < D ? decode_query(p, arena, q, d, b) : 0.f;
     acc[t] = 0.f;
   }
   float m = -INFINITY, l = 0.f;
@@ -560,7 +570,7 @@ __global__ void __launch_bounds__(decode_warps<SPLIT>() * 32) attention_decode_r
   const T* v = at<const T>(arena, p.v) + b * p.skv * p.v_stride + p.v_offset + int64_t(kvh) * D;
   const int32_t* mask = p.mask_kind == MaskKind::Padding ? at<const int32_t>(arena, p.mask) + b * p.skv : nullptr;
   const int64_t kv_end = decode_key_end(p, arena, b);
-  for (int d = threadIdx.x; d < D; d += blockDim.x) q_s[d] = to_f32(q[d]) * p.scale;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) q_s[d] = decode_query(p, arena, q, d, b);
   __syncthreads();
 
   float m = -INFINITY, l = 0.f, acc[DPL];
@@ -756,6 +766,8 @@ void run_attention(const AttentionParams& p, const LaunchContext& ctx) {
                 " is outside 1..256");
   RLX_CHECK(p.kv_heads >= 1 && p.q_heads % p.kv_heads == 0,
             std::string("attention ") + ctx.label + ": q_heads must be a multiple of kv_heads");
+  RLX_CHECK(p.q_rope_n_rot == 0 || (use_decode_path(p) && p.pos != kNoBuffer),
+            std::string("attention ") + ctx.label + ": q is rotated only in decode steps (one query row)");
   dim3 grid(unsigned((p.sq + kQueryTile - 1) / kQueryTile), unsigned(p.q_heads), unsigned(p.batch));
   dispatch_float(p.dtype, ctx.label, [&]<class T>() {
     if (use_decode_path(p)) return launch_decode<T>(p, ctx);

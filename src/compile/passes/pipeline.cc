@@ -14,6 +14,7 @@ void run_passes(Graph& g, const CompileOptions& opts) {
     fuse_add_norm(g);
     fuse_narrow(g);
     fuse_kv_write(g);  // after fuse_narrow: a rope's K slice is then its offset
+    fuse_rope_attention(g);
   }
   eliminate_dead_code(g);
 }

@@ -1,7 +1,9 @@
-// fuse_kv_write: a decoder layer's K/V write, kv_write(cache, concat(rope(K
-// slice), V slice)) of one QKV projection, becomes one kv_write that reads
-// the projection in place and rotates K itself; the fused graph's outputs
-// (attention over the cache and the cache itself) equal the unfused ones.
+// The fusions of a decoder layer over its KV cache. fuse_kv_write: the K/V
+// write, kv_write(cache, concat(rope(K slice), V slice)) of one QKV
+// projection, becomes one kv_write that reads the projection in place and
+// rotates K itself. fuse_rope_attention: in a decode step (one query row)
+// attention rotates q itself. The fused graphs' outputs (attention over the
+// cache and the cache itself) equal the unfused ones.
 #include <gtest/gtest.h>
 
 #include "fusion_check.h"
@@ -16,10 +18,10 @@ struct Layer {
 
 // q: 4 heads of 4 at 0; k: 2 heads of 4 at 16 (n_rot 4); v: 8 at 24; 5
 // unused columns. The cache holds 11 rows of K then V.
-Layer decoder_layer(bool k_rope_at_write_pos) {
+Layer decoder_layer(bool k_rope_at_write_pos, int64_t seq = 5) {
   Layer l;
   Graph& g = l.g;
-  l.qkv = g.input("qkv", {2, 5, 37}, DType::F32);
+  l.qkv = g.input("qkv", {2, seq, 37}, DType::F32);
   l.pos = g.input("pos", {2}, DType::I32);
   RopeAttrs rq;
   rq.heads = 4;
@@ -48,7 +50,7 @@ TEST(KvWriteFusion, RopeAndSlicesFoldIntoOneWrite) {
   Layer l = decoder_layer(true);
   auto r = test::expect_fusion_preserves_outputs(l.g, 501, {{"pos", HostTensor::from_i32({2}, {0, 3})}});
   EXPECT_EQ(test::thunks_of(*r.unfused, "rope"), 2);
-  EXPECT_EQ(test::thunks_of(*r.fused, "rope"), 1) << "only q's rope is left";
+  EXPECT_EQ(test::thunks_of(*r.fused, "rope"), 1) << "q's rope is left: 5 query rows are no decode step";
   EXPECT_EQ(test::thunks_of(*r.fused, "kv_write"), 1);
   EXPECT_GT(test::thunks_of(*r.unfused, "copy"), 1);
   EXPECT_EQ(test::thunks_of(*r.fused, "copy"), 1) << "only the cache's copy to the output\n"
@@ -64,6 +66,29 @@ TEST(KvWriteFusion, RopeAtOtherPositionsIsNotFolded) {
       l.g, 502, {{"pos", HostTensor::from_i32({2}, {1, 4})}, {"other_pos", HostTensor::from_i32({2}, {5, 0})}});
   EXPECT_EQ(test::thunks_of(*r.fused, "rope"), 2);
   EXPECT_EQ(test::thunks_of(*r.fused, "kv_write"), 1);
+}
+
+TEST(RopeAttentionFusion, DecodeStepRotatesQInAttention) {
+  Layer l = decoder_layer(true, 1);
+  auto r = test::expect_fusion_preserves_outputs(l.g, 503, {{"pos", HostTensor::from_i32({2}, {6, 9})}});
+  EXPECT_EQ(test::thunks_of(*r.unfused, "rope"), 2);
+  EXPECT_EQ(test::thunks_of(*r.fused, "rope"), 0) << r.fused->report().schedule;
+  EXPECT_EQ(test::thunks_of(*r.fused, "kv_write"), 1);
+  EXPECT_EQ(test::thunks_of(*r.fused, "attention"), 1);
+}
+
+TEST(RopeAttentionFusion, RotatingQNeedsOneQueryRowAtRunTimePositions) {
+  Graph g;
+  ValueId q = g.input("q", {1, 2, 8}, DType::F32), kv = g.input("kv", {1, 4, 8}, DType::F32);
+  AttentionAttrs at;
+  at.q_heads = at.kv_heads = 2;
+  at.head_dim = 4;
+  at.q_pos = true;
+  at.rotate_q = true;
+  at.q_rope.heads = 2;
+  at.q_rope.head_dim = 4;
+  const std::string e = test::error_of([&] { g.attention(q, kv, kv, -1, at, g.input("pos", {1}, DType::I32)); });
+  EXPECT_NE(e.find("one query row"), std::string::npos) << e;
 }
 
 }  // namespace
