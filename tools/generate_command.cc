@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 constexpr const char* kDefaultModel = "SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 struct GenerateArgs {
-  std::string model, prompt, prompt_ids, device = "cpu", dtype = "f32";
+  std::string model, prompt, prompt_ids, device = "cpu", dtype = "f32", quantize;
   int n = 128, threads = 0;
   bool chat = false, recompute = false, ignore_eos = false;
   rlx::SamplingOptions sampling;
@@ -113,6 +113,11 @@ void run_generate(const GenerateArgs& a) {
   o.threads = a.threads;
   o.kv_cache = !a.recompute;
   o.sampling = a.sampling;
+  if (!a.quantize.empty()) {
+    rlx::QuantType q;
+    RLX_CHECK(rlx::parse_quant_type(a.quantize, &q), "--quantize must be q8_0 or q4_0, not '" << a.quantize << "'");
+    o.quantize = q;
+  }
   rlx::LlamaGenerator gen(path, o);
   std::vector<int32_t> ids;
   if (as_ids) {
@@ -200,6 +205,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--device", a->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)");
+  cmd->add_option("--quantize", a->quantize,
+                  "q8_0 or q4_0: hold the matmul weights quantized (those a GGUF stores as Q8_0/Q4_0 always are)")
+      ->check(CLI::IsMember({"q8_0", "q4_0"}));
   cmd->add_flag("--recompute", a->recompute, "no KV cache: recompute the whole prefix per token (a reference)");
   cmd->add_flag("--chat", a->chat, "wrap the prompt in the model's chat template (ChatML)");
   cmd->callback([a] { run_generate(*a); });

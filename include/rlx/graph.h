@@ -23,6 +23,13 @@ struct MatMulAttrs {
   bool trans_a = false, trans_b = false;
   Activation act = Activation::None;  // applied after the optional bias (3rd input)
 };
+// x [..., k] . dequant(W)^T (+ bias [n]) for W [n, k] held block-quantized
+// as quants and scales (rlx/quant.h). A product of more rows than
+// kMatMulQVectorRows has a second output, W dequantized to x's dtype [n, k]:
+// scratch the memory plan reuses across products, which the product then
+// reads as a plain matrix product (prefill); fewer rows dequantize on the fly.
+struct MatMulQAttrs { QuantType type = QuantType::Q8_0; };
+constexpr int64_t kMatMulQVectorRows = 8;
 struct NormAttrs {
   NormKind kind = NormKind::Layer;
   float eps = 1e-5f;
@@ -85,7 +92,7 @@ struct SampleAttrs {
   uint64_t seed = 0;
 };
 
-using Attrs = std::variant<NoAttrs, MatMulAttrs, NormAttrs, AttentionAttrs, RopeAttrs, NarrowAttrs,
+using Attrs = std::variant<NoAttrs, MatMulAttrs, MatMulQAttrs, NormAttrs, AttentionAttrs, RopeAttrs, NarrowAttrs,
                            AxisAttrs, PermuteAttrs, ShapeAttrs, CastAttrs, ReduceAttrs, SwiGluAttrs,
                            KvWriteAttrs, SampleAttrs>;
 
@@ -133,6 +140,8 @@ class Graph {
   ValueId matmul(ValueId a, ValueId b, bool trans_a = false, bool trans_b = false);
   // a @ b (+ bias) then act: the fused form the MatMul fusion pass produces.
   ValueId linear(ValueId a, ValueId b, ValueId bias, Activation act, bool trans_b = true);
+  // x . dequant(W)^T (+ bias; -1 = none), W given by its quants and scales.
+  ValueId matmul_q(ValueId x, ValueId quants, ValueId scales, QuantType type, ValueId bias = -1);
   ValueId add(ValueId a, ValueId b);
   ValueId sub(ValueId a, ValueId b);
   ValueId mul(ValueId a, ValueId b);

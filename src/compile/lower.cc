@@ -41,8 +41,8 @@ std::vector<int32_t> topo_order(const Graph& g) {
   return order;
 }
 
-// A Concat of Params that nothing else reads: its inputs are placed inside
-// its slot, so set_param by the original names fills the concatenation.
+}  // namespace
+
 bool is_param_group(const Graph& g, const Node& n) {
   if (n.op != OpKind::Concat) return false;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -55,6 +55,8 @@ bool is_param_group(const Graph& g, const Node& n) {
   }
   return true;
 }
+
+namespace {
 
 enum class Home { None, State, Params, Inputs, Outputs, Scratch };
 

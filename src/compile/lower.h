@@ -15,6 +15,9 @@ std::unique_ptr<Schedule> lower(const Graph& g);
 // thunks a node takes is whatever this emits (lower.cc counts, never predicts).
 void lower_node(const Graph& g, int32_t node, const std::function<uint64_t(ValueId)>& addr,
                 std::vector<Thunk>& out);
+// A Concat of Params that nothing else reads: its inputs are placed inside
+// its slot, so set_param by the original names fills the concatenation.
+bool is_param_group(const Graph& g, const Node& n);
 // Reshape, and a narrow that is one contiguous run: alias their input.
 bool is_view(const Graph& g, int32_t node);
 

@@ -55,13 +55,14 @@ bool unread(const Graph& g, ValueId v) {
   return g.users(v).empty();
 }
 
-// v is a param or constant, or a view of one.
+// v is a param or constant, a param group (params laid side by side at
+// load: no thunk writes it), or a view of one.
 bool is_constant(const Graph& g, ValueId v) {
   for (;;) {
     const int32_t id = g.value(v).producer;
     if (id < 0) return false;
     const OpKind op = g.node(id).op;
-    if (op == OpKind::Param || op == OpKind::Constant) return true;
+    if (op == OpKind::Param || op == OpKind::Constant || is_param_group(g, g.node(id))) return true;
     if (!is_view(g, id)) return false;
     v = g.node(id).inputs[0];
   }
@@ -128,6 +129,23 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.trans_a = at.trans_a;
       p.trans_b = at.trans_b;
       p.b_constant = is_constant(g, n.inputs[1]);
+      return emit(p);
+    }
+    case OpKind::MatMulQ: {
+      const Value& x = V(0);
+      MatMulQParams p{};
+      p.x = addr(n.inputs[0]);
+      p.quants = addr(n.inputs[1]);
+      p.scales = addr(n.inputs[2]);
+      p.bias = n.inputs.size() > 3 ? addr(n.inputs[3]) : kNoBuffer;
+      p.out = addr(n.outputs[0]);
+      p.dequantized = n.outputs.size() > 1 ? addr(n.outputs[1]) : kNoBuffer;
+      p.k = x.shape.back();
+      p.m = numel(x.shape) / p.k;
+      p.n = y.shape.back();
+      p.dtype = x.dtype;
+      p.quant = std::get<MatMulQAttrs>(n.attrs).type;
+      p.weights_constant = is_constant(g, n.inputs[1]) && is_constant(g, n.inputs[2]);
       return emit(p);
     }
     case OpKind::Add:

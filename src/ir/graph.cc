@@ -147,6 +147,11 @@ ValueId Graph::linear(ValueId a, ValueId b, ValueId bias, Activation act, bool t
   if (bias >= 0) in.push_back(bias);
   return add_node(OpKind::MatMul, in, MatMulAttrs{false, tb, act})[0];
 }
+ValueId Graph::matmul_q(ValueId x, ValueId quants, ValueId scales, QuantType type, ValueId bias) {
+  std::vector<ValueId> in{x, quants, scales};
+  if (bias >= 0) in.push_back(bias);
+  return add_node(OpKind::MatMulQ, in, MatMulQAttrs{type})[0];
+}
 ValueId Graph::add(ValueId a, ValueId b) { return add_node(OpKind::Add, {a, b}, NoAttrs{})[0]; }
 ValueId Graph::sub(ValueId a, ValueId b) { return add_node(OpKind::Sub, {a, b}, NoAttrs{})[0]; }
 ValueId Graph::mul(ValueId a, ValueId b) { return add_node(OpKind::Mul, {a, b}, NoAttrs{})[0]; }

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "rlx/graph.h"
+#include "rlx/quant.h"
 
 namespace rlx {
 
@@ -106,6 +107,32 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       s.push_back(n);
       if (in.size() == 3) need_vector(V(2), n, a.dtype, who, "bias");
       return out(s, a.dtype);
+    }
+
+    case OpKind::MatMulQ: {
+      need_inputs(in, 3, 4, who);
+      const QuantType type = std::get<MatMulQAttrs>(attrs).type;
+      const Value &x = V(0), &q = V(1), &s = V(2);
+      need_float(x, who, "x");
+      need_dtype(q, DType::I32, who, "quants");
+      need_dtype(s, DType::F16, who, "scales");
+      RLX_CHECK(!x.shape.empty() && q.shape.size() == 2 && s.shape.size() == 2,
+                who << ": x must have rank >= 1 and quants, scales rank 2, got " << shape_str(x.shape) << ", "
+                    << shape_str(q.shape) << ", " << shape_str(s.shape));
+      const int64_t k = x.shape.back(), n = q.shape[0];
+      RLX_CHECK(k > 0 && k % kQuantBlock == 0,
+                who << ": " << quant_type_name(type) << " needs rows of a multiple of " << kQuantBlock
+                    << " elements, x has " << k);
+      RLX_CHECK(q.shape[1] * quant_elems_per_word(type) == k && s.shape == Shape({n, k / kQuantBlock}),
+                who << ": " << quant_type_name(type) << " weight of " << k << " columns needs quants [" << n << ", "
+                    << k / quant_elems_per_word(type) << "] and scales [" << n << ", " << k / kQuantBlock
+                    << "], got " << shape_str(q.shape) << " and " << shape_str(s.shape));
+      if (in.size() == 4) need_vector(V(3), n, x.dtype, who, "bias");
+      Shape y = x.shape;
+      y.back() = n;
+      auto outs = out(y, x.dtype);
+      if (numel(x.shape) / k > kMatMulQVectorRows) outs.push_back(Value{Shape{n, k}, x.dtype, -1, 1});
+      return outs;
     }
 
     case OpKind::Add:

@@ -92,7 +92,7 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
 }
 
 Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, int64_t cache_len,
-                        LlamaFeed feed, const SamplingOptions& sampling) {
+                        LlamaFeed feed, const SamplingOptions& sampling, const QuantizedWeights& quantized) {
   RLX_CHECK(is_float(dt), "llama: compute dtype must be f32, f16 or bf16");
   RLX_CHECK(batch > 0 && seq > 0, "llama: batch and seq must be positive");
   RLX_CHECK(seq <= c.max_positions, "llama: seq " << seq << " exceeds the context length " << c.max_positions);
@@ -118,7 +118,40 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   auto param = [&](const std::string& name, Shape s) { return g.param(name, std::move(s), dt); };
   // x @ W^T with W in the [out, in] layout GGUF and Hugging Face share.
   auto dense = [&](ValueId x, const std::string& name, int64_t out, int64_t in) {
-    return g.matmul(x, param(name, {out, in}), false, true);
+    auto q = quantized.find(name);
+    if (q == quantized.end()) return g.matmul(x, param(name, {out, in}), false, true);
+    return g.matmul_q(x, g.param(name + ".quants", {out, in / quant_elems_per_word(q->second)}, DType::I32),
+                      g.param(name + ".scales", {out, in / kQuantBlock}, DType::F16), q->second);
+  };
+  // The products of x with several weights [out_i, in] when all are
+  // quantized alike: one matmul_q over their concatenated params (param
+  // groups: laid side by side at load, nothing copied), then a narrow per
+  // weight. Empty otherwise (float weights are merged by the passes).
+  auto quantized_group = [&](ValueId x, const std::vector<std::pair<std::string, int64_t>>& ws, int64_t in) {
+    std::vector<ValueId> out;
+    auto first = quantized.find(ws[0].first);
+    bool alike = first != quantized.end();
+    for (const auto& [name, rows] : ws) {
+      auto q = quantized.find(name);
+      alike = alike && q != quantized.end() && q->second == first->second;
+    }
+    if (!alike) return out;
+    const QuantType t = first->second;
+    std::vector<ValueId> quants, scales;
+    int64_t total = 0;
+    for (const auto& [name, rows] : ws) {
+      quants.push_back(g.param(name + ".quants", {rows, in / quant_elems_per_word(t)}, DType::I32));
+      scales.push_back(g.param(name + ".scales", {rows, in / kQuantBlock}, DType::F16));
+      total += rows;
+    }
+    ValueId y = g.matmul_q(x, g.concat(quants, 0), g.concat(scales, 0), t);
+    const int last = int(g.value(y).shape.size()) - 1;
+    int64_t at = 0;
+    for (const auto& [name, rows] : ws) {
+      out.push_back(g.narrow(y, last, at, rows));
+      at += rows;
+    }
+    return out;
   };
 
   // Without a cache: the position of each column; with one: each batch's start.
@@ -155,9 +188,11 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     ValueId h = g.rms_norm(x, param(p + "attn_norm.weight", {H}), c.rms_eps);
-    ValueId q = g.rope(dense(h, p + "attn_q.weight", q_dim, H), positions, rq);
-    ValueId k = g.rope(dense(h, p + "attn_k.weight", kv_dim, H), positions, rk);
-    ValueId v = dense(h, p + "attn_v.weight", kv_dim, H);
+    const auto qkv = quantized_group(
+        h, {{p + "attn_q.weight", q_dim}, {p + "attn_k.weight", kv_dim}, {p + "attn_v.weight", kv_dim}}, H);
+    ValueId q = g.rope(qkv.empty() ? dense(h, p + "attn_q.weight", q_dim, H) : qkv[0], positions, rq);
+    ValueId k = g.rope(qkv.empty() ? dense(h, p + "attn_k.weight", kv_dim, H) : qkv[1], positions, rk);
+    ValueId v = qkv.empty() ? dense(h, p + "attn_v.weight", kv_dim, H) : qkv[2];
     if (cached) {
       // The new K and V rows join one cache row each (K then V); attention
       // reads all of it up to each position. One cache per layer lets one
@@ -172,15 +207,17 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     h = g.rms_norm(x, param(p + "ffn_norm.weight", {H}), c.rms_eps);
     // One SwiGLU op: after the gate and up products merge, it reads both
     // halves of the merged output in place.
-    ValueId gate = dense(h, p + "ffn_gate.weight", F, H);
-    ValueId up = dense(h, p + "ffn_up.weight", F, H);
+    const auto gate_up = quantized_group(h, {{p + "ffn_gate.weight", F}, {p + "ffn_up.weight", F}}, H);
+    ValueId gate = gate_up.empty() ? dense(h, p + "ffn_gate.weight", F, H) : gate_up[0];
+    ValueId up = gate_up.empty() ? dense(h, p + "ffn_up.weight", F, H) : gate_up[1];
     x = g.add(x, dense(g.swiglu(gate, up), p + "ffn_down.weight", H, F));
   }
   // Only the rows asked for reach the final norm and the LM head.
   x = g.gather(g.reshape(x, {batch * seq, H}), last);
   x = g.rms_norm(x, param("output_norm.weight", {H}), c.rms_eps);
-  ValueId head = c.tie_embeddings ? embed : param("output.weight", {c.vocab_size, H});
-  ValueId logits = g.matmul(x, head, false, true);
+  const std::string head = c.tie_embeddings ? "token_embd.weight" : "output.weight";
+  ValueId logits = c.tie_embeddings && !quantized.count(head) ? g.matmul(x, embed, false, true)
+                                                               : dense(x, head, c.vocab_size, H);
   if (cached) {
     // The position after the last token run, pos + (last_index - b * seq) + 1,
     // is the new token's, and the next token is chosen on the device: greedy
@@ -209,24 +246,35 @@ LlamaGguf::LlamaGguf(const std::string& path)
 LlamaGguf::~LlamaGguf() = default;
 
 void LlamaGguf::validate(const Graph& g) const {
-  for (const Node& n : g.nodes()) {
-    if (n.op != OpKind::Param) continue;
-    RLX_CHECK(file_->has_tensor(n.name), "llama: '" << file_->path() << "' has no tensor '" << n.name << "'");
-    const GgufTensorInfo& t = file_->tensor(n.name);
-    const Shape& want = g.value(n.outputs[0]).shape;
-    RLX_CHECK(t.shape == want, "llama: '" << file_->path() << "', tensor '" << n.name << "' has shape "
-                                          << shape_str(t.shape) << ", the config needs " << shape_str(want));
-    RLX_CHECK(ggml_type_dequantizable(t.type), "llama: '" << file_->path() << "', tensor '" << n.name
+  for (const LlamaParamSource& s : llama_param_sources(g)) {
+    RLX_CHECK(file_->has_tensor(s.tensor), "llama: '" << file_->path() << "' has no tensor '" << s.tensor << "'");
+    const GgufTensorInfo& t = file_->tensor(s.tensor);
+    RLX_CHECK(t.shape == s.shape, "llama: '" << file_->path() << "', tensor '" << s.tensor << "' has shape "
+                                             << shape_str(t.shape) << ", the config needs " << shape_str(s.shape));
+    RLX_CHECK(ggml_type_dequantizable(t.type), "llama: '" << file_->path() << "', tensor '" << s.tensor
                                                           << "': type " << ggml_type_name(t.type)
                                                           << " is not supported");
   }
 }
 
+std::optional<QuantType> LlamaGguf::stored_quant(const std::string& tensor) const {
+  if (!file_->has_tensor(tensor)) return std::nullopt;
+  switch (file_->tensor(tensor).type) {
+    case GgmlType::Q8_0: return QuantType::Q8_0;
+    case GgmlType::Q4_0: return QuantType::Q4_0;
+    default: return std::nullopt;
+  }
+}
+
 void LlamaGguf::load_into(Executable& exe, const Graph& g) const {
-  for (const Node& n : g.nodes()) {
-    if (n.op != OpKind::Param) continue;
-    std::vector<float> v = file_->to_f32(n.name);
-    exe.set_param_f32(n.name, v.data(), v.size());
+  for (const LlamaParamSource& s : llama_param_sources(g)) {
+    if (s.quant && stored_quant(s.tensor) == s.quant) {
+      set_quantized_weight_blocks(exe, s, file_->bytes(s.tensor));
+      continue;
+    }
+    std::vector<float> v = file_->to_f32(s.tensor);
+    if (s.quant) set_quantized_weight(exe, s, v);
+    else exe.set_param_f32(s.param, v.data(), v.size());
   }
 }
 

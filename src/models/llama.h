@@ -4,8 +4,10 @@
 // load. The graph recomputes the whole prefix, or runs over a KV cache.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "models/llama_quant.h"
 #include "models/sampling.h"
 #include "rlx/graph.h"
 #include "rlx/session.h"
@@ -65,9 +67,15 @@ LlamaConfig load_llama_config(const std::string& dir_or_file);
 // the argmax; with a temperature it is a `sample` node, whose draw is keyed
 // by the seed and the new token's position (next_pos after the run), so the
 // token equals Sampler(sampling).next(logits, that position).
+//
+// The matmul weights named in `quantized` are matmul_q products over their
+// W.quants and W.scales params (llama_quant.h); Q/K/V and gate/up, when all
+// of a group are quantized alike, are one product over the concatenated
+// params (as the sibling-matmul pass merges float weights).
 enum class LlamaFeed { Inputs, State };
 Graph build_llama_graph(const LlamaConfig& cfg, int64_t batch, int64_t seq, DType dt, int64_t cache_len = 0,
-                        LlamaFeed feed = LlamaFeed::Inputs, const SamplingOptions& sampling = {});
+                        LlamaFeed feed = LlamaFeed::Inputs, const SamplingOptions& sampling = {},
+                        const QuantizedWeights& quantized = {});
 
 // Where a LLaMA's config and weights come from (a GGUF file or a Hugging
 // Face directory), with params named as build_llama_graph names them.
@@ -79,9 +87,12 @@ class LlamaWeights {
   // rlx::Error naming the file and tensor.
   virtual void validate(const Graph& g) const = 0;
   virtual void load_into(Executable& exe, const Graph& g) const = 0;
+  // The format the file stores a tensor in, where it is Q8_0 or Q4_0.
+  virtual std::optional<QuantType> stored_quant(const std::string&) const { return std::nullopt; }
 };
 
-// A LLaMA GGUF: its config and its weights, dequantized to f32 at load.
+// A LLaMA GGUF: its config and its weights; Q8_0/Q4_0 matmul weights stay
+// quantized where the graph reads them so, the rest are dequantized at load.
 class LlamaGguf : public LlamaWeights {
  public:
   explicit LlamaGguf(const std::string& path);
@@ -90,6 +101,7 @@ class LlamaGguf : public LlamaWeights {
   const GgufFile& file() const { return *file_; }
   void validate(const Graph& g) const override;
   void load_into(Executable& exe, const Graph& g) const override;
+  std::optional<QuantType> stored_quant(const std::string& tensor) const override;
 
  private:
   std::unique_ptr<GgufFile> file_;

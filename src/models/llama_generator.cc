@@ -56,6 +56,8 @@ LlamaGenerator::LlamaGenerator(const std::string& path, GeneratorOptions o) : o_
     chat_template_ = gguf->file().get_string("tokenizer.chat_template", "");
     model_ = std::move(gguf);
   }
+  quantized_ = plan_llama_quantization(
+      config(), [&](const std::string& t) { return model_->stored_quant(t); }, o_.quantize);
   RLX_CHECK(!tokenizer_ || int64_t(tokenizer_->vocab_size()) <= config().vocab_size,
             "llama: '" << path << "': the tokenizer has " << tokenizer_->vocab_size() << " tokens, the model "
                        << config().vocab_size);
@@ -109,10 +111,11 @@ std::unique_ptr<Executable> LlamaGenerator::compile_graph(int64_t seq, LlamaFeed
     const int64_t largest = bucket_for(max_tokens_ ? max_tokens_ : config().max_positions);
     cache_len_ = o_.kv_cache ? largest : 0;
     share_ = make_arena_share(planned_arena_bytes(
-        build_llama_graph(config(), 1, largest, o_.dtype, cache_len_, LlamaFeed::Inputs, o_.sampling), co));
+        build_llama_graph(config(), 1, largest, o_.dtype, cache_len_, LlamaFeed::Inputs, o_.sampling, quantized_),
+        co));
   }
   co.arena_share = share_;
-  Graph g = build_llama_graph(config(), 1, seq, o_.dtype, cache_len_, feed, o_.sampling);
+  Graph g = build_llama_graph(config(), 1, seq, o_.dtype, cache_len_, feed, o_.sampling, quantized_);
   auto exe = compile(g, co);
   if (with_params_) {
     exe->share_params_with(*with_params_);

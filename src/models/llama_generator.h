@@ -14,6 +14,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ struct GeneratorOptions {
   bool kv_cache = true;  // false: recompute the whole prefix for every token
   ExecMode mode = ExecMode::Auto;  // CUDA: per-op launches or one recorded graph per run
   SamplingOptions sampling;  // how next_token chooses (default greedy)
+  // Matmul weights not stored as Q8_0/Q4_0 are quantized to this at load
+  // (llama.cpp's reference rounding); those stored so stay as they are.
+  std::optional<QuantType> quantize;
 };
 
 class LlamaGenerator {
@@ -80,6 +84,8 @@ class LlamaGenerator {
   // The state-fed decode executable (compiled on first use), for tests that
   // assert how it ran.
   Executable& state_fed_executable();
+  // The matmul weights held quantized (stored so, or by options.quantize).
+  const QuantizedWeights& quantized_weights() const { return quantized_; }
   // Rows of the KV cache (0 until the first graph is compiled, or without it).
   int64_t cache_len() const { return cache_len_; }
 
@@ -96,6 +102,7 @@ class LlamaGenerator {
   GeneratorOptions o_;
   Sampler sampler_;  // the host's choice where no cached graph runs
   std::unique_ptr<LlamaWeights> model_;
+  QuantizedWeights quantized_;  // the matmul weights held quantized
   std::unique_ptr<TextTokenizer> tokenizer_;
   int32_t eos_id_ = -1;
   std::string chat_template_;

@@ -67,23 +67,21 @@ const SafetensorsFile& LlamaSafetensors::file_of(const std::string& name) const 
 }
 
 void LlamaSafetensors::validate(const Graph& g) const {
-  for (const Node& n : g.nodes()) {
-    if (n.op != OpKind::Param) continue;
-    const std::string name = llama_hf_name(n.name);
+  for (const LlamaParamSource& s : llama_param_sources(g)) {
+    const std::string name = llama_hf_name(s.tensor);
     const SafetensorsFile& f = file_of(name);
-    const Shape& want = g.value(n.outputs[0]).shape;
-    RLX_CHECK(f.info(name).shape == want, "llama: '" << f.path() << "', tensor '" << name << "' has shape "
-                                                     << shape_str(f.info(name).shape) << ", the config needs "
-                                                     << shape_str(want));
+    RLX_CHECK(f.info(name).shape == s.shape, "llama: '" << f.path() << "', tensor '" << name << "' has shape "
+                                                        << shape_str(f.info(name).shape) << ", the config needs "
+                                                        << shape_str(s.shape));
   }
 }
 
 void LlamaSafetensors::load_into(Executable& exe, const Graph& g) const {
-  for (const Node& n : g.nodes()) {
-    if (n.op != OpKind::Param) continue;
-    const std::string name = llama_hf_name(n.name);
+  for (const LlamaParamSource& s : llama_param_sources(g)) {
+    const std::string name = llama_hf_name(s.tensor);
     std::vector<float> v = file_of(name).to_f32(name);
-    exe.set_param_f32(n.name, v.data(), v.size());
+    if (s.quant) set_quantized_weight(exe, s, v);
+    else exe.set_param_f32(s.param, v.data(), v.size());
   }
 }
 

@@ -3,6 +3,8 @@
 // its base to its last element).
 #include "thunks/buffer_uses.h"
 
+#include "rlx/quant.h"
+
 namespace rlx {
 namespace {
 
@@ -40,6 +42,17 @@ Uses uses(const MatMulParams& p) {
   read(u, p.b, bytes((p.batch - 1) * p.stride_b + rows_extent(b_rows, p.ldb, 0, b_cols), p.dtype));
   read(u, p.bias, bytes(p.n, p.dtype));
   write(u, p.out, bytes((p.batch - 1) * p.stride_out + rows_extent(p.m, p.ldc, 0, p.n), p.dtype));
+  return u;
+}
+
+Uses uses(const MatMulQParams& p) {
+  Uses u;
+  read(u, p.x, bytes(p.m * p.k, p.dtype));
+  read(u, p.quants, bytes(p.n * p.k / quant_elems_per_word(p.quant), DType::I32));
+  read(u, p.scales, bytes(p.n * p.k / kQuantBlock, DType::F16));
+  read(u, p.bias, bytes(p.n, p.dtype));
+  write(u, p.out, bytes(p.m * p.n, p.dtype));
+  write(u, p.dequantized, bytes(p.n * p.k, p.dtype));
   return u;
 }
 

@@ -27,6 +27,19 @@ struct MatMulParams {
   uint8_t b_constant;  // b is a param or constant (no thunk writes it): kernels may read it early
 };
 
+// out[m, n] = x[m, k] . dequant(W)^T (+ bias) for W [n, k] held as quants
+// (rows of k / quant_elems_per_word i32 words) and f16 scales [n, k / 32]
+// (rlx/quant.h); x, bias and out dense in `dtype`. dequantized (kNoBuffer up
+// to kMatMulQVectorRows rows): scratch [n, k] in `dtype` that larger products
+// dequantize W into before one plain product over it.
+struct MatMulQParams {
+  uint64_t x, quants, scales, bias, out, dequantized;
+  int64_t m, n, k;
+  DType dtype;
+  QuantType quant;
+  uint8_t weights_constant;  // quants and scales are params (no thunk writes them): kernels may read them early
+};
+
 // out = a (op) b with numpy broadcasting: out is contiguous with `shape`;
 // a/b strides are 0 along broadcast dims.
 struct BinaryParams {

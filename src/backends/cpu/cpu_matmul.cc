@@ -6,6 +6,7 @@
 
 #include "backends/cpu/cpu_activation.h"
 #include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_matmul.h"
 #include "backends/cpu/cpu_gemm_packed.h"
 #include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
@@ -81,6 +82,14 @@ template <class T> void matmul_widened(const MatMulParams& p, CpuContext& ctx) {
 }
 
 }  // namespace
+
+void run_matmul(const MatMulParams& p, CpuContext& ctx) {
+  switch (p.dtype) {
+    case DType::F16: return matmul_widened<Half>(p, ctx);
+    case DType::BF16: return matmul_widened<BFloat>(p, ctx);
+    default: return matmul_f32(p, ctx);
+  }
+}
 
 void register_cpu_matmul(CpuRegistry& r) {
   r.add<MatMulParams>(DType::F32, matmul_f32);

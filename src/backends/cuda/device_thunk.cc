@@ -7,6 +7,7 @@
 #include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/matmul.h"
+#include "backends/cuda/matmul_quant.h"
 
 namespace rlx::cuda {
 namespace {
@@ -60,6 +61,8 @@ std::unique_ptr<DeviceThunk> make_device_thunk(const Thunk& t, const DeviceResou
         using P = std::decay_t<decltype(p)>;
         if constexpr (std::is_same_v<P, MatMulParams>) {
           return std::make_unique<MatMulThunk>(p, r, t.label);
+        } else if constexpr (std::is_same_v<P, MatMulQParams>) {
+          return make_matmul_q_thunk(p, r, t.label);
         } else if constexpr (std::is_same_v<P, AttentionParams>) {
           // cuDNN's fused attention where it takes the problem; rlx's kernels otherwise.
           if (auto fused = make_cudnn_attention(p, r, t.label)) return fused;

@@ -1,0 +1,78 @@
+// matmul_q on the CPU, the reference the other backends are held to. Up to
+// kMatMulQVectorRows rows, each weight row is dequantized a block at a time
+// (f32) and dotted with every row of x; larger products dequantize W into
+// the node's scratch output (in x's dtype) and run the plain matrix product
+// over it, as the CUDA backend does.
+#include "backends/cpu/cpu_matmul.h"
+#include "backends/cpu/cpu_parallel.h"
+#include "backends/cpu/cpu_registry.h"
+#include "backends/cpu/cpu_storage.h"
+#include "rlx/graph.h"
+#include "thunks/quant_math.h"
+
+namespace rlx::cpu {
+namespace {
+
+template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {
+  uint8_t* arena = ctx.arena();
+  const uint8_t* quants = arena + p.quants;
+  const uint16_t* scales = at<uint16_t>(arena, p.scales);
+  const int64_t blocks = p.k / kQuantBlock, row_bytes = blocks * quant_block_bytes(p.quant);
+  const T* bias = p.bias == kNoBuffer ? nullptr : at<T>(arena, p.bias);
+  const bool threaded = p.n * p.k > 16384;
+  if (p.dequantized != kNoBuffer) {
+    T* w = at<T>(arena, p.dequantized);
+    parallel_for(p.n, threaded, [&](int64_t r) {
+      float block[kQuantBlock];
+      for (int64_t c = 0; c < blocks; ++c) {
+        dequantize_row(p.quant, quants + r * row_bytes + c * quant_block_bytes(p.quant), scales + r * blocks + c,
+                       kQuantBlock, block);
+        for (int64_t j = 0; j < kQuantBlock; ++j) w[r * p.k + c * kQuantBlock + j] = from_f32<T>(block[j]);
+      }
+    });
+    MatMulParams mp{};
+    mp.a = p.x;
+    mp.b = p.dequantized;
+    mp.bias = p.bias;
+    mp.out = p.out;
+    mp.batch = 1;
+    mp.m = p.m;
+    mp.n = p.n;
+    mp.k = p.k;
+    mp.lda = mp.ldb = p.k;
+    mp.ldc = p.n;
+    mp.dtype = p.dtype;
+    mp.act = Activation::None;
+    mp.trans_b = 1;
+    run_matmul(mp, ctx);
+    return;
+  }
+  RLX_CHECK(p.m <= kMatMulQVectorRows, "matmul_q: " << p.m << " rows without a dequantized scratch");
+  float* x = ctx.scratch(0, size_t(p.m * p.k));
+  const T* xs = at<T>(arena, p.x);
+  for (int64_t i = 0; i < p.m * p.k; ++i) x[i] = to_f32(xs[i]);
+  T* out = at<T>(arena, p.out);
+  parallel_for(p.n, threaded, [&](int64_t r) {
+    float acc[kMatMulQVectorRows] = {};
+    float block[kQuantBlock];
+    for (int64_t c = 0; c < blocks; ++c) {
+      dequantize_row(p.quant, quants + r * row_bytes + c * quant_block_bytes(p.quant), scales + r * blocks + c,
+                     kQuantBlock, block);
+      for (int64_t i = 0; i < p.m; ++i) {
+        const float* xb = x + i * p.k + c * kQuantBlock;
+        for (int64_t j = 0; j < kQuantBlock; ++j) acc[i] += block[j] * xb[j];
+      }
+    }
+    for (int64_t i = 0; i < p.m; ++i) out[i * p.n + r] = from_f32<T>(acc[i] + (bias ? to_f32(bias[r]) : 0.f));
+  });
+}
+
+}  // namespace
+
+void register_cpu_matmul_q(CpuRegistry& r) {
+  r.add<MatMulQParams>(DType::F32, matmul_q<float>);
+  r.add<MatMulQParams>(DType::F16, matmul_q<Half>);
+  r.add<MatMulQParams>(DType::BF16, matmul_q<BFloat>);
+}
+
+}  // namespace rlx::cpu

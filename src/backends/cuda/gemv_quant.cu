@@ -1,0 +1,229 @@
+// matmul_q kernels. The matrix-vector product (decode steps, up to
+// kMatMulQVectorRows rows): a warp per weight row, each lane one block of
+// 32 weights at a time (16 bytes of Q4_0 quants, 32 of Q8_0) with
+// kUnroll blocks' loads in flight, dequantized in registers and dotted in
+// f32 with x, which the block first stages in shared memory as f32 (so each
+// x element is converted once per block, not once per weight row). The
+// scale multiplies each block's sum; the bias is added before the one store.
+#include "backends/cuda/gemv_quant.h"
+
+#include "backends/cuda/device_types.cuh"
+#include "backends/cuda/dispatch.h"
+#include "backends/cuda/launch.cuh"
+#include "rlx/graph.h"
+#include "rlx/quant.h"
+
+namespace rlx::cuda {
+namespace {
+
+constexpr int kRowsPerBlock = 8;  // warps per thread block, a weight row each
+constexpr int kUnroll = 4;        // blocks of 32 weights per lane in flight
+// Floats per 32-element block of x in shared memory: the 4 of padding put
+// the lanes of a warp, each reading its own block, on distinct banks.
+constexpr int kXStride = 36;
+constexpr int kXSmemBytes = 32768;  // staged x per thread block; longer rows go in tiles
+
+template <QuantType Q> constexpr int kChunks = int(quant_block_bytes(Q) / 16);  // 16-byte loads per block
+
+// Tile length in blocks of 32 for M rows of x.
+template <int M> constexpr int64_t kTileBlocks = kXSmemBytes / (M * kXStride * 4);
+
+// Byte b of v as a float, minus `offset`: 2^23 + byte is exact in the
+// mantissa of 0x4B0000XX, so one permute and one subtract replace a convert.
+__device__ __forceinline__ float byte_as_float(uint32_t v, int b, float offset) {
+  return __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7650u | unsigned(b))) - (8388608.f + offset);
+}
+
+// The 32 weights of one block, unscaled (the q of rlx/quant.h).
+template <QuantType Q>
+__device__ __forceinline__ void decode_block(const uint4* c, float* w) {
+  if constexpr (Q == QuantType::Q4_0) {
+    const uint32_t words[4] = {c[0].x, c[0].y, c[0].z, c[0].w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t lo = words[i] & 0x0f0f0f0fu, hi = (words[i] >> 4) & 0x0f0f0f0fu;
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        w[4 * i + b] = byte_as_float(lo, b, 8.f);
+        w[16 + 4 * i + b] = byte_as_float(hi, b, 8.f);
+      }
+    }
+  } else {
+    const uint32_t words[8] = {c[0].x, c[0].y, c[0].z, c[0].w, c[1].x, c[1].y, c[1].z, c[1].w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t u = words[i] ^ 0x80808080u;  // signed bytes to q + 128
+#pragma unroll
+      for (int b = 0; b < 4; ++b) w[4 * i + b] = byte_as_float(u, b, 128.f);
+    }
+  }
+}
+
+// x rows [0, M) columns [t0, t1) blocks of 32, as f32 into xs (row m at
+// m * tile * kXStride, block c at c * kXStride).
+template <class T, int M>
+__device__ __forceinline__ void stage_x(const MatMulQParams& p, uint8_t* arena, int64_t t0, int64_t t1,
+                                        float* xs) {
+  constexpr int64_t tile = kTileBlocks<M>;
+  const T* x = at<const T>(arena, p.x);
+  const int64_t cols = (t1 - t0) * kQuantBlock;
+  if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+    constexpr int ve = kChunkElems<T>;
+    const int64_t chunks = cols / ve;
+    for (int64_t i = threadIdx.x; i < M * chunks; i += blockDim.x) {
+      const int64_t m = i / chunks, e = (i % chunks) * ve;
+      float f[ve];
+      unpack_chunk<T>(*reinterpret_cast<const uint4*>(x + m * p.k + t0 * kQuantBlock + e), f);
+      float* dst = xs + m * tile * kXStride + (e / kQuantBlock) * kXStride + e % kQuantBlock;
+#pragma unroll
+      for (int j = 0; j < ve; j += 4) *reinterpret_cast<float4*>(dst + j) = make_float4(f[j], f[j + 1], f[j + 2], f[j + 3]);
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < M * cols; i += blockDim.x) {
+      const int64_t m = i / cols, e = i % cols;
+      xs[m * tile * kXStride + (e / kQuantBlock) * kXStride + e % kQuantBlock] =
+          to_f32(x[m * p.k + t0 * kQuantBlock + e]);
+    }
+  }
+}
+
+template <class T, QuantType Q, int M>
+__global__ void __launch_bounds__(kRowsPerBlock * 32) gemv_quant_kernel(const MatMulQParams p, uint8_t* arena) {
+  extern __shared__ float4 smem[];
+  float* xs = reinterpret_cast<float*>(smem);
+  constexpr int kc = kChunks<Q>;
+  constexpr int64_t tile = kTileBlocks<M>;
+  const int lane = threadIdx.x & 31;
+  const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
+  const bool live = row < p.n;
+  const int64_t blocks = p.k / kQuantBlock;
+  const uint4* wq = reinterpret_cast<const uint4*>(arena + p.quants) + (live ? row : 0) * blocks * kc;
+  const __half* sc = at<const __half>(arena, p.scales) + (live ? row : 0) * blocks;
+  uint4 w[kUnroll][kc];
+  __half d[kUnroll];
+  auto load = [&](int64_t c0, int64_t end) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + 32 * u;
+      const bool in = live && c < end;
+#pragma unroll
+      for (int i = 0; i < kc; ++i) w[u][i] = in ? __ldg(wq + c * kc + i) : make_uint4(0, 0, 0, 0);
+      d[u] = in ? sc[c] : __float2half(0.f);
+    }
+  };
+  int64_t t1 = blocks < tile ? blocks : tile;
+  // Constant weights: the first loads go out before waiting for the kernel
+  // that writes x (pdl_entry), overlapping its tail.
+  if (p.weights_constant) load(lane, t1);
+  pdl_entry();
+  if (!p.weights_constant) load(lane, t1);
+  float acc[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m] = 0.f;
+  for (int64_t t0 = 0; t0 < blocks; t0 = t1, t1 = t0 + tile < blocks ? t0 + tile : blocks) {
+    if (t0 > 0) __syncthreads();  // every warp is done with the previous tile
+    stage_x<T, M>(p, arena, t0, t1, xs);
+    __syncthreads();
+    for (int64_t c0 = t0 + lane; c0 < t1; c0 += 32 * kUnroll) {
+      if (c0 != lane) load(c0, t1);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + 32 * u;
+        if (c >= t1) break;
+        float wf[kQuantBlock];
+        decode_block<Q>(w[u], wf);
+        const float scale = __half2float(d[u]);
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          const float4* xb = reinterpret_cast<const float4*>(xs + m * tile * kXStride + (c - t0) * kXStride);
+          float s = 0.f;
+#pragma unroll
+          for (int j = 0; j < kQuantBlock / 4; ++j) {
+            const float4 xv = xb[j];
+            s = fmaf(wf[4 * j], xv.x, s);
+            s = fmaf(wf[4 * j + 1], xv.y, s);
+            s = fmaf(wf[4 * j + 2], xv.z, s);
+            s = fmaf(wf[4 * j + 3], xv.w, s);
+          }
+          acc[m] = fmaf(scale, s, acc[m]);
+        }
+      }
+    }
+  }
+  if (!live) return;
+  const float bias = p.bias != kNoBuffer ? to_f32(at<const T>(arena, p.bias)[row]) : 0.f;
+  T* out = at<T>(arena, p.out) + row;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float s = warp_sum(acc[m]);
+    if (lane == 0) out[m * p.n] = from_f32<T>(s + bias);
+  }
+}
+
+// One block of 32 weights per thread: scaled, converted to T, stored as
+// 16-byte chunks.
+template <class T, QuantType Q>
+__global__ void dequantize_kernel(const MatMulQParams p, uint8_t* arena) {
+  pdl_entry();
+  constexpr int kc = kChunks<Q>, ve = kChunkElems<T>;
+  const int64_t total = p.n * (p.k / kQuantBlock);
+  const uint4* wq = reinterpret_cast<const uint4*>(arena + p.quants);
+  const __half* sc = at<const __half>(arena, p.scales);
+  uint4* out = reinterpret_cast<uint4*>(arena + p.dequantized);
+  for (int64_t b = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; b < total; b += int64_t(gridDim.x) * blockDim.x) {
+    uint4 c[kc];
+#pragma unroll
+    for (int i = 0; i < kc; ++i) c[i] = __ldg(wq + b * kc + i);
+    float wf[kQuantBlock];
+    decode_block<Q>(c, wf);
+    const float scale = __half2float(sc[b]);
+#pragma unroll
+    for (int j = 0; j < kQuantBlock; ++j) wf[j] *= scale;
+#pragma unroll
+    for (int j = 0; j < kQuantBlock / ve; ++j) out[b * (kQuantBlock / ve) + j] = pack_chunk<T>(wf + j * ve);
+  }
+}
+
+template <class T, QuantType Q, int M>
+void launch_rows(const MatMulQParams& p, const LaunchContext& ctx) {
+  if constexpr (M <= kMatMulQVectorRows) {
+    if (p.m == M) {
+      const int64_t blocks = p.k / kQuantBlock;
+      const int64_t tile = blocks < kTileBlocks<M> ? blocks : kTileBlocks<M>;
+      const size_t smem = size_t(M * tile * kXStride) * sizeof(float);
+      launch(gemv_quant_kernel<T, Q, M>, dim3(unsigned((p.n + kRowsPerBlock - 1) / kRowsPerBlock)),
+             kRowsPerBlock * 32, smem, ctx, p);
+      return;
+    }
+    launch_rows<T, Q, M + 1>(p, ctx);
+  }
+}
+
+template <class F>
+void dispatch_quant(QuantType q, F&& f) {
+  if (q == QuantType::Q4_0) f.template operator()<QuantType::Q4_0>();
+  else f.template operator()<QuantType::Q8_0>();
+}
+
+}  // namespace
+
+bool gemv_quant_eligible(const MatMulQParams& p, const uint8_t* arena) {
+  return p.m >= 1 && p.m <= kMatMulQVectorRows && p.n >= 1 && p.n <= (int64_t(1) << 31) * kRowsPerBlock &&
+         p.k % kQuantBlock == 0 && (reinterpret_cast<uintptr_t>(arena) + p.quants) % 16 == 0;
+}
+
+void run_gemv_quant(const MatMulQParams& p, const LaunchContext& ctx) {
+  dispatch_float(p.dtype, ctx.label, [&]<class T>() {
+    dispatch_quant(p.quant, [&]<QuantType Q>() { launch_rows<T, Q, 1>(p, ctx); });
+  });
+}
+
+void run_dequantize(const MatMulQParams& p, const LaunchContext& ctx) {
+  dispatch_float(p.dtype, ctx.label, [&]<class T>() {
+    dispatch_quant(p.quant, [&]<QuantType Q>() {
+      launch(dequantize_kernel<T, Q>, grid_for(p.n * (p.k / kQuantBlock), 256), 256, 0, ctx, p);
+    });
+  });
+}
+
+}  // namespace rlx::cuda

@@ -1,0 +1,76 @@
+#include "backends/cuda/matmul_quant.h"
+
+#include <atomic>
+
+#include "backends/cuda/cuda_registry.h"
+#include "backends/cuda/dispatch.h"
+#include "backends/cuda/gemv_quant.h"
+#include "backends/cuda/matmul.h"
+
+namespace rlx::cuda {
+namespace {
+
+std::atomic<int> g_gemv{0}, g_dequantize{0};
+
+// The plain product over the dequantized weight: x [m, k] . W [n, k]^T + bias.
+MatMulParams dequantized_product(const MatMulQParams& p) {
+  MatMulParams mp{};
+  mp.a = p.x;
+  mp.b = p.dequantized;
+  mp.bias = p.bias;
+  mp.out = p.out;
+  mp.batch = 1;
+  mp.m = p.m;
+  mp.n = p.n;
+  mp.k = p.k;
+  mp.lda = mp.ldb = p.k;
+  mp.ldc = p.n;
+  mp.dtype = p.dtype;
+  mp.act = Activation::None;
+  mp.trans_b = 1;
+  return mp;
+}
+
+class MatMulQThunk final : public DeviceThunk {
+ public:
+  MatMulQThunk(const MatMulQParams& p, const DeviceResources& r, const std::string& label) : p_(p) {
+    if (p.dequantized != kNoBuffer) {
+      plan_ = std::make_unique<MatMulPlan>(r.lt, dequantized_product(p), r.arena, r.workspace, r.workspace_bytes,
+                                           label, r.allow_tf32);
+      g_dequantize.fetch_add(1);
+    } else {
+      RLX_CHECK(gemv_quant_eligible(p, r.arena),
+                "matmul_q: " << label << " (m=" << p.m << " n=" << p.n << " k=" << p.k
+                             << ") fits no quantized kernel: quants must start 16-byte aligned");
+      g_gemv.fetch_add(1);
+    }
+  }
+  void execute(const LaunchContext& ctx) const override {
+    if (plan_) {
+      run_dequantize(p_, ctx);
+      plan_->execute(ctx);
+    } else {
+      run_gemv_quant(p_, ctx);
+    }
+  }
+
+ private:
+  MatMulQParams p_;
+  std::unique_ptr<MatMulPlan> plan_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceThunk> make_matmul_q_thunk(const MatMulQParams& p, const DeviceResources& r,
+                                                 const std::string& label) {
+  return std::make_unique<MatMulQThunk>(p, r, label);
+}
+
+MatMulQPathCounts matmul_q_path_counts() { return {g_gemv.load(), g_dequantize.load()}; }
+
+// Stateful like matmul: the plan is made at initialize.
+void register_cuda_matmul_q(CudaRegistry& r) {
+  for (DType dt : kFloatDTypes) r.add_stateful<MatMulQParams>(dt);
+}
+
+}  // namespace rlx::cuda

@@ -1,0 +1,53 @@
+// LLaMA matmul weights held block-quantized (rlx/quant.h): which ones, and
+// how loaders fill their params. A quantized weight W (named as GGUF names
+// it, e.g. blk.0.attn_q.weight) is two graph params, W.quants and W.scales.
+// The token embedding the gather reads stays in floats, also when the tied
+// LM head reads the same tensor quantized (then both exist).
+#pragma once
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rlx/graph.h"
+#include "rlx/quant.h"
+#include "rlx/session.h"
+
+namespace rlx {
+
+struct LlamaConfig;
+
+// Matmul weight name -> the format its params hold.
+using QuantizedWeights = std::map<std::string, QuantType>;
+
+// The weights LLaMA's matmuls read (as [n, k], n outputs of k inputs).
+std::vector<std::pair<std::string, Shape>> llama_matmul_weights(const LlamaConfig& c);
+
+// Each matmul weight's format: what `stored` says where the file holds it as
+// Q8_0 or Q4_0 (kept as it is), else `quantize` when set, else floats. A
+// weight whose rows are not a multiple of 32 cannot be quantized: rlx::Error
+// naming it.
+QuantizedWeights plan_llama_quantization(const LlamaConfig& c,
+                                         const std::function<std::optional<QuantType>(const std::string&)>& stored,
+                                         std::optional<QuantType> quantize);
+
+// What fills a param of a LLaMA graph: the file tensor (by rlx's name), the
+// shape that tensor must have and, for W.quants, W's format (W.scales is
+// filled with it and has no entry of its own).
+struct LlamaParamSource {
+  std::string param, tensor;
+  Shape shape;
+  std::optional<QuantType> quant;
+};
+std::vector<LlamaParamSource> llama_param_sources(const Graph& g);
+
+// Fills W.quants and W.scales from W [n, k] in f32, quantized as llama.cpp's
+// reference quantizers do (thunks/quant_math.h).
+void set_quantized_weight(Executable& exe, const LlamaParamSource& s, const std::vector<float>& w);
+// The same from GGUF blocks of W's format (per block: f16 scale, then the
+// quants), split into quants and scales.
+void set_quantized_weight_blocks(Executable& exe, const LlamaParamSource& s, std::span<const uint8_t> blocks);
+
+}  // namespace rlx

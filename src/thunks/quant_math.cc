@@ -1,0 +1,51 @@
+#include "thunks/quant_math.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "rlx/dtype.h"
+
+namespace rlx {
+
+void quantize_row(QuantType t, const float* x, int64_t k, uint8_t* quants, uint16_t* scales) {
+  for (int64_t c = 0; c < k / kQuantBlock; ++c) {
+    const float* b = x + c * kQuantBlock;
+    uint8_t* q = quants + c * quant_block_bytes(t);
+    if (t == QuantType::Q8_0) {
+      float amax = 0.f;
+      for (int j = 0; j < kQuantBlock; ++j) amax = std::max(amax, std::fabs(b[j]));
+      const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+      scales[c] = float_to_half(d);
+      for (int j = 0; j < kQuantBlock; ++j) q[j] = uint8_t(int8_t(std::round(b[j] * id)));
+    } else {
+      float amax = 0.f, m = 0.f;
+      for (int j = 0; j < kQuantBlock; ++j)
+        if (amax < std::fabs(b[j])) {
+          amax = std::fabs(b[j]);
+          m = b[j];
+        }
+      const float d = m / -8.f, id = d != 0.f ? 1.f / d : 0.f;
+      scales[c] = float_to_half(d);
+      auto code = [&](float v) { return uint8_t(std::min(15, int(int8_t(v * id + 8.5f)))); };
+      for (int j = 0; j < kQuantBlock / 2; ++j) q[j] = uint8_t(code(b[j]) | code(b[j + kQuantBlock / 2]) << 4);
+    }
+  }
+}
+
+void dequantize_row(QuantType t, const uint8_t* quants, const uint16_t* scales, int64_t k, float* y) {
+  for (int64_t c = 0; c < k / kQuantBlock; ++c) {
+    const float d = half_to_float(scales[c]);
+    const uint8_t* q = quants + c * quant_block_bytes(t);
+    float* out = y + c * kQuantBlock;
+    if (t == QuantType::Q8_0) {
+      for (int j = 0; j < kQuantBlock; ++j) out[j] = d * float(int8_t(q[j]));
+    } else {
+      for (int j = 0; j < kQuantBlock / 2; ++j) {
+        out[j] = d * float(int(q[j] & 0x0f) - 8);
+        out[j + kQuantBlock / 2] = d * float(int(q[j] >> 4) - 8);
+      }
+    }
+  }
+}
+
+}  // namespace rlx

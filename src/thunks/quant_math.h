@@ -1,0 +1,22 @@
+// Block quantization on the host, defined once for the loaders (quantizing
+// a float model at load), the CPU matmul_q kernel and the tests. Layout:
+// rlx/quant.h. Rounding follows llama.cpp's reference quantizers, so a
+// weight quantized here has the bytes llama.cpp's `quantize` would give:
+//  - Q8_0: d = amax / 127, q = round(x / d) (half away from zero).
+//  - Q4_0: m = the element of largest magnitude (the first, on ties), with
+//    its sign; d = m / -8, q = min(15, trunc(x / d + 8.5)) - 8.
+// Both divide by the f32 d and store d rounded to f16; an all-zero block
+// has d = 0 and every q 0.
+#pragma once
+#include <cstdint>
+
+#include "rlx/quant.h"
+
+namespace rlx {
+
+// One row of k elements (k a multiple of kQuantBlock): quant_block_bytes(t)
+// * k / 32 bytes of quants and k / 32 f16 scales.
+void quantize_row(QuantType t, const float* x, int64_t k, uint8_t* quants, uint16_t* scales);
+void dequantize_row(QuantType t, const uint8_t* quants, const uint16_t* scales, int64_t k, float* y);
+
+}  // namespace rlx
