@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "quant_weights.h"
 #include "reference_ops.h"
 #include "rlx/graph.h"
 #include "rlx/session.h"
@@ -308,6 +309,30 @@ inline OpCase reduce_case(ReduceKind kind, int64_t inner, uint64_t seed) {
   return oc;
 }
 
+// matmul_q over a constant Q8_0/Q4_0 weight [n, k]: up to 8 rows the
+// matrix-vector path, more (17) the dequantize-then-product path.
+inline OpCase matmul_q_case(const char* name, QuantType t, int64_t m, int64_t n, int64_t k, bool bias, uint64_t seed) {
+  OpCase oc;
+  oc.name = name;
+  oc.thunk = "matmul_q";
+  const QuantWeight w = random_quant_weight(t, n, k, seed);
+  oc.build = [=](DType dt) {
+    OpGraph c;
+    const auto [quants, scales] = quant_constants(c.graph, w);
+    ValueId x = c.graph.input("x", {m, k}, dt);
+    ValueId b = bias ? c.graph.input("bias", {n}, dt) : -1;
+    c.graph.output("out", c.graph.matmul_q(x, quants, scales, t, b));
+    c.inputs["x"] = quantize(random_floats(size_t(m * k), seed + 1), dt);
+    if (bias) c.inputs["bias"] = quantize(random_floats(size_t(n), seed + 2), dt);
+    return c;
+  };
+  oc.reference = [=](const Values& in) {
+    return Refs{{"out", quant_product_reference(in.at("x"), w, m, bias ? &in.at("bias") : nullptr)}};
+  };
+  oc.elem_scale = 4;  // sums of k products
+  return oc;
+}
+
 inline void add_kernel_cases(std::vector<OpCase>& cases) {
   const MatMulCase mms[] = {
       {"matmul_bias_gelu_tanh", 1, 7, 33, 129, false, false, true, false, Activation::GeluTanh},
@@ -330,6 +355,10 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
   };
   uint64_t seed = 200;
   for (const MatMulCase& mm : mms) cases.push_back(matmul_case(mm, seed += 10));
+  cases.push_back(matmul_q_case("matmul_q_q8_0_1x37x96_bias", QuantType::Q8_0, 1, 37, 96, true, seed += 10));
+  cases.push_back(matmul_q_case("matmul_q_q4_0_3x37x160", QuantType::Q4_0, 3, 37, 160, false, seed += 10));
+  cases.push_back(matmul_q_case("matmul_q_q4_0_8x19x64_bias", QuantType::Q4_0, 8, 19, 64, true, seed += 10));
+  cases.push_back(matmul_q_case("matmul_q_q8_0_17x37x96_bias", QuantType::Q8_0, 17, 37, 96, true, seed += 10));
   for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div})
     cases.push_back(binary_case(op, seed += 10));
   cases.push_back(unary_case(Activation::Gelu, "unary_gelu", seed += 10));

@@ -54,8 +54,9 @@ CudaExecutable::CudaExecutable(const Schedule& s, const CompileOptions& o) : sch
                                                            " lies outside the arena");
   upload_constants_if_needed();
 
-  bool any_matmul = std::any_of(s.thunks.begin(), s.thunks.end(),
-                                [](const Thunk& t) { return t.kind() == ThunkKind::MatMul || t.kind() == ThunkKind::MatMulQ; });
+  bool any_matmul = std::any_of(s.thunks.begin(), s.thunks.end(), [](const Thunk& t) {
+    return t.kind() == ThunkKind::MatMul || t.kind() == ThunkKind::MatMulQ;
+  });
   DeviceResources res{arena_, nullptr, nullptr, 0, o.allow_tf32, make_mask_bias_share()};
   if (any_matmul) {
     check(cublasLtCreate(&lt_), "cuBLASLt handle");

@@ -1,0 +1,131 @@
+// matmul_q on CUDA against the CPU backend and a double reference: 1, 3 and
+// 8 rows (the quantized matrix-vector kernel) and 17 (dequantize into
+// scratch, then cuBLASLt), f32/f16/bf16 activations, both formats, odd n,
+// rows of x longer than one shared-memory tile; the path each took is
+// asserted from the counters. Then the tiny LLaMA quantized at load: the
+// GPU's greedy tokens and logits against the CPU's.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "backends/cuda/cuda_executable.h"
+#include "backends/cuda/matmul_quant.h"
+#include "models/llama_generator.h"
+#include "quant_weights.h"
+#include "rlx/session.h"
+
+namespace rlx {
+namespace {
+
+using test::QuantWeight;
+
+const std::string kTiny = std::string(RLX_SOURCE_DIR) + "/tests/data/tiny_llama.gguf";
+
+Graph product_graph(const QuantWeight& w, int64_t m, DType dt) {
+  Graph g;
+  ValueId x = g.input("x", {m, w.k}, dt), bias = g.input("bias", {w.n}, dt);
+  ValueId q = g.param("w.quants", w.quants_shape(), DType::I32), s = g.param("w.scales", w.scales_shape(), DType::F16);
+  g.output("out", g.matmul_q(x, q, s, w.type, bias));
+  return g;
+}
+
+struct Shape3 {
+  int64_t m, n, k;
+};
+
+TEST(MatMulQGpu, EqualsTheCpuAndTheReferenceOnEachPath) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
+  // 8224 = 257 blocks: one row of x is two shared-memory tiles; 2048 at 8
+  // rows is three.
+  const Shape3 shapes[] = {{1, 301, 288}, {3, 37, 160}, {8, 300, 2048}, {17, 301, 288}, {1, 65, 8224}, {2, 33, 8224}};
+  uint64_t seed = 900;
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0})
+    for (DType dt : {DType::F32, DType::F16, DType::BF16})
+      for (const Shape3& s : shapes)
+        for (ExecMode mode : {ExecMode::PerOp, ExecMode::Graph}) {
+          const QuantWeight w = test::random_quant_weight(t, s.n, s.k, seed += 10);
+          const Graph g = product_graph(w, s.m, dt);
+          CompileOptions o;
+          o.device = Device::Cuda;
+          o.mode = mode;
+          const cuda::MatMulQPathCounts before = cuda::matmul_q_path_counts();
+          auto gpu = compile(g, o), cpu = compile(g, CompileOptions{});
+          const cuda::MatMulQPathCounts after = cuda::matmul_q_path_counts();
+          const bool vector = s.m <= kMatMulQVectorRows;
+          EXPECT_EQ(after.gemv - before.gemv, vector ? 1 : 0);
+          EXPECT_EQ(after.dequantize - before.dequantize, vector ? 0 : 1);
+          for (Executable* e : {gpu.get(), cpu.get()}) {
+            e->set_param("w.quants", HostTensor{DType::I32, w.quants_shape(), w.quants});
+            e->set_param("w.scales", HostTensor{DType::F16, w.scales_shape(), w.scales});
+          }
+          const std::vector<float> x = test::quantize(test::random_floats(size_t(s.m * s.k), seed + 1), dt);
+          const std::vector<float> b = test::quantize(test::random_floats(size_t(s.n), seed + 2), dt);
+          const std::map<std::string, HostTensor> in{{"x", HostTensor::from_f32({s.m, s.k}, x, dt)},
+                                                     {"bias", HostTensor::from_f32({s.n}, b, dt)}};
+          const std::string what = std::string(quant_type_name(t)) + " " + std::string(dtype_name(dt)) + " " +
+                                   std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
+                                   (mode == ExecMode::Graph ? " graph" : " perop");
+          const std::vector<float> got = gpu->run(in).at("out").to_f32();
+          // Longer rows, looser bound: the sums run in other orders.
+          const double scale = 4 * std::sqrt(double(s.k) / 256);
+          test::expect_close(test::to_double(got), test::quant_product_reference(x, w, s.m, &b), test::tol_for(dt, scale),
+                             what + " vs reference");
+          test::expect_close(test::to_double(got), test::to_double(cpu->run(in).at("out").to_f32()),
+                             test::tol_for(dt, scale), what + " vs cpu");
+        }
+}
+
+std::vector<int32_t> tiny_prompt(const LlamaGenerator& g) {
+  std::ifstream in(std::string(RLX_SOURCE_DIR) + "/tests/data/tiny_llama_reference.json");
+  EXPECT_TRUE(in);
+  return g.tokenizer().encode(nlohmann::json::parse(in).at("prompt").get<std::string>());
+}
+
+// Quantized at load on both backends: in f32 the GPU's greedy tokens are the
+// CPU's; in f16 each chosen token's CPU logit is near the CPU's best.
+TEST(MatMulQGpu, TinyLlamaQuantizedAtLoadAgreesWithTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0})
+    for (DType dt : {DType::F32, DType::F16}) {
+      GeneratorOptions go, co;
+      go.device = Device::Cuda;
+      go.dtype = dt;
+      go.quantize = co.quantize = t;
+      co.threads = 1;
+      const cuda::MatMulQPathCounts before = cuda::matmul_q_path_counts();
+      LlamaGenerator gpu(kTiny, go), cpu(kTiny, co);
+      std::vector<int32_t> ids = tiny_prompt(cpu);
+      const int n = 24;
+      gpu.reserve(int64_t(ids.size()) + n);
+      cpu.reserve(int64_t(ids.size()) + n);
+      double worst = 0;
+      for (int i = 0; i < n; ++i) {
+        const std::vector<float> ref = cpu.next_logits(ids);
+        const int32_t tok = gpu.next_token(ids);
+        double top = -INFINITY, scale = 0;
+        for (float v : ref) {
+          top = std::max(top, double(v));
+          scale = std::max(scale, std::abs(double(v)));
+        }
+        const double gap = (top - ref[size_t(tok)]) / scale;
+        worst = std::max(worst, gap);
+        if (dt == DType::F32) EXPECT_EQ(tok, int32_t(std::max_element(ref.begin(), ref.end()) - ref.begin())) << i;
+        else EXPECT_LE(gap, 3e-2) << i;
+        ids.push_back(tok);
+      }
+      const cuda::MatMulQPathCounts after = cuda::matmul_q_path_counts();
+      // Prefill (a 16- or 32-row bucket) dequantized; the decode graphs took the vector kernel.
+      EXPECT_GT(after.dequantize, before.dequantize);
+      EXPECT_GT(after.gemv, before.gemv);
+      EXPECT_EQ(gpu.state_fed_executable().report().thunk_histogram.at("matmul_q"), 2 * 4 + 1);
+      std::printf("%s %s: worst gap of the GPU's token below the CPU's best logit %.3g\n",
+                  std::string(quant_type_name(t)).c_str(), std::string(dtype_name(dt)).c_str(), worst);
+    }
+}
+
+}  // namespace
+}  // namespace rlx

@@ -1,0 +1,194 @@
+// matmul_q on the CPU (the reference backend) against dequantize-then-f32
+// product in double: odd n, k a multiple of 32, 1..17 rows (more than 8
+// take the dequantized-scratch path, asserted from the schedule), every
+// activation dtype, both formats. The reference rounding on hand-checked
+// blocks, GGUF blocks repacked as the quantizer packs them, rows that are
+// no multiple of 32 rejected by name, and the tiny LLaMA quantized at load.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <variant>
+
+#include "models/llama_generator.h"
+#include "quant_weights.h"
+#include "rlx/session.h"
+#include "thunks/thunk.h"
+
+namespace rlx {
+namespace {
+
+using test::QuantWeight;
+
+const std::string kTiny = std::string(RLX_SOURCE_DIR) + "/tests/data/tiny_llama.gguf";
+
+// x [m, k] . W^T (+ bias) over W's params "w.quants" and "w.scales".
+Graph product_graph(const QuantWeight& w, int64_t m, DType dt, bool bias) {
+  Graph g;
+  ValueId x = g.input("x", {m, w.k}, dt);
+  ValueId q = g.param("w.quants", w.quants_shape(), DType::I32), s = g.param("w.scales", w.scales_shape(), DType::F16);
+  g.output("out", g.matmul_q(x, q, s, w.type, bias ? g.input("bias", {w.n}, dt) : -1));
+  return g;
+}
+
+void set_weight(Executable& exe, const QuantWeight& w) {
+  exe.set_param("w.quants", HostTensor{DType::I32, w.quants_shape(), w.quants});
+  exe.set_param("w.scales", HostTensor{DType::F16, w.scales_shape(), w.scales});
+}
+
+TEST(CpuMatMulQ, EqualsDequantizeThenProductAtOddSizes) {
+  uint64_t seed = 500;
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0})
+    for (DType dt : {DType::F32, DType::F16, DType::BF16})
+      for (int64_t m : {1, 3, 8, 9, 17}) {
+        const bool bias = m % 2 == 1;
+        const QuantWeight w = test::random_quant_weight(t, 37, 160, seed += 10);
+        auto exe = compile(product_graph(w, m, dt, bias), CompileOptions{});
+        set_weight(*exe, w);
+        const std::vector<float> x = test::quantize(test::random_floats(size_t(m * w.k), seed + 1), dt);
+        const std::vector<float> b = test::quantize(test::random_floats(size_t(w.n), seed + 2), dt);
+        std::map<std::string, HostTensor> in{{"x", HostTensor::from_f32({m, w.k}, x, dt)}};
+        if (bias) in["bias"] = HostTensor::from_f32({w.n}, b, dt);
+        const std::string what = std::string(quant_type_name(t)) + " " + std::string(dtype_name(dt)) +
+                                 " m=" + std::to_string(m);
+        test::expect_close(test::to_double(exe->run(in).at("out").to_f32()),
+                           test::quant_product_reference(x, w, m, bias ? &b : nullptr), test::tol_for(dt, 4), what);
+        // The path: more than kMatMulQVectorRows rows dequantize into scratch.
+        int thunks = 0;
+        for (const Thunk& th : exe->schedule().thunks)
+          if (const auto* p = std::get_if<MatMulQParams>(&th.params)) {
+            ++thunks;
+            EXPECT_EQ(p->dequantized != kNoBuffer, m > kMatMulQVectorRows) << what;
+          }
+        EXPECT_EQ(thunks, 1) << what;
+      }
+}
+
+// Q8_0: d = amax / 127, q = round(x / d); Q4_0: d = (the value of largest
+// magnitude, the first on ties) / -8, q = min(15, trunc(x / d + 8.5)).
+TEST(QuantizeRow, RoundsAsLlamaCppsReferenceQuantizers) {
+  float x[32];
+  for (int j = 0; j < 32; ++j) x[j] = float(j - 16);
+  uint8_t q8[32], q4[16];
+  uint16_t d8, d4;
+  quantize_row(QuantType::Q8_0, x, 32, q8, &d8);
+  EXPECT_EQ(d8, float_to_half(16.f / 127.f));
+  EXPECT_EQ(int8_t(q8[0]), -127);
+  EXPECT_EQ(int8_t(q8[17]), 8);    // 127/16 = 7.94 rounds up
+  EXPECT_EQ(int8_t(q8[31]), 119);  // 15 * 7.94 = 119.06
+  quantize_row(QuantType::Q4_0, x, 32, q4, &d4);
+  EXPECT_EQ(half_to_float(d4), 2.f);  // -16 / -8
+  EXPECT_EQ(q4[0], 0x80);             // x0 = -16 -> 0 (low), x16 = 0 -> 8 (high)
+  EXPECT_EQ(q4[1], 0x91);             // x1 = -15 -> trunc(1.0) = 1, x17 = 1 -> 9
+  EXPECT_EQ(q4[15], 0xf8);            // x15 = -1 -> 8, x31 = 15 -> min(15, 16)
+
+  // Ties in magnitude keep the first one's sign; an all-zero block is zero.
+  float y[32] = {3.f, -3.f};
+  quantize_row(QuantType::Q4_0, y, 32, q4, &d4);
+  EXPECT_EQ(half_to_float(d4), -0.375f);
+  float back[32];
+  dequantize_row(QuantType::Q4_0, q4, &d4, 32, back);
+  EXPECT_EQ(back[0], 3.f);
+  EXPECT_EQ(back[1], -2.625f);  // 16.5 clamps to 15: 7 * -0.375
+  EXPECT_EQ(back[2], 0.f);
+  float zeros[32] = {};
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0}) {
+    quantize_row(t, zeros, 32, q8, &d8);
+    EXPECT_EQ(d8, 0);
+    dequantize_row(t, q8, &d8, 32, back);
+    EXPECT_TRUE(std::all_of(back, back + 32, [](float v) { return v == 0.f; })) << quant_type_name(t);
+  }
+}
+
+TEST(CpuMatMulQ, RowsThatAreNoMultipleOf32AreRejectedByName) {
+  Graph g;
+  ValueId x = g.input("x", {1, 48}, DType::F32);
+  ValueId q = g.param("w.quants", {5, 6}, DType::I32), s = g.param("w.scales", {5, 1}, DType::F16);
+  const std::string e = test::error_of([&] { g.add_node(OpKind::MatMulQ, {x, q, s}, MatMulQAttrs{QuantType::Q4_0}, "proj"); });
+  EXPECT_NE(e.find("matmul_q 'proj'"), std::string::npos) << e;
+  EXPECT_NE(e.find("multiple of 32"), std::string::npos) << e;
+
+  LlamaConfig c;
+  c.hidden_size = 48;
+  c.num_heads = 2;
+  c.num_kv_heads = 2;
+  c.head_dim = 24;
+  c.intermediate_size = 64;
+  c.num_layers = 1;
+  c.vocab_size = 10;
+  const std::string l = test::error_of([&] { plan_llama_quantization(c, nullptr, QuantType::Q8_0); });
+  EXPECT_NE(l.find("'blk.0.attn_q.weight'"), std::string::npos) << l;
+  EXPECT_NE(l.find("48"), std::string::npos) << l;
+}
+
+// GGUF blocks (f16 scale, then quants) split into the two params give the
+// params quantizing the same floats gives.
+TEST(CpuMatMulQ, GgufBlocksRepackToTheQuantizedParams) {
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0}) {
+    const QuantWeight w = test::random_quant_weight(t, 5, 96, 77);
+    const size_t qb = size_t(quant_block_bytes(t)), blocks = size_t(5 * 96 / kQuantBlock);
+    std::vector<uint8_t> gguf;
+    for (size_t b = 0; b < blocks; ++b) {
+      gguf.insert(gguf.end(), w.scales.begin() + long(2 * b), w.scales.begin() + long(2 * b + 2));
+      gguf.insert(gguf.end(), w.quants.begin() + long(qb * b), w.quants.begin() + long(qb * (b + 1)));
+    }
+    const Graph g = product_graph(w, 2, DType::F32, false);
+    const std::vector<LlamaParamSource> src = llama_param_sources(g);
+    ASSERT_EQ(src.size(), 1u);
+    EXPECT_EQ(src[0].tensor, "w");
+    EXPECT_EQ(src[0].shape, (Shape{5, 96}));
+    EXPECT_EQ(src[0].quant, t);
+    auto from_blocks = compile(g, CompileOptions{}), from_floats = compile(g, CompileOptions{});
+    set_quantized_weight_blocks(*from_blocks, src[0], gguf);
+    set_quantized_weight(*from_floats, src[0], w.values);  // dequantized values quantize back to themselves
+    const std::map<std::string, HostTensor> in{
+        {"x", HostTensor::from_f32({2, 96}, test::random_floats(2 * 96, 78), DType::F32)}};
+    EXPECT_EQ(from_blocks->run(in).at("out").bytes, from_floats->run(in).at("out").bytes) << quant_type_name(t);
+    test::expect_close(from_blocks->run(in).at("out").to_f32(),
+                       test::quant_product_reference(in.at("x").to_f32(), w, 2), 1e-5, "blocks");
+  }
+}
+
+std::vector<int32_t> tiny_prompt(const LlamaGenerator& g) {
+  std::ifstream in(std::string(RLX_SOURCE_DIR) + "/tests/data/tiny_llama_reference.json");
+  EXPECT_TRUE(in);
+  return g.tokenizer().encode(nlohmann::json::parse(in).at("prompt").get<std::string>());
+}
+
+// The tiny LLaMA quantized at load: every matmul is a matmul_q (Q/K/V and
+// gate/up merged), the logits stay near the float model's, and decoding
+// through the cache (one row: the matrix-vector path) gives the tokens and
+// logits of recomputing the prefix (16-row buckets: the dequantized path).
+TEST(LlamaQuantized, TinyLlamaQuantizedAtLoad) {
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0}) {
+    GeneratorOptions o;
+    o.threads = 1;
+    LlamaGenerator plain(kTiny, o);
+    o.quantize = t;
+    LlamaGenerator cached(kTiny, o);
+    o.kv_cache = false;
+    LlamaGenerator recompute(kTiny, o);
+    EXPECT_EQ(cached.quantized_weights().size(), 2u * 7 + 1) << quant_type_name(t);
+    std::vector<int32_t> ids = tiny_prompt(plain);
+    const std::vector<float> a = plain.next_logits(ids), b = cached.next_logits(ids);
+    double scale = 0, diff = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      scale = std::max(scale, std::abs(double(a[i])));
+      diff = std::max(diff, std::abs(double(a[i]) - b[i]));
+    }
+    EXPECT_LT(diff / scale, t == QuantType::Q8_0 ? 2e-2 : 2e-1) << quant_type_name(t);
+    for (int step = 0; step < 8; ++step) {
+      const std::vector<float> c = cached.next_logits(ids), r = recompute.next_logits(ids);
+      test::expect_close(c, test::to_double(r), 1e-4, std::string(quant_type_name(t)) + " step " + std::to_string(step));
+      ids.push_back(int32_t(std::max_element(r.begin(), r.end()) - r.begin()));
+    }
+    Executable& step = cached.state_fed_executable();
+    EXPECT_EQ(step.report().thunk_histogram.at("matmul_q"), 2 * 4 + 1);
+    EXPECT_EQ(step.report().thunk_histogram.count("matmul"), 0u);
+  }
+}
+
+}  // namespace
+}  // namespace rlx
