@@ -1,7 +1,8 @@
 // LLaMA-family decoders (LlamaForCausalLM: TinyLlama, SmolLM2, ...): the
 // config from GGUF metadata or a Hugging Face config.json, the graph (built
 // with the public builder API) and weights from GGUF, dequantized to f32 at
-// load. The graph recomputes the whole prefix, or runs over a KV cache.
+// load except the Q8_0/Q4_0 matmul weights, which stay quantized. The graph
+// recomputes the whole prefix, or runs over a KV cache.
 #pragma once
 #include <memory>
 #include <optional>

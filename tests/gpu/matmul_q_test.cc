@@ -121,7 +121,8 @@ TEST(MatMulQGpu, TinyLlamaQuantizedAtLoadAgreesWithTheCpu) {
       // Prefill (a 16- or 32-row bucket) dequantized; the decode graphs took the vector kernel.
       EXPECT_GT(after.dequantize, before.dequantize);
       EXPECT_GT(after.gemv, before.gemv);
-      EXPECT_EQ(gpu.state_fed_executable().report().thunk_histogram.at("matmul_q"), 2 * 4 + 1);
+      // Stored formats stay and the file mixes them within Q/K/V and gate/up: nothing merges.
+      EXPECT_EQ(gpu.state_fed_executable().report().thunk_histogram.at("matmul_q"), 2 * 7 + 1);
       std::printf("%s %s: worst gap of the GPU's token below the CPU's best logit %.3g\n",
                   std::string(quant_type_name(t)).c_str(), std::string(dtype_name(dt)).c_str(), worst);
     }

@@ -17,7 +17,8 @@ namespace {
 
 // Launch counts of `runs` forwards of s in `mode`: one graph launch each, or
 // one launch per thunk; in a graph every thunk that is not library-backed
-// (cuBLASLt matmul, cuDNN attention) is exactly one kernel node.
+// (cuBLASLt matmul, a quantized one over its dequantized weight, cuDNN
+// attention) is exactly one kernel node.
 void expect_path(cuda::CudaExecutable& cu, const Schedule& s, ExecMode mode, uint64_t runs, const std::string& what) {
   const uint64_t n = s.thunks.size();
   EXPECT_EQ(cu.mode(), mode) << what;
@@ -28,7 +29,9 @@ void expect_path(cuda::CudaExecutable& cu, const Schedule& s, ExecMode mode, uin
     EXPECT_EQ(cu.schedule_string(), std::string(n, '+')) << what;
     int sum = 0;
     for (size_t i = 0; i < n; ++i) {
-      const bool library = s.thunks[i].kind() == ThunkKind::MatMul || s.thunks[i].kind() == ThunkKind::Attention;
+      const auto* q = std::get_if<MatMulQParams>(&s.thunks[i].params);
+      const bool library = s.thunks[i].kind() == ThunkKind::MatMul || s.thunks[i].kind() == ThunkKind::Attention ||
+                           (q && q->dequantized != kNoBuffer);
       if (!library) EXPECT_EQ(cu.thunk_kernel_nodes()[i], 1) << what << ": " << s.thunks[i].label;
       else EXPECT_GE(cu.thunk_kernel_nodes()[i], 1) << what << ": " << s.thunks[i].label;
       sum += cu.thunk_kernel_nodes()[i];

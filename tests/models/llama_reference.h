@@ -136,7 +136,8 @@ inline std::vector<double> reference(const LlamaConfig& c, const Weights& w, con
       for (int i = 0; i < H; ++i) x[size_t(s)][size_t(i)] += d[size_t(s)][size_t(i)];
   }
   Mat last_row = rms(Mat{x[size_t(last)]}, "output_norm.weight");
-  return linear(last_row, "token_embd.weight", c.vocab_size, H)[0];
+  // The head is the embedding (tied) unless the weights give output.weight.
+  return linear(last_row, w.count("output.weight") ? "output.weight" : "token_embd.weight", c.vocab_size, H)[0];
 }
 
 }  // namespace rlx::test

@@ -13,6 +13,9 @@
 #include <variant>
 
 #include "models/llama_generator.h"
+#include "models/llama_hf.h"
+#include "models/llama_reference.h"  // tests/models
+#include "models/test_files.h"       // tests/models
 #include "quant_weights.h"
 #include "rlx/session.h"
 #include "thunks/thunk.h"
@@ -96,7 +99,7 @@ TEST(QuantizeRow, RoundsAsLlamaCppsReferenceQuantizers) {
   float zeros[32] = {};
   for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0}) {
     quantize_row(t, zeros, 32, q8, &d8);
-    EXPECT_EQ(d8, 0);
+    EXPECT_EQ(half_to_float(d8), 0.f);  // Q4_0's is -0 (0 / -8), as llama.cpp stores it
     dequantize_row(t, q8, &d8, 32, back);
     EXPECT_TRUE(std::all_of(back, back + 32, [](float v) { return v == 0.f; })) << quant_type_name(t);
   }
@@ -139,7 +142,7 @@ TEST(CpuMatMulQ, GgufBlocksRepackToTheQuantizedParams) {
     ASSERT_EQ(src.size(), 1u);
     EXPECT_EQ(src[0].tensor, "w");
     EXPECT_EQ(src[0].shape, (Shape{5, 96}));
-    EXPECT_EQ(src[0].quant, t);
+    EXPECT_TRUE(src[0].quant == t);
     auto from_blocks = compile(g, CompileOptions{}), from_floats = compile(g, CompileOptions{});
     set_quantized_weight_blocks(*from_blocks, src[0], gguf);
     set_quantized_weight(*from_floats, src[0], w.values);  // dequantized values quantize back to themselves
@@ -157,8 +160,8 @@ std::vector<int32_t> tiny_prompt(const LlamaGenerator& g) {
   return g.tokenizer().encode(nlohmann::json::parse(in).at("prompt").get<std::string>());
 }
 
-// The tiny LLaMA quantized at load: every matmul is a matmul_q (Q/K/V and
-// gate/up merged), the logits stay near the float model's, and decoding
+// The tiny LLaMA quantized at load: every matmul is a matmul_q, the logits
+// stay near the float model's, and decoding
 // through the cache (one row: the matrix-vector path) gives the tokens and
 // logits of recomputing the prefix (16-row buckets: the dequantized path).
 TEST(LlamaQuantized, TinyLlamaQuantizedAtLoad) {
@@ -184,10 +187,86 @@ TEST(LlamaQuantized, TinyLlamaQuantizedAtLoad) {
       test::expect_close(c, test::to_double(r), 1e-4, std::string(quant_type_name(t)) + " step " + std::to_string(step));
       ids.push_back(int32_t(std::max_element(r.begin(), r.end()) - r.begin()));
     }
+    // The file stores Q/K/V and gate/up as a mix of Q8_0, Q4_0 and F16, and
+    // stored formats stay: nothing merges, 7 products a layer and the head.
     Executable& step = cached.state_fed_executable();
+    EXPECT_EQ(step.report().thunk_histogram.at("matmul_q"), 2 * 7 + 1);
+    EXPECT_EQ(step.report().thunk_histogram.count("matmul"), 0u);
+  }
+}
+
+// A Hugging Face directory of float weights (tied embeddings) whose sizes
+// are multiples of 32; its weights as the graph names them.
+test::Weights write_quantizable_dir(const std::filesystem::path& dir, int64_t ffn) {
+  LlamaConfig c = test::odd_config();
+  c.vocab_size = 97;
+  c.hidden_size = 64;
+  c.intermediate_size = int(ffn);
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = c.rope_dims = 16;
+  const Graph g = build_llama_graph(c, 1, 1, DType::F32);
+  test::Weights w = test::random_weights(g);
+  std::map<std::string, std::pair<Shape, std::vector<float>>> tensors;
+  for (const Node& n : g.nodes())
+    if (n.op == OpKind::Param) tensors[llama_hf_name(n.name)] = {g.value(n.outputs[0]).shape, w.at(n.name)};
+  test::write_safetensors(dir / "model.safetensors", tensors);
+  test::write_text(dir / "config.json", R"({"model_type": "llama", "vocab_size": 97, "hidden_size": 64,
+    "intermediate_size": )" + std::to_string(ffn) + R"(, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "rms_norm_eps": 1e-5, "max_position_embeddings": 64,
+    "tie_word_embeddings": true})");
+  return w;
+}
+
+// Float weights quantized at load (--quantize): every product a matmul_q,
+// Q/K/V and gate/up merged into one each, the tied head quantized while the
+// gather reads the float table; the logits equal the double reference run
+// with those weights quantized and dequantized (the head apart from the
+// embedding), after a prompt (the 16-row bucket: dequantized path) and
+// after decode steps (one row: the matrix-vector path).
+TEST(LlamaQuantized, FloatDirectoryQuantizedAtLoadMatchesTheQuantizedReference) {
+  test::TempDir d;
+  const test::Weights w = write_quantizable_dir(d.path(), 96);
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0}) {
+    GeneratorOptions o;
+    o.threads = 1;
+    o.quantize = t;
+    LlamaGenerator gen(d.path().string(), o);
+    EXPECT_EQ(gen.quantized_weights().size(), 2u * 7 + 1);
+    EXPECT_EQ(gen.quantized_weights().count("token_embd.weight"), 1u);
+    test::Weights ref = w;
+    for (const auto& [name, type] : gen.quantized_weights()) {
+      const std::vector<float>& v = w.at(name);
+      const int64_t k = name.find("ffn_down") != std::string::npos ? 96 : 64;  // rows of [n, k]
+      std::vector<float> back(v.size());
+      std::vector<uint8_t> q(v.size());
+      std::vector<uint16_t> s(v.size() / kQuantBlock);
+      for (size_t r = 0; r < v.size() / size_t(k); ++r) {
+        quantize_row(type, v.data() + r * size_t(k), k, q.data(), s.data());
+        dequantize_row(type, q.data(), s.data(), k, back.data() + r * size_t(k));
+      }
+      ref[name == "token_embd.weight" ? "output.weight" : name] = back;
+    }
+    std::vector<int32_t> ids{3, 14, 15, 92, 65, 35, 8};
+    for (int step = 0; step < 4; ++step) {
+      const std::vector<float> got = gen.next_logits(ids);
+      test::expect_close(got, test::reference(gen.config(), ref, ids, int(ids.size()) - 1), 1e-4,
+                         std::string(quant_type_name(t)) + " step " + std::to_string(step));
+      ids.push_back(int32_t(std::max_element(got.begin(), got.end()) - got.begin()));
+    }
+    EXPECT_EQ(gen.decode_steps(), 3u);
+    Executable& step = gen.state_fed_executable();
     EXPECT_EQ(step.report().thunk_histogram.at("matmul_q"), 2 * 4 + 1);
     EXPECT_EQ(step.report().thunk_histogram.count("matmul"), 0u);
   }
+  // FFN rows of 80: ffn_down cannot be quantized, and the error names it.
+  test::TempDir odd;
+  write_quantizable_dir(odd.path(), 80);
+  GeneratorOptions o;
+  o.quantize = QuantType::Q4_0;
+  const std::string e = test::error_of([&] { LlamaGenerator gen(odd.path().string(), o); });
+  EXPECT_NE(e.find("'blk.0.ffn_down.weight'"), std::string::npos) << e;
+  EXPECT_NE(e.find("multiple of 32"), std::string::npos) << e;
 }
 
 }  // namespace

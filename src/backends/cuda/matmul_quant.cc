@@ -6,6 +6,7 @@
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/gemv_quant.h"
 #include "backends/cuda/matmul.h"
+#include "rlx/error.h"
 
 namespace rlx::cuda {
 namespace {
