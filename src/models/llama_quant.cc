@@ -63,8 +63,11 @@ std::vector<LlamaParamSource> llama_param_sources(const Graph& g) {
   std::map<std::string, Shape> shapes;
   for (const Node& n : g.nodes())
     if (n.op == OpKind::Param) shapes[n.name] = g.value(n.outputs[0]).shape;
-  std::vector<LlamaParamSource> out;
-  for (const auto& [name, shape] : shapes) {
+  std::vector<LlamaParamSource> out;  // in graph order, so errors name the first param missing
+  for (const Node& n : g.nodes()) {
+    if (n.op != OpKind::Param) continue;
+    const std::string& name = n.name;
+    const Shape& shape = g.value(n.outputs[0]).shape;
     if (ends_with(name, kScales)) continue;
     if (!ends_with(name, kQuants)) {
       out.push_back({name, name, shape, std::nullopt});
