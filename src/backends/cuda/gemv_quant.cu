@@ -17,13 +17,16 @@ namespace rlx::cuda {
 namespace {
 
 constexpr int kRowsPerBlock = 8;  // warps per thread block, a weight row each
-constexpr int kUnroll = 4;        // blocks of 32 weights per lane in flight
 // Floats per 32-element block of x in shared memory: the 4 of padding put
 // the lanes of a warp, each reading its own block, on distinct banks.
 constexpr int kXStride = 36;
 constexpr int kXSmemBytes = 32768;  // staged x per thread block; longer rows go in tiles
 
 template <QuantType Q> constexpr int kChunks = int(quant_block_bytes(Q) / 16);  // 16-byte loads per block
+// Blocks of 32 weights per lane in flight (64 bytes of Q4_0, 128 of Q8_0).
+// 8 would take a 5632-long Q4_0 row in one round trip, but its registers
+// cost a thread block per SM, and most rows (2048 long) fill only 2.
+constexpr int kUnroll = 4;
 
 // Tile length in blocks of 32 for M rows of x.
 template <int M> constexpr int64_t kTileBlocks = kXSmemBytes / (M * kXStride * 4);
@@ -59,12 +62,57 @@ __device__ __forceinline__ void decode_block(const uint4* c, float* w) {
   }
 }
 
+// Word i (of 4 bytes) of a block's quants, i a constant once unrolled.
+template <int kc>
+__device__ __forceinline__ uint32_t word(const uint4 (&c)[kc], int i) {
+  const uint4& v = c[i / 4];
+  return i % 4 == 0 ? v.x : i % 4 == 1 ? v.y : i % 4 == 2 ? v.z : v.w;
+}
+
+// s[m] += the block's 32 weights (unscaled) . x row m's 32 values (xb +
+// m * x_stride floats), each weight decoded as it is used: no array of 32
+// decoded weights held in registers.
+template <QuantType Q, int M>
+__device__ __forceinline__ void dot_block(const uint4 (&c)[kChunks<Q>], const float* xb, int64_t x_stride, float* s) {
+  if constexpr (Q == QuantType::Q4_0) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // bytes 4i..4i+3: elements 4i.. (low nibbles) and 16+4i.. (high)
+      const uint32_t lo = word(c, i) & 0x0f0f0f0fu, hi = (word(c, i) >> 4) & 0x0f0f0f0fu;
+      float wl[4], wh[4];
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        wl[b] = byte_as_float(lo, b, 8.f);
+        wh[b] = byte_as_float(hi, b, 8.f);
+      }
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const float4 xl = reinterpret_cast<const float4*>(xb + m * x_stride)[i];
+        const float4 xh = reinterpret_cast<const float4*>(xb + m * x_stride)[4 + i];
+        s[m] = fmaf(wl[0], xl.x, fmaf(wl[1], xl.y, fmaf(wl[2], xl.z, fmaf(wl[3], xl.w, s[m]))));
+        s[m] = fmaf(wh[0], xh.x, fmaf(wh[1], xh.y, fmaf(wh[2], xh.z, fmaf(wh[3], xh.w, s[m]))));
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {  // bytes 4i..4i+3: elements 4i..4i+3
+      const uint32_t u = word(c, i) ^ 0x80808080u;  // signed bytes to q + 128
+      float wv[4];
+#pragma unroll
+      for (int b = 0; b < 4; ++b) wv[b] = byte_as_float(u, b, 128.f);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const float4 xv = reinterpret_cast<const float4*>(xb + m * x_stride)[i];
+        s[m] = fmaf(wv[0], xv.x, fmaf(wv[1], xv.y, fmaf(wv[2], xv.z, fmaf(wv[3], xv.w, s[m]))));
+      }
+    }
+  }
+}
+
 // x rows [0, M) columns [t0, t1) blocks of 32, as f32 into xs (row m at
-// m * tile * kXStride, block c at c * kXStride).
+// m * tile * kXStride, block c at c * kXStride; tile: blocks of a tile).
 template <class T, int M>
 __device__ __forceinline__ void stage_x(const MatMulQParams& p, uint8_t* arena, int64_t t0, int64_t t1,
-                                        float* xs) {
-  constexpr int64_t tile = kTileBlocks<M>;
+                                        int64_t tile, float* xs) {
   const T* x = at<const T>(arena, p.x);
   const int64_t cols = (t1 - t0) * kQuantBlock;
   if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
@@ -91,19 +139,21 @@ template <class T, QuantType Q, int M>
 __global__ void __launch_bounds__(kRowsPerBlock * 32) gemv_quant_kernel(const MatMulQParams p, uint8_t* arena) {
   extern __shared__ float4 smem[];
   float* xs = reinterpret_cast<float*>(smem);
-  constexpr int kc = kChunks<Q>;
-  constexpr int64_t tile = kTileBlocks<M>;
+  constexpr int kc = kChunks<Q>, kU = kUnroll;
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
   const bool live = row < p.n;
   const int64_t blocks = p.k / kQuantBlock;
+  // Blocks of 32 per tile: all of a row where it fits (the shared memory
+  // launched holds M rows of this many).
+  const int64_t tile = blocks < kTileBlocks<M> ? blocks : kTileBlocks<M>;
   const uint4* wq = reinterpret_cast<const uint4*>(arena + p.quants) + (live ? row : 0) * blocks * kc;
   const __half* sc = at<const __half>(arena, p.scales) + (live ? row : 0) * blocks;
-  uint4 w[kUnroll][kc];
-  __half d[kUnroll];
+  uint4 w[kU][kc];
+  __half d[kU];
   auto load = [&](int64_t c0, int64_t end) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kU; ++u) {
       const int64_t c = c0 + 32 * u;
       const bool in = live && c < end;
 #pragma unroll
@@ -111,7 +161,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) gemv_quant_kernel(const Ma
       d[u] = in ? sc[c] : __float2half(0.f);
     }
   };
-  int64_t t1 = blocks < tile ? blocks : tile;
+  int64_t t1 = tile;
   // Constant weights: the first loads go out before waiting for the kernel
   // that writes x (pdl_entry), overlapping its tail.
   if (p.weights_constant) load(lane, t1);
@@ -122,31 +172,21 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) gemv_quant_kernel(const Ma
   for (int m = 0; m < M; ++m) acc[m] = 0.f;
   for (int64_t t0 = 0; t0 < blocks; t0 = t1, t1 = t0 + tile < blocks ? t0 + tile : blocks) {
     if (t0 > 0) __syncthreads();  // every warp is done with the previous tile
-    stage_x<T, M>(p, arena, t0, t1, xs);
+    stage_x<T, M>(p, arena, t0, t1, tile, xs);
     __syncthreads();
-    for (int64_t c0 = t0 + lane; c0 < t1; c0 += 32 * kUnroll) {
+    for (int64_t c0 = t0 + lane; c0 < t1; c0 += 32 * kU) {
       if (c0 != lane) load(c0, t1);
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+      for (int u = 0; u < kU; ++u) {
         const int64_t c = c0 + 32 * u;
         if (c >= t1) break;
-        float wf[kQuantBlock];
-        decode_block<Q>(w[u], wf);
+        float s[M];
+#pragma unroll
+        for (int m = 0; m < M; ++m) s[m] = 0.f;
+        dot_block<Q, M>(w[u], xs + (c - t0) * kXStride, tile * kXStride, s);
         const float scale = __half2float(d[u]);
 #pragma unroll
-        for (int m = 0; m < M; ++m) {
-          const float4* xb = reinterpret_cast<const float4*>(xs + m * tile * kXStride + (c - t0) * kXStride);
-          float s = 0.f;
-#pragma unroll
-          for (int j = 0; j < kQuantBlock / 4; ++j) {
-            const float4 xv = xb[j];
-            s = fmaf(wf[4 * j], xv.x, s);
-            s = fmaf(wf[4 * j + 1], xv.y, s);
-            s = fmaf(wf[4 * j + 2], xv.z, s);
-            s = fmaf(wf[4 * j + 3], xv.w, s);
-          }
-          acc[m] = fmaf(scale, s, acc[m]);
-        }
+        for (int m = 0; m < M; ++m) acc[m] = fmaf(scale, s[m], acc[m]);
       }
     }
   }
