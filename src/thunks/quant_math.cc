@@ -48,4 +48,22 @@ void dequantize_row(QuantType t, const uint8_t* quants, const uint16_t* scales, 
   }
 }
 
+MatMulParams dequantized_product(const MatMulQParams& p) {
+  MatMulParams mp{};
+  mp.a = p.x;
+  mp.b = p.dequantized;
+  mp.bias = p.bias;
+  mp.out = p.out;
+  mp.batch = 1;
+  mp.m = p.m;
+  mp.n = p.n;
+  mp.k = p.k;
+  mp.lda = mp.ldb = p.k;
+  mp.ldc = p.n;
+  mp.dtype = p.dtype;
+  mp.act = Activation::None;
+  mp.trans_b = 1;
+  return mp;
+}
+
 }  // namespace rlx

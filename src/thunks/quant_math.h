@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "rlx/quant.h"
+#include "thunks/params.h"
 
 namespace rlx {
 
@@ -18,5 +19,9 @@ namespace rlx {
 // * k / 32 bytes of quants and k / 32 f16 scales.
 void quantize_row(QuantType t, const float* x, int64_t k, uint8_t* quants, uint16_t* scales);
 void dequantize_row(QuantType t, const uint8_t* quants, const uint16_t* scales, int64_t k, float* y);
+
+// The plain product a matmul_q of many rows runs once W is dequantized into
+// p.dequantized: x [m, k] . W [n, k]^T + bias, on every backend.
+MatMulParams dequantized_product(const MatMulQParams& p);
 
 }  // namespace rlx

@@ -30,21 +30,7 @@ template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {
         for (int64_t j = 0; j < kQuantBlock; ++j) w[r * p.k + c * kQuantBlock + j] = from_f32<T>(block[j]);
       }
     });
-    MatMulParams mp{};
-    mp.a = p.x;
-    mp.b = p.dequantized;
-    mp.bias = p.bias;
-    mp.out = p.out;
-    mp.batch = 1;
-    mp.m = p.m;
-    mp.n = p.n;
-    mp.k = p.k;
-    mp.lda = mp.ldb = p.k;
-    mp.ldc = p.n;
-    mp.dtype = p.dtype;
-    mp.act = Activation::None;
-    mp.trans_b = 1;
-    run_matmul(mp, ctx);
+    run_matmul(dequantized_product(p), ctx);
     return;
   }
   RLX_CHECK(p.m <= kMatMulQVectorRows, "matmul_q: " << p.m << " rows without a dequantized scratch");

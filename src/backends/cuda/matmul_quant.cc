@@ -7,30 +7,12 @@
 #include "backends/cuda/gemv_quant.h"
 #include "backends/cuda/matmul.h"
 #include "rlx/error.h"
+#include "thunks/quant_math.h"
 
 namespace rlx::cuda {
 namespace {
 
 std::atomic<int> g_gemv{0}, g_dequantize{0};
-
-// The plain product over the dequantized weight: x [m, k] . W [n, k]^T + bias.
-MatMulParams dequantized_product(const MatMulQParams& p) {
-  MatMulParams mp{};
-  mp.a = p.x;
-  mp.b = p.dequantized;
-  mp.bias = p.bias;
-  mp.out = p.out;
-  mp.batch = 1;
-  mp.m = p.m;
-  mp.n = p.n;
-  mp.k = p.k;
-  mp.lda = mp.ldb = p.k;
-  mp.ldc = p.n;
-  mp.dtype = p.dtype;
-  mp.act = Activation::None;
-  mp.trans_b = 1;
-  return mp;
-}
 
 class MatMulQThunk final : public DeviceThunk {
  public:
