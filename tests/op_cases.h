@@ -382,6 +382,27 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
     for (int64_t inner : {1, 7}) cases.push_back(reduce_case(kind, inner, seed += 10));
 }
 
+// Reference of one query head q[6] (scaled by `scale`) attending keys
+// 0..last of kv head kvh of batch b in K and V [2, 10, 12] (2 kv heads of 6):
+// the two cache-attention cases share it.
+inline void ref_cache_head(const double* q, const std::vector<float>& k, const std::vector<float>& v, int b,
+                           int kvh, int last, double scale, double* out) {
+  std::vector<double> w(size_t(last + 1));
+  double mx = -1e300, sum = 0;
+  for (int j = 0; j <= last; ++j) {
+    double d = 0;
+    for (int e = 0; e < 6; ++e) d += q[e] * k[size_t((b * 10 + j) * 12 + kvh * 6 + e)];
+    w[size_t(j)] = d * scale;
+    mx = std::max(mx, w[size_t(j)]);
+  }
+  for (double& x : w) sum += (x = std::exp(x - mx));
+  for (int e = 0; e < 6; ++e) {
+    double o = 0;
+    for (int j = 0; j <= last; ++j) o += w[size_t(j)] / sum * v[size_t((b * 10 + j) * 12 + kvh * 6 + e)];
+    out[e] = o;
+  }
+}
+
 inline std::vector<OpCase> op_cases() {
   std::vector<OpCase> cases;
   add_kernel_cases(cases);
@@ -660,22 +681,10 @@ inline std::vector<OpCase> op_cases() {
                      for (int b = 0; b < 2; ++b)
                        for (int i = 0; i < 3; ++i)
                          for (int h = 0; h < 4; ++h) {
-                           const int kvh = h / 2, last = int(pos[size_t(b)]) + i;
-                           std::vector<double> w(size_t(last + 1));
-                           double mx = -1e300, sum = 0;
-                           for (int j = 0; j <= last; ++j) {
-                             double d = 0;
-                             for (int e = 0; e < 6; ++e)
-                               d += double(q[size_t((b * 3 + i) * 24 + h * 6 + e)]) * k[size_t((b * 10 + j) * 12 + kvh * 6 + e)];
-                             w[size_t(j)] = d * double(0.41f);
-                             mx = std::max(mx, w[size_t(j)]);
-                           }
-                           for (double& x : w) sum += (x = std::exp(x - mx));
-                           for (int e = 0; e < 6; ++e) {
-                             double o = 0;
-                             for (int j = 0; j <= last; ++j) o += w[size_t(j)] / sum * v[size_t((b * 10 + j) * 12 + kvh * 6 + e)];
-                             out[size_t((b * 3 + i) * 24 + h * 6 + e)] = o;
-                           }
+                           double qh[6];
+                           for (int e = 0; e < 6; ++e) qh[e] = q[size_t((b * 3 + i) * 24 + h * 6 + e)];
+                           ref_cache_head(qh, k, v, b, h / 2, int(pos[size_t(b)]) + i, double(0.41f),
+                                          out.data() + (b * 3 + i) * 24 + h * 6);
                          }
                      return std::map<std::string, std::vector<double>>{{"out", out}};
                    }});
@@ -726,21 +735,7 @@ inline std::vector<OpCase> op_cases() {
                            q[i] = xh[i] * std::cos(angle) - xh[i + 2] * std::sin(angle);
                            q[i + 2] = xh[i + 2] * std::cos(angle) + xh[i] * std::sin(angle);
                          }
-                         const int kvh = h / 2;
-                         std::vector<double> w(size_t(last + 1));
-                         double mx = -1e300, sum = 0;
-                         for (int j = 0; j <= last; ++j) {
-                           double d = 0;
-                           for (int e = 0; e < 6; ++e) d += q[e] * k[size_t((b * 10 + j) * 12 + kvh * 6 + e)];
-                           w[size_t(j)] = d * double(0.37f);
-                           mx = std::max(mx, w[size_t(j)]);
-                         }
-                         for (double& y : w) sum += (y = std::exp(y - mx));
-                         for (int e = 0; e < 6; ++e) {
-                           double o = 0;
-                           for (int j = 0; j <= last; ++j) o += w[size_t(j)] / sum * v[size_t((b * 10 + j) * 12 + kvh * 6 + e)];
-                           out[size_t(b * 24 + h * 6 + e)] = o;
-                         }
+                         ref_cache_head(q, k, v, b, h / 2, last, double(0.37f), out.data() + b * 24 + h * 6);
                        }
                      }
                      return std::map<std::string, std::vector<double>>{{"out", out}};
