@@ -10,6 +10,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -333,6 +334,90 @@ inline OpCase matmul_q_case(const char* name, QuantType t, int64_t m, int64_t n,
   return oc;
 }
 
+// A product of few rows with its MatVecFusion (fuse_matvec): x RMS-normalized
+// first (norm), a residual added last, over a float weight input [n, k] or
+// (quant set) a constant Q8_0/Q4_0 weight. The reference normalizes in double.
+struct MatVecFusionCase {
+  const char* name;
+  std::optional<QuantType> quant;
+  int64_t m, n, k;
+  bool bias, norm, residual;
+  Activation act;  // float weights only (matmul_q has no activation)
+};
+
+inline OpCase matvec_fusion_case(const MatVecFusionCase& f, uint64_t seed) {
+  OpCase oc;
+  oc.name = f.name;
+  oc.thunk = f.quant ? "matmul_q" : "matmul";
+  const std::optional<QuantWeight> qw =
+      f.quant ? std::optional<QuantWeight>(random_quant_weight(*f.quant, f.n, f.k, seed)) : std::nullopt;
+  constexpr float kEps = 1e-5f;
+  oc.build = [=](DType dt) {
+    OpGraph c;
+    Graph& g = c.graph;
+    std::vector<ValueId> in{g.input("x", {f.m, f.k}, dt)};
+    if (qw) {
+      const auto [quants, scales] = quant_constants(g, *qw);
+      in.push_back(quants);
+      in.push_back(scales);
+    } else {
+      in.push_back(g.input("w", {f.n, f.k}, dt));
+      c.inputs["w"] = quantize(random_floats(size_t(f.n * f.k), seed + 1), dt);
+    }
+    MatVecFusion fused;
+    fused.rms_norm = f.norm;
+    fused.eps = kEps;
+    fused.residual = f.residual;
+    if (f.bias) in.push_back(g.input("bias", {f.n}, dt));
+    if (f.norm) in.push_back(g.input("gamma", {f.k}, dt));
+    if (f.residual) in.push_back(g.input("residual", {f.m, f.n}, dt));
+    if (qw) {
+      MatMulQAttrs at;
+      at.type = *f.quant;
+      at.fused = fused;
+      g.output("out", g.add_node(OpKind::MatMulQ, in, at, "mmq")[0]);
+    } else {
+      MatMulAttrs at;
+      at.trans_b = true;
+      at.act = f.act;
+      at.fused = fused;
+      g.output("out", g.add_node(OpKind::MatMul, in, at, "mm")[0]);
+    }
+    // x away from zero mean-square, so the norm's scale is well conditioned.
+    std::vector<float> x = random_floats(size_t(f.m * f.k), seed + 2);
+    for (float& v : x) v = v * 2.f + (v < 0 ? -0.25f : 0.25f);
+    c.inputs["x"] = quantize(x, dt);
+    if (f.bias) c.inputs["bias"] = quantize(random_floats(size_t(f.n), seed + 3), dt);
+    if (f.norm) c.inputs["gamma"] = quantize(random_floats(size_t(f.k), seed + 4), dt);
+    if (f.residual) c.inputs["residual"] = quantize(random_floats(size_t(f.m * f.n), seed + 5), dt);
+    return c;
+  };
+  oc.reference = [=](const Values& in) {
+    const std::vector<float>& w = qw ? qw->values : in.at("w");
+    const std::vector<float>& x = in.at("x");
+    std::vector<double> out;
+    for (int64_t i = 0; i < f.m; ++i) {
+      std::vector<double> xi(size_t(f.k));
+      double ss = 0;
+      for (int64_t q = 0; q < f.k; ++q) ss += double(x[size_t(i * f.k + q)]) * x[size_t(i * f.k + q)];
+      const double s = f.norm ? 1.0 / std::sqrt(ss / double(f.k) + kEps) : 1.0;
+      for (int64_t q = 0; q < f.k; ++q)
+        xi[size_t(q)] = double(x[size_t(i * f.k + q)]) * s * (f.norm ? double(in.at("gamma")[size_t(q)]) : 1.0);
+      for (int64_t j = 0; j < f.n; ++j) {
+        double acc = f.bias ? in.at("bias")[size_t(j)] : 0.0;
+        for (int64_t q = 0; q < f.k; ++q) acc += xi[size_t(q)] * w[size_t(j * f.k + q)];
+        acc = ref_activation(f.act, acc);
+        if (f.residual) acc += in.at("residual")[size_t(i * f.n + j)];
+        out.push_back(acc);
+      }
+    }
+    return Refs{{"out", out}};
+  };
+  oc.elem_scale = 4;  // sums of k products, a normalized x
+  oc.rerun_reversed = true;
+  return oc;
+}
+
 inline void add_kernel_cases(std::vector<OpCase>& cases) {
   const MatMulCase mms[] = {
       {"matmul_bias_gelu_tanh", 1, 7, 33, 129, false, false, true, false, Activation::GeluTanh},
@@ -359,6 +444,16 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
   cases.push_back(matmul_q_case("matmul_q_q4_0_3x37x160", QuantType::Q4_0, 3, 37, 160, false, seed += 10));
   cases.push_back(matmul_q_case("matmul_q_q4_0_8x19x64_bias", QuantType::Q4_0, 8, 19, 64, true, seed += 10));
   cases.push_back(matmul_q_case("matmul_q_q8_0_17x37x96_bias", QuantType::Q8_0, 17, 37, 96, true, seed += 10));
+  const MatVecFusionCase fusions[] = {
+      {"matvec_norm_residual_1x77x264_bias", std::nullopt, 1, 77, 264, true, true, true, Activation::None},
+      {"matvec_norm_3x129x40_silu", std::nullopt, 3, 129, 40, false, true, false, Activation::Silu},
+      {"matvec_residual_8x33x1032", std::nullopt, 8, 33, 1032, false, false, true, Activation::None},
+      {"matvec_q4_0_norm_residual_2x37x160", QuantType::Q4_0, 2, 37, 160, false, true, true, Activation::None},
+      {"matvec_q8_0_norm_1x19x96_bias", QuantType::Q8_0, 1, 19, 96, true, true, false, Activation::None},
+      {"matvec_q8_0_norm_8x21x1024", QuantType::Q8_0, 8, 21, 1024, false, true, false, Activation::None},
+  };
+  uint64_t fusion_seed = 5000;  // apart, so the seeds of the cases after keep their values
+  for (const MatVecFusionCase& f : fusions) cases.push_back(matvec_fusion_case(f, fusion_seed += 10));
   for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div})
     cases.push_back(binary_case(op, seed += 10));
   cases.push_back(unary_case(Activation::Gelu, "unary_gelu", seed += 10));

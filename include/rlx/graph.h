@@ -19,17 +19,39 @@ std::string shape_str(const Shape& s);
 
 // ---- attribute structs, one per op family (see ops.def) ----
 struct NoAttrs {};
+// Products of at most kMatVecRows rows (decode steps) run as matrix-vector
+// kernels, which read all of x for every weight row anyway, so they also
+// take an RMSNorm of x before the product and a residual added after it
+// (fuse_matvec): out = act(rms_norm(x) . W^T + bias) + residual. Each adds
+// an input after the bias: gamma [k], then the residual (the output's shape).
+constexpr int64_t kMatVecRows = 8;
+struct MatVecFusion {
+  bool rms_norm = false;
+  float eps = 0.f;
+  bool residual = false;
+};
 struct MatMulAttrs {
   bool trans_a = false, trans_b = false;
   Activation act = Activation::None;  // applied after the optional bias (3rd input)
+  MatVecFusion fused{};
 };
+// Where the optional inputs of a product sit: `fixed` leading operands (2 for
+// matmul, 3 for matmul_q), then bias, gamma and residual as present; -1 when
+// absent.
+struct ProductInputs {
+  int bias = -1, gamma = -1, residual = -1;
+};
+ProductInputs product_inputs(size_t inputs, size_t fixed, const MatVecFusion& f);
 // x [..., k] . dequant(W)^T (+ bias [n]) for W [n, k] held block-quantized
 // as quants and scales (rlx/quant.h). A product of more rows than
 // kMatMulQVectorRows has a second output, W dequantized to x's dtype [n, k]:
 // scratch the memory plan reuses across products, which the product then
 // reads as a plain matrix product (prefill); fewer rows dequantize on the fly.
-struct MatMulQAttrs { QuantType type = QuantType::Q8_0; };
-constexpr int64_t kMatMulQVectorRows = 8;
+struct MatMulQAttrs {
+  QuantType type = QuantType::Q8_0;
+  MatVecFusion fused{};
+};
+constexpr int64_t kMatMulQVectorRows = kMatVecRows;
 struct NormAttrs {
   NormKind kind = NormKind::Layer;
   float eps = 1e-5f;

@@ -68,6 +68,15 @@ bool is_constant(const Graph& g, ValueId v) {
   }
 }
 
+MatVecFusionParams fusion_params(const MatVecFusion& f, const ProductInputs& pi, const Node& n,
+                                 const std::function<uint64_t(ValueId)>& addr) {
+  MatVecFusionParams r;
+  if (pi.gamma >= 0) r.norm_gamma = addr(n.inputs[size_t(pi.gamma)]);
+  if (pi.residual >= 0) r.residual = addr(n.inputs[size_t(pi.residual)]);
+  r.norm_eps = f.eps;
+  return r;
+}
+
 }  // namespace
 
 bool is_view(const Graph& g, int32_t node) {
@@ -107,7 +116,9 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       MatMulParams p{};
       p.a = addr(n.inputs[0]);
       p.b = addr(n.inputs[1]);
-      p.bias = n.inputs.size() > 2 ? addr(n.inputs[2]) : kNoBuffer;
+      const ProductInputs pi = product_inputs(n.inputs.size(), 2, at.fused);
+      p.bias = pi.bias >= 0 ? addr(n.inputs[size_t(pi.bias)]) : kNoBuffer;
+      p.fused = fusion_params(at.fused, pi, n, addr);
       p.out = addr(n.outputs[0]);
       p.n = N;
       p.k = K;
@@ -133,18 +144,21 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
     }
     case OpKind::MatMulQ: {
       const Value& x = V(0);
+      const auto& at = std::get<MatMulQAttrs>(n.attrs);
+      const ProductInputs pi = product_inputs(n.inputs.size(), 3, at.fused);
       MatMulQParams p{};
       p.x = addr(n.inputs[0]);
       p.quants = addr(n.inputs[1]);
       p.scales = addr(n.inputs[2]);
-      p.bias = n.inputs.size() > 3 ? addr(n.inputs[3]) : kNoBuffer;
+      p.bias = pi.bias >= 0 ? addr(n.inputs[size_t(pi.bias)]) : kNoBuffer;
+      p.fused = fusion_params(at.fused, pi, n, addr);
       p.out = addr(n.outputs[0]);
       p.dequantized = n.outputs.size() > 1 ? addr(n.outputs[1]) : kNoBuffer;
       p.k = x.shape.back();
       p.m = numel(x.shape) / p.k;
       p.n = y.shape.back();
       p.dtype = x.dtype;
-      p.quant = std::get<MatMulQAttrs>(n.attrs).type;
+      p.quant = at.type;
       p.weights_constant = is_constant(g, n.inputs[1]) && is_constant(g, n.inputs[2]);
       return emit(p);
     }

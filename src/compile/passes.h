@@ -12,6 +12,7 @@ void eliminate_dead_code(Graph& g);        // nodes no output depends on
 void merge_sibling_matmuls(Graph& g);      // x@Wq, x@Wk, x@Wv -> x@concat(W) + narrows
 void fold_constants(Graph& g);             // constant-only subgraphs evaluated once
 void fuse_matmul_epilogue(Graph& g);       // matmul + bias add + activation
+void fuse_matvec(Graph& g);                // rms norm before / residual add after a decode-step product
 void fuse_add_norm(Graph& g);              // residual add + layer/rms norm -> add_norm
 void fuse_narrow(Graph& g);                // narrow(last axis) into rope/attention strides
 void fuse_kv_write(Graph& g);              // rope(K) and K/V slices into the kv_write reading them

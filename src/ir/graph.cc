@@ -13,6 +13,16 @@ int64_t numel(const Shape& s) {
   return n;
 }
 
+ProductInputs product_inputs(size_t inputs, size_t fixed, const MatVecFusion& f) {
+  ProductInputs r;
+  const size_t fused = size_t(f.rms_norm) + size_t(f.residual);
+  size_t next = fixed;
+  if (inputs > fixed + fused) r.bias = int(next++);
+  if (f.rms_norm) r.gamma = int(next++);
+  if (f.residual) r.residual = int(next++);
+  return r;
+}
+
 std::string shape_str(const Shape& s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);

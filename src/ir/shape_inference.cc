@@ -67,6 +67,28 @@ void check_rows(const Value& v, int64_t offset, int64_t stride, int64_t width, c
             who << ": " << what << " has " << row << " features, expected " << width);
 }
 
+size_t fused_inputs(const MatVecFusion& f) { return size_t(f.rms_norm) + size_t(f.residual); }
+
+// A product's fused RMSNorm (gamma [k]) and residual (y's shape): only the
+// matrix-vector kernels implement them, so x has at most kMatVecRows rows.
+void need_matvec_fusion(const Graph& g, const std::vector<ValueId>& in, const MatVecFusion& f,
+                        const ProductInputs& pi, const Value& x, const Shape& y, const std::string& who) {
+  if (!f.rms_norm && !f.residual) return;
+  const int64_t k = x.shape.back();
+  RLX_CHECK(k > 0 && numel(x.shape) / k <= kMatVecRows,
+            who << ": a fused norm or residual needs at most " << kMatVecRows << " rows of x, got "
+                << shape_str(x.shape));
+  if (f.rms_norm) {
+    need_vector(g.value(in.at(size_t(pi.gamma))), k, x.dtype, who, "norm gamma");
+    RLX_CHECK(f.eps >= 0.f, who << ": norm eps must be >= 0, got " << f.eps);
+  }
+  if (f.residual) {
+    const Value& r = g.value(in.at(size_t(pi.residual)));
+    RLX_CHECK(r.shape == y, who << ": residual must be " << shape_str(y) << ", got " << shape_str(r.shape));
+    need_dtype(r, x.dtype, who, "residual");
+  }
+}
+
 }  // namespace
 
 std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<ValueId>& in,
@@ -82,8 +104,8 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       RLX_FAIL(who << ": leaves are created with input/param/constant/state, not add_node");
 
     case OpKind::MatMul: {
-      need_inputs(in, 2, 3, who);
       const auto& at = std::get<MatMulAttrs>(attrs);
+      need_inputs(in, 2, 3 + fused_inputs(at.fused), who);
       const Value &a = V(0), &b = V(1);
       need_float(a, who, "a");
       need_dtype(b, a.dtype, who, "b");
@@ -105,13 +127,19 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       Shape s = ba.empty() ? bb : ba;
       s.push_back(m);
       s.push_back(n);
-      if (in.size() == 3) need_vector(V(2), n, a.dtype, who, "bias");
+      const ProductInputs pi = product_inputs(in.size(), 2, at.fused);
+      if (pi.bias >= 0) need_vector(V(size_t(pi.bias)), n, a.dtype, who, "bias");
+      if (at.fused.rms_norm || at.fused.residual)
+        RLX_CHECK(!at.trans_a && at.trans_b && b.shape.size() == 2,
+                  who << ": a fused norm or residual needs x [..., k] times a 2-D W [n, k] transposed");
+      need_matvec_fusion(g, in, at.fused, pi, a, s, who);
       return out(s, a.dtype);
     }
 
     case OpKind::MatMulQ: {
-      need_inputs(in, 3, 4, who);
-      const QuantType type = std::get<MatMulQAttrs>(attrs).type;
+      const auto& at = std::get<MatMulQAttrs>(attrs);
+      need_inputs(in, 3, 4 + fused_inputs(at.fused), who);
+      const QuantType type = at.type;
       const Value &x = V(0), &q = V(1), &s = V(2);
       need_float(x, who, "x");
       need_dtype(q, DType::I32, who, "quants");
@@ -127,9 +155,11 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
                 who << ": " << quant_type_name(type) << " weight of " << k << " columns needs quants [" << n << ", "
                     << k / quant_elems_per_word(type) << "] and scales [" << n << ", " << k / kQuantBlock
                     << "], got " << shape_str(q.shape) << " and " << shape_str(s.shape));
-      if (in.size() == 4) need_vector(V(3), n, x.dtype, who, "bias");
+      const ProductInputs pi = product_inputs(in.size(), 3, at.fused);
+      if (pi.bias >= 0) need_vector(V(size_t(pi.bias)), n, x.dtype, who, "bias");
       Shape y = x.shape;
       y.back() = n;
+      need_matvec_fusion(g, in, at.fused, pi, x, y, who);
       auto outs = out(y, x.dtype);
       if (numel(x.shape) / k > kMatMulQVectorRows) outs.push_back(Value{Shape{n, k}, x.dtype, -1, 1});
       return outs;

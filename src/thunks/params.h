@@ -13,6 +13,15 @@ namespace rlx {
 constexpr int kMaxRank = 6;
 constexpr uint64_t kNoBuffer = ~uint64_t(0);
 
+// What a product of at most kMatVecRows rows fuses (rlx/graph.h
+// MatVecFusion): x is RMS-normalized with norm_gamma [k] and norm_eps first,
+// and residual (laid out like out) is added last. kNoBuffer = not fused.
+struct MatVecFusionParams {
+  uint64_t norm_gamma = kNoBuffer, residual = kNoBuffer;
+  float norm_eps = 0.f;
+  bool any() const { return norm_gamma != kNoBuffer || residual != kNoBuffer; }
+};
+
 // out[b] = act(op(A[b]) @ op(B[b]) + bias); row-major; op = transpose if flagged.
 // A is [m,k] ([k,m] if trans_a) with row length lda; B is [k,n] ([n,k] if trans_b).
 // Batch strides of 0 broadcast that operand.
@@ -25,6 +34,7 @@ struct MatMulParams {
   Activation act;
   uint8_t trans_a, trans_b;
   uint8_t b_constant;  // b is a param or constant (no thunk writes it): kernels may read it early
+  MatVecFusionParams fused;
 };
 
 // out[m, n] = x[m, k] . dequant(W)^T (+ bias) for W [n, k] held as quants
@@ -38,6 +48,7 @@ struct MatMulQParams {
   DType dtype;
   QuantType quant;
   uint8_t weights_constant;  // quants and scales are params (no thunk writes them): kernels may read them early
+  MatVecFusionParams fused;
 };
 
 // out = a (op) b with numpy broadcasting: out is contiguous with `shape`;

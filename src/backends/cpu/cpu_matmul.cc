@@ -8,6 +8,7 @@
 #include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_matmul.h"
 #include "backends/cpu/cpu_gemm_packed.h"
+#include "backends/cpu/cpu_matvec_fusion.h"
 #include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
@@ -22,16 +23,23 @@ template <class T> void widen(const T* src, int64_t rows, int64_t cols, int64_t 
   });
 }
 
-// out = act(c + bias) for an m x n f32 result c (row length ldc_in).
+// out = act(c + bias) + residual for an m x n f32 result c (row length
+// ldc_in); residual (or null) is laid out like out.
 template <class T>
-void epilogue(const MatMulParams& p, const float* c, int64_t ldc_in, const T* bias, T* out) {
+void epilogue(const MatMulParams& p, const float* c, int64_t ldc_in, const T* bias, const T* residual, T* out) {
   parallel_for(p.m, p.m * p.n > 16384, [&](int64_t i) {
     for (int64_t j = 0; j < p.n; ++j) {
       float v = c[i * ldc_in + j];
       if (bias) v += to_f32(bias[j]);
-      out[i * p.ldc + j] = from_f32<T>(apply_activation(p.act, v));
+      v = apply_activation(p.act, v);
+      if (residual) v += to_f32(residual[i * p.ldc + j]);
+      out[i * p.ldc + j] = from_f32<T>(v);
     }
   });
+}
+
+template <class T> const T* residual_of(const MatMulParams& p, uint8_t* arena) {
+  return p.fused.residual == kNoBuffer ? nullptr : at<const T>(arena, p.fused.residual);
 }
 
 int threads_for(const MatMulParams& p) {
@@ -44,14 +52,25 @@ void matmul_f32(const MatMulParams& p, CpuContext& ctx) {
   const float* bias = p.bias == kNoBuffer ? nullptr : at<float>(arena, p.bias);
   const float* packed = ctx.packed_weights(p);
   ctx.count(packed ? GemmPath::Packed : GemmPath::Library, uint64_t(p.batch));
+  const float* residual = residual_of<float>(p, arena);
   for (int64_t bi = 0; bi < p.batch; ++bi) {
     const float* a = at<float>(arena, p.a) + bi * p.stride_a;
+    int64_t lda = p.lda;
+    if (p.fused.norm_gamma != kNoBuffer) {  // a few rows, normalized into scratch (fuse_matvec: batch 1)
+      float* normed = ctx.scratch(0, size_t(p.m * p.k));
+      product_rows_f32(a, p.m, p.k, p.lda, p.fused, arena, normed);
+      a = normed;
+      lda = p.k;
+    }
     float* c = at<float>(arena, p.out) + bi * p.stride_out;
     if (packed)
-      gemm_packed(p.trans_a, p.m, p.n, p.k, a, p.lda, packed, c, p.ldc, bias, p.act, threads_for(p));
+      gemm_packed(p.trans_a, p.m, p.n, p.k, a, lda, packed, c, p.ldc, bias, p.act, threads_for(p));
     else
-      gemm_f32_sliced(p.trans_a, p.trans_b, p.m, p.n, p.k, a, p.lda, at<float>(arena, p.b) + bi * p.stride_b, p.ldb,
+      gemm_f32_sliced(p.trans_a, p.trans_b, p.m, p.n, p.k, a, lda, at<float>(arena, p.b) + bi * p.stride_b, p.ldb,
                       c, p.ldc, bias, p.act, threads_for(p));
+    if (residual)
+      for (int64_t i = 0; i < p.m; ++i)
+        for (int64_t j = 0; j < p.n; ++j) c[i * p.ldc + j] += residual[bi * p.stride_out + i * p.ldc + j];
   }
 }
 
@@ -68,7 +87,10 @@ template <class T> void matmul_widened(const MatMulParams& p, CpuContext& ctx) {
   float* c32 = ctx.scratch(2, size_t(p.m * p.n));
   for (int64_t bi = 0; bi < p.batch; ++bi) {
     // A batch stride of 0 broadcasts: widen that operand once.
-    if (bi == 0 || p.stride_a != 0) widen(at<T>(arena, p.a) + bi * p.stride_a, a_rows, a_cols, p.lda, a32);
+    if (p.fused.norm_gamma != kNoBuffer)  // a few rows, normalized as they widen (fuse_matvec: batch 1)
+      product_rows_f32(at<T>(arena, p.a), p.m, p.k, p.lda, p.fused, arena, a32);
+    else if (bi == 0 || p.stride_a != 0)
+      widen(at<T>(arena, p.a) + bi * p.stride_a, a_rows, a_cols, p.lda, a32);
     // The product alone; bias and activation apply while narrowing.
     if (packed) {
       gemm_packed(p.trans_a, p.m, p.n, p.k, a32, a_cols, packed, c32, p.n, nullptr, Activation::None, threads_for(p));
@@ -77,7 +99,8 @@ template <class T> void matmul_widened(const MatMulParams& p, CpuContext& ctx) {
       gemm_f32_sliced(p.trans_a, p.trans_b, p.m, p.n, p.k, a32, a_cols, b32, b_cols, c32, p.n, nullptr,
                       Activation::None, threads_for(p));
     }
-    epilogue(p, c32, p.n, bias, at<T>(arena, p.out) + bi * p.stride_out);
+    const T* residual = residual_of<T>(p, arena);
+    epilogue(p, c32, p.n, bias, residual ? residual + bi * p.stride_out : nullptr, at<T>(arena, p.out) + bi * p.stride_out);
   }
 }
 

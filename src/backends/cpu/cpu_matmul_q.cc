@@ -4,6 +4,7 @@
 // the node's scratch output (in x's dtype) and run the plain matrix product
 // over it, as the CUDA backend does.
 #include "backends/cpu/cpu_matmul.h"
+#include "backends/cpu/cpu_matvec_fusion.h"
 #include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
@@ -35,8 +36,8 @@ template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {
   }
   RLX_CHECK(p.m <= kMatMulQVectorRows, "matmul_q: " << p.m << " rows without a dequantized scratch");
   float* x = ctx.scratch(0, size_t(p.m * p.k));
-  const T* xs = at<T>(arena, p.x);
-  for (int64_t i = 0; i < p.m * p.k; ++i) x[i] = to_f32(xs[i]);
+  product_rows_f32(at<T>(arena, p.x), p.m, p.k, p.k, p.fused, arena, x);
+  const T* residual = p.fused.residual == kNoBuffer ? nullptr : at<const T>(arena, p.fused.residual);
   T* out = at<T>(arena, p.out);
   parallel_for(p.n, threaded, [&](int64_t r) {
     float acc[kMatMulQVectorRows] = {};
@@ -49,7 +50,9 @@ template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {
         for (int64_t j = 0; j < kQuantBlock; ++j) acc[i] += block[j] * xb[j];
       }
     }
-    for (int64_t i = 0; i < p.m; ++i) out[i * p.n + r] = from_f32<T>(acc[i] + (bias ? to_f32(bias[r]) : 0.f));
+    for (int64_t i = 0; i < p.m; ++i)
+      out[i * p.n + r] = from_f32<T>(acc[i] + (bias ? to_f32(bias[r]) : 0.f) +
+                                     (residual ? to_f32(residual[i * p.n + r]) : 0.f));
   });
 }
 

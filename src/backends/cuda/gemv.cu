@@ -4,6 +4,8 @@
 // at M = 1; here one warp streams one weight row in 16-byte loads, several
 // in flight per lane, and the bias and any activation are applied before the
 // single store, so the product is one kernel at close to memory bandwidth.
+// A decode step's RMSNorm before the product and residual add after it are
+// fused here too (MatVecFusionParams).
 #include "backends/cuda/gemv.h"
 
 #include "backends/cuda/device_types.cuh"
@@ -16,7 +18,10 @@ namespace {
 constexpr int kWarps = 4;   // weight rows per block
 constexpr int kUnroll = 8;  // 16-byte weight loads in flight per lane
 
-template <class T, int M>
+// Norm: x is RMS-normalized on the fly (p.fused): every warp reads all of x
+// for its row anyway, so it sums x^2 beside x . (gamma * W) and scales the
+// dot product by rsqrt(mean(x^2) + eps) at the end; no block-wide step.
+template <class T, int M, bool Norm>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p, uint8_t* arena) {
   constexpr int ve = kChunkElems<T>;
   const int lane = threadIdx.x & 31;
@@ -39,9 +44,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p,
   if (!p.b_constant) load_weights(lane);
   if (n >= p.n) return;
   const T* x = at<T>(arena, p.a) + bt * p.stride_a;
-  float acc[M];
+  const uint4* gamma = Norm ? at<const uint4>(arena, p.fused.norm_gamma) : nullptr;
+  float acc[M], ss[M];
 #pragma unroll
-  for (int m = 0; m < M; ++m) acc[m] = 0.f;
+  for (int m = 0; m < M; ++m) acc[m] = ss[m] = 0.f;
   for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
     if (c0 != lane) load_weights(c0);
 #pragma unroll
@@ -50,32 +56,49 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p,
       if (c >= chunks) break;
       float wf[ve];
       unpack_chunk<T>(wc[u], wf);
+      if constexpr (Norm) {
+        float gf[ve];
+        unpack_chunk<T>(__ldg(gamma + c), gf);
+#pragma unroll
+        for (int e = 0; e < ve; ++e) wf[e] *= gf[e];
+      }
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[ve];
         unpack_chunk<T>(__ldg(reinterpret_cast<const uint4*>(x) + m * x_row_chunks + c), xf);
 #pragma unroll
-        for (int e = 0; e < ve; ++e) acc[m] = fmaf(wf[e], xf[e], acc[m]);
+        for (int e = 0; e < ve; ++e) {
+          acc[m] = fmaf(wf[e], xf[e], acc[m]);
+          if constexpr (Norm) ss[m] = fmaf(xf[e], xf[e], ss[m]);
+        }
       }
     }
   }
   const float bias = p.bias != kNoBuffer ? to_f32(at<T>(arena, p.bias)[n]) : 0.f;
-  T* out = at<T>(arena, p.out) + bt * p.stride_out + n;
+  const int64_t o = bt * p.stride_out + n;
+  const T* residual = p.fused.residual != kNoBuffer ? at<const T>(arena, p.fused.residual) + o : nullptr;
+  T* out = at<T>(arena, p.out) + o;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const float s = warp_sum(acc[m]);
-    if (lane == 0) out[m * p.ldc] = from_f32<T>(apply_activation(p.act, s + bias));
+    float s = warp_sum(acc[m]);
+    if constexpr (Norm) s *= rsqrtf(warp_sum(ss[m]) / float(p.k) + p.fused.norm_eps);
+    if (lane == 0) {
+      float v = apply_activation(p.act, s + bias);
+      if (residual) v += to_f32(residual[m * p.ldc]);
+      out[m * p.ldc] = from_f32<T>(v);
+    }
   }
 }
 
-template <class T, int M>
+template <class T, int M, bool Norm>
 void launch_rows(const MatMulParams& p, const LaunchContext& ctx) {
   if constexpr (M <= kGemvMaxRows) {
     if (p.m == M) {
-      launch(gemv_kernel<T, M>, dim3(unsigned((p.n + kWarps - 1) / kWarps), unsigned(p.batch)), kWarps * 32, 0, ctx, p);
+      launch(gemv_kernel<T, M, Norm>, dim3(unsigned((p.n + kWarps - 1) / kWarps), unsigned(p.batch)), kWarps * 32, 0,
+             ctx, p);
       return;
     }
-    launch_rows<T, M + 1>(p, ctx);
+    launch_rows<T, M + 1, Norm>(p, ctx);
   }
 }
 
@@ -91,11 +114,15 @@ bool gemv_eligible(const MatMulParams& p, const uint8_t* arena) {
          // Whole 16-byte chunks: rows of x and W start aligned and k fills them.
          aligned16(base + p.a) && aligned16(base + p.b) && aligned16(uint64_t(p.k) * es) &&
          aligned16(uint64_t(p.lda) * es) && aligned16(uint64_t(p.ldb) * es) &&
-         aligned16(uint64_t(p.stride_a) * es) && aligned16(uint64_t(p.stride_b) * es);
+         aligned16(uint64_t(p.stride_a) * es) && aligned16(uint64_t(p.stride_b) * es) &&
+         (p.fused.norm_gamma == kNoBuffer || aligned16(base + p.fused.norm_gamma));
 }
 
 void run_gemv(const MatMulParams& p, const LaunchContext& ctx) {
-  dispatch_float(p.dtype, ctx.label, [&]<class T>() { launch_rows<T, 1>(p, ctx); });
+  dispatch_float(p.dtype, ctx.label, [&]<class T>() {
+    if (p.fused.norm_gamma != kNoBuffer) launch_rows<T, 1, true>(p, ctx);
+    else launch_rows<T, 1, false>(p, ctx);
+  });
 }
 
 }  // namespace rlx::cuda

@@ -4,15 +4,17 @@
 #include <cstdint>
 
 #include "backends/cuda/launch_context.h"
+#include "rlx/graph.h"
 #include "thunks/params.h"
 
 namespace rlx::cuda {
 
-constexpr int64_t kGemvMaxRows = 8;
+constexpr int64_t kGemvMaxRows = kMatVecRows;
 constexpr int64_t kGemvAlwaysRows = 4;  // taken without timing up to here (MatMulPlan)
 
 // x [m, k] times W [n, k]^T (trans_b, row-major) with m <= kGemvMaxRows,
-// rows of whole, 16-byte aligned chunks; bias and any activation fused.
+// rows of whole, 16-byte aligned chunks; bias, any activation and the
+// MatVecFusionParams (norm before, residual after) fused.
 bool gemv_eligible(const MatMulParams& p, const uint8_t* arena);
 void run_gemv(const MatMulParams& p, const LaunchContext& ctx);
 

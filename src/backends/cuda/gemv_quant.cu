@@ -5,6 +5,7 @@
 // f32 with x, which the block first stages in shared memory as f32 (so each
 // x element is converted once per block, not once per weight row). The
 // scale multiplies each block's sum; the bias is added before the one store.
+// A fused RMSNorm of x is applied while staging it, a residual at the store.
 #include "backends/cuda/gemv_quant.h"
 
 #include "backends/cuda/device_types.cuh"
@@ -110,28 +111,70 @@ __device__ __forceinline__ void dot_block(const uint4 (&c)[kChunks<Q>], const fl
 
 // x rows [0, M) columns [t0, t1) blocks of 32, as f32 into xs (row m at
 // m * tile * kXStride, block c at c * kXStride; tile: blocks of a tile).
+// With a fused norm (gamma non-null) each value is staged times gamma and
+// its square added to ss[m]; the scale rsqrt(mean(x^2) + eps) applies to
+// the finished dot products.
 template <class T, int M>
 __device__ __forceinline__ void stage_x(const MatMulQParams& p, uint8_t* arena, int64_t t0, int64_t t1,
-                                        int64_t tile, float* xs) {
+                                        int64_t tile, const T* gamma, float* xs, float (&ss)[M]) {
   const T* x = at<const T>(arena, p.x);
   const int64_t cols = (t1 - t0) * kQuantBlock;
-  if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+  if (reinterpret_cast<uintptr_t>(x) % 16 == 0 && (!gamma || reinterpret_cast<uintptr_t>(gamma) % 16 == 0)) {
     constexpr int ve = kChunkElems<T>;
     const int64_t chunks = cols / ve;
-    for (int64_t i = threadIdx.x; i < M * chunks; i += blockDim.x) {
-      const int64_t m = i / chunks, e = (i % chunks) * ve;
-      float f[ve];
-      unpack_chunk<T>(*reinterpret_cast<const uint4*>(x + m * p.k + t0 * kQuantBlock + e), f);
-      float* dst = xs + m * tile * kXStride + (e / kQuantBlock) * kXStride + e % kQuantBlock;
 #pragma unroll
-      for (int j = 0; j < ve; j += 4) *reinterpret_cast<float4*>(dst + j) = make_float4(f[j], f[j + 1], f[j + 2], f[j + 3]);
+    for (int m = 0; m < M; ++m) {
+      for (int64_t i = threadIdx.x; i < chunks; i += blockDim.x) {
+        const int64_t e = i * ve;
+        float f[ve];
+        unpack_chunk<T>(*reinterpret_cast<const uint4*>(x + m * p.k + t0 * kQuantBlock + e), f);
+        if (gamma) {
+          float g[ve];
+          unpack_chunk<T>(*reinterpret_cast<const uint4*>(gamma + t0 * kQuantBlock + e), g);
+#pragma unroll
+          for (int j = 0; j < ve; ++j) {
+            ss[m] = fmaf(f[j], f[j], ss[m]);
+            f[j] *= g[j];
+          }
+        }
+        float* dst = xs + m * tile * kXStride + (e / kQuantBlock) * kXStride + e % kQuantBlock;
+#pragma unroll
+        for (int j = 0; j < ve; j += 4)
+          *reinterpret_cast<float4*>(dst + j) = make_float4(f[j], f[j + 1], f[j + 2], f[j + 3]);
+      }
     }
   } else {
-    for (int64_t i = threadIdx.x; i < M * cols; i += blockDim.x) {
-      const int64_t m = i / cols, e = i % cols;
-      xs[m * tile * kXStride + (e / kQuantBlock) * kXStride + e % kQuantBlock] =
-          to_f32(x[m * p.k + t0 * kQuantBlock + e]);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      for (int64_t e = threadIdx.x; e < cols; e += blockDim.x) {
+        float f = to_f32(x[m * p.k + t0 * kQuantBlock + e]);
+        if (gamma) {
+          ss[m] = fmaf(f, f, ss[m]);
+          f *= to_f32(gamma[t0 * kQuantBlock + e]);
+        }
+        xs[m * tile * kXStride + (e / kQuantBlock) * kXStride + e % kQuantBlock] = f;
+      }
     }
+  }
+}
+
+// Per row m, rsqrt(mean(x^2) + eps) from every thread's share ss[m] (all
+// threads of the block call it; every one gets the scales).
+template <int M>
+__device__ __forceinline__ void norm_scales(const MatMulQParams& p, float (&ss)[M]) {
+  __shared__ float part[kRowsPerBlock][M];
+  const int warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float v = warp_sum(ss[m]);
+    if ((threadIdx.x & 31) == 0) part[warp][m] = v;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float t = 0.f;
+    for (int w = 0; w < kRowsPerBlock; ++w) t += part[w][m];
+    ss[m] = rsqrtf(t / float(p.k) + p.fused.norm_eps);
   }
 }
 
@@ -167,12 +210,13 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) gemv_quant_kernel(const Ma
   if (p.weights_constant) load(lane, t1);
   pdl_entry();
   if (!p.weights_constant) load(lane, t1);
-  float acc[M];
+  const T* gamma = p.fused.norm_gamma != kNoBuffer ? at<const T>(arena, p.fused.norm_gamma) : nullptr;
+  float acc[M], ss[M];
 #pragma unroll
-  for (int m = 0; m < M; ++m) acc[m] = 0.f;
+  for (int m = 0; m < M; ++m) acc[m] = ss[m] = 0.f;
   for (int64_t t0 = 0; t0 < blocks; t0 = t1, t1 = t0 + tile < blocks ? t0 + tile : blocks) {
     if (t0 > 0) __syncthreads();  // every warp is done with the previous tile
-    stage_x<T, M>(p, arena, t0, t1, tile, xs);
+    stage_x<T, M>(p, arena, t0, t1, tile, gamma, xs, ss);
     __syncthreads();
     for (int64_t c0 = t0 + lane; c0 < t1; c0 += 32 * kU) {
       if (c0 != lane) load(c0, t1);
@@ -190,13 +234,16 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) gemv_quant_kernel(const Ma
       }
     }
   }
+  if (gamma) norm_scales<M>(p, ss);  // block-uniform: every thread takes part
   if (!live) return;
   const float bias = p.bias != kNoBuffer ? to_f32(at<const T>(arena, p.bias)[row]) : 0.f;
+  const T* residual = p.fused.residual != kNoBuffer ? at<const T>(arena, p.fused.residual) + row : nullptr;
   T* out = at<T>(arena, p.out) + row;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const float s = warp_sum(acc[m]);
-    if (lane == 0) out[m * p.n] = from_f32<T>(s + bias);
+    float s = warp_sum(acc[m]);
+    if (gamma) s *= ss[m];
+    if (lane == 0) out[m * p.n] = from_f32<T>(s + bias + (residual ? to_f32(residual[m * p.n]) : 0.f));
   }
 }
 

@@ -113,6 +113,15 @@ MatMulPlan::MatMulPlan(cublasLtHandle_t lt, const MatMulParams& p, uint8_t* aren
                        size_t workspace_bytes, const std::string& label, bool allow_tf32)
     : lt_(lt), p_(p), workspace_(workspace), workspace_bytes_(workspace_bytes) {
   const std::string what = "initialize of " + label;
+  if (p.fused.any()) {  // a fused norm or residual (fuse_matvec): only the matrix-vector kernel has them
+    RLX_CHECK(gemv_eligible(p, arena),
+              what << ": a product with a fused norm or residual needs the matrix-vector kernel (at most "
+                   << kGemvMaxRows << " rows, 16-byte aligned rows of x, W and gamma), got m=" << p.m
+                   << " n=" << p.n << " k=" << p.k);
+    use_gemv_ = true;
+    g_gemv_plans.fetch_add(1);
+    return;
+  }
   const cudaDataType_t type = cuda_type(p.dtype);
   // f32 stays full f32 unless TF32 was asked for: TF32's 10-bit mantissa
   // costs about 1e-3 relative error, far outside f32 parity.

@@ -11,6 +11,7 @@ void run_passes(Graph& g, const CompileOptions& opts) {
   fold_constants(g);
   if (opts.fuse) {
     fuse_matmul_epilogue(g);
+    fuse_matvec(g);  // before fuse_add_norm: a decode step's residual adds go into its products
     fuse_add_norm(g);
     fuse_narrow(g);
     fuse_kv_write(g);  // after fuse_narrow: a rope's K slice is then its offset

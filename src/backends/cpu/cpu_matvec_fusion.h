@@ -1,0 +1,31 @@
+// What the CPU products share for their fused RMSNorm (MatVecFusionParams):
+// x's rows widened to f32 and, where the product normalizes them, scaled by
+// rsqrt(mean(x^2) + eps) and gamma, as the CUDA matrix-vector kernels apply it
+// (in f32, not rounded to the dtype between norm and product).
+#pragma once
+#include <cmath>
+
+#include "backends/cpu/cpu_storage.h"
+#include "thunks/params.h"
+
+namespace rlx::cpu {
+
+// m rows of k elements (row length ld) of x into dst [m, k] (f32, dense).
+template <class T>
+void product_rows_f32(const T* x, int64_t m, int64_t k, int64_t ld, const MatVecFusionParams& f,
+                      uint8_t* arena, float* dst) {
+  const T* gamma = f.norm_gamma == kNoBuffer ? nullptr : at<const T>(arena, f.norm_gamma);
+  for (int64_t i = 0; i < m; ++i) {
+    float ss = 0.f;
+    for (int64_t j = 0; j < k; ++j) {
+      const float v = to_f32(x[i * ld + j]);
+      dst[i * k + j] = v;
+      ss += v * v;
+    }
+    if (!gamma) continue;
+    const float s = 1.f / std::sqrt(ss / float(k) + f.norm_eps);
+    for (int64_t j = 0; j < k; ++j) dst[i * k + j] *= s * to_f32(gamma[j]);
+  }
+}
+
+}  // namespace rlx::cpu

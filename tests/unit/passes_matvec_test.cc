@@ -1,0 +1,115 @@
+// fuse_matvec: in a decode step (few rows) the residual add after a product
+// and the RMSNorm before one fold into the product (MatVecFusion). The fused
+// graph's outputs equal the unfused ones; with more rows nothing folds; a
+// norm that is read by anything but a product stays.
+#include <gtest/gtest.h>
+
+#include "compile/passes.h"
+#include "fusion_check.h"
+#include "pass_test_graphs.h"
+
+namespace rlx {
+namespace {
+
+using test::count_live;
+
+constexpr int64_t kHidden = 64, kFfn = 56, kVocab = 30;
+
+// Two pre-norm residual blocks and a normalized head over x [1, rows, 64],
+// as a decoder step writes them; one product of each block quantized when
+// `quantized` (Q8_0 over random words: any bytes are valid quants).
+Graph pre_norm_chain(int64_t rows, DType dt, bool quantized) {
+  Graph g;
+  auto w = [&](const std::string& n, int64_t out, int64_t in) { return g.param(n, {out, in}, dt); };
+  auto gamma = [&](const std::string& n) { return g.param(n, {kHidden}, dt); };
+  const ValueId x = g.input("x", {1, rows, kHidden}, dt);
+  ValueId a = g.linear(g.rms_norm(x, gamma("g1"), 1e-5f), w("wqkv", kHidden, kHidden), g.param("bqkv", {kHidden}, dt),
+                       Activation::None);
+  ValueId h1 = g.add(x, g.linear(a, w("wo", kHidden, kHidden), -1, Activation::None));
+  const ValueId n2 = g.rms_norm(h1, gamma("g2"), 1e-6f);
+  ValueId up = quantized ? g.matmul_q(n2, g.param("wu.quants", {kFfn, kHidden / 4}, DType::I32),
+                                      g.param("wu.scales", {kFfn, kHidden / 32}, DType::F16), QuantType::Q8_0)
+                         : g.linear(n2, w("wu", kFfn, kHidden), -1, Activation::None);
+  ValueId h2 = g.add(g.linear(g.silu(up), w("wd", kHidden, kFfn), -1, Activation::None), h1);
+  g.output("logits", g.linear(g.rms_norm(h2, gamma("g3"), 1e-5f), w("lm", kVocab, kHidden), -1, Activation::None));
+  g.output("h2", h2);
+  return g;
+}
+
+TEST(MatVecFusion, DecodeStepFoldsNormsAndResiduals) {
+  for (int64_t rows : {1, 3, 8}) {
+    SCOPED_TRACE("rows " + std::to_string(rows));
+    auto r = test::expect_fusion_preserves_outputs(pre_norm_chain(rows, DType::F32, false), 900 + uint64_t(rows));
+    EXPECT_EQ(test::thunks_of(*r.unfused, "norm"), 3);
+    EXPECT_EQ(test::thunks_of(*r.fused, "norm"), 0) << r.fused->report().schedule;
+    EXPECT_EQ(test::thunks_of(*r.fused, "binary"), 0) << "both residual adds are in their products";
+    EXPECT_EQ(test::thunks_of(*r.fused, "matmul"), 5);
+  }
+}
+
+TEST(MatVecFusion, QuantizedProductNormalizesItsInput) {
+  auto r = test::expect_fusion_preserves_outputs(pre_norm_chain(2, DType::F32, true), 911);
+  EXPECT_EQ(test::thunks_of(*r.fused, "norm"), 0) << r.fused->report().schedule;
+  EXPECT_EQ(test::thunks_of(*r.fused, "matmul_q"), 1);
+}
+
+TEST(MatVecFusion, HalfPrecisionStaysWithinRounding) {
+  // The fused product does not round the normalized x to f16 first.
+  auto r = test::expect_fusion_preserves_outputs(pre_norm_chain(2, DType::F16, false), 912, {}, 2e-2);
+  EXPECT_EQ(test::thunks_of(*r.fused, "norm"), 0);
+}
+
+TEST(MatVecFusion, MoreRowsThanAVectorProductAreLeftToAddNorm) {
+  auto r = test::expect_fusion_preserves_outputs(pre_norm_chain(kMatVecRows + 1, DType::F32, false), 913);
+  EXPECT_EQ(test::thunks_of(*r.fused, "norm"), 3) << "one rms_norm and two add_norms\n" << r.fused->report().schedule;
+}
+
+TEST(MatVecFusion, NormReadByAnythingButAProductStays) {
+  Graph g;
+  const ValueId x = g.input("x", {2, kHidden}, DType::F32);
+  const ValueId n = g.rms_norm(x, g.param("g", {kHidden}, DType::F32), 1e-5f);
+  g.output("y", g.linear(n, g.param("w", {7, kHidden}, DType::F32), -1, Activation::None));
+  g.output("n", n);
+  auto r = test::expect_fusion_preserves_outputs(g, 914);
+  EXPECT_EQ(test::thunks_of(*r.fused, "norm"), 1);
+}
+
+TEST(MatVecFusion, PassRewritesInputsInOrder) {
+  Graph g = pre_norm_chain(1, DType::F32, false);
+  fuse_matvec(g);
+  eliminate_dead_code(g);
+  verify(g);
+  EXPECT_EQ(count_live(g, OpKind::RmsNorm), 0);
+  EXPECT_EQ(count_live(g, OpKind::Add), 0);
+  int with_norm = 0, with_residual = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.dead || n.op != OpKind::MatMul) continue;
+    const MatVecFusion& f = std::get<MatMulAttrs>(n.attrs).fused;
+    const ProductInputs pi = product_inputs(n.inputs.size(), 2, f);
+    with_norm += f.rms_norm;
+    with_residual += f.residual;
+    if (f.rms_norm) EXPECT_EQ(g.value(n.inputs[size_t(pi.gamma)]).shape, Shape{kHidden});
+    if (pi.bias >= 0) EXPECT_EQ(g.value(n.inputs[size_t(pi.bias)]).shape, Shape{kHidden}) << "the QKV bias";
+  }
+  EXPECT_EQ(with_norm, 3);
+  EXPECT_EQ(with_residual, 2);
+}
+
+TEST(MatVecFusion, ShapeInferenceNamesWhatDoesNotFit) {
+  Graph g;
+  const ValueId x = g.input("x", {9, 16}, DType::F32), w = g.param("w", {4, 16}, DType::F32);
+  const ValueId gamma = g.param("g", {16}, DType::F32);
+  MatMulAttrs at;
+  at.trans_b = true;
+  at.fused.rms_norm = true;
+  std::string e = test::error_of([&] { g.add_node(OpKind::MatMul, {x, w, gamma}, at, "proj"); });
+  EXPECT_NE(e.find("at most 8 rows"), std::string::npos) << e;
+  const ValueId x2 = g.input("x2", {2, 16}, DType::F32);
+  at.fused.rms_norm = false;
+  at.fused.residual = true;
+  e = test::error_of([&] { g.add_node(OpKind::MatMul, {x2, w, g.input("r", {2, 5}, DType::F32)}, at, "proj"); });
+  EXPECT_NE(e.find("residual must be [2, 4]"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace rlx
