@@ -107,6 +107,7 @@ __device__ uint32_t radix_select(const T* row, int n, uint32_t floor, double nee
 template <class T>
 __global__ void sample_kernel(const SampleParams p, uint8_t* arena) {
   __shared__ Shared s;
+  pdl_entry();  // the logits come from the kernel before, which may still be running
   const T* row = at<const T>(arena, p.x) + blockIdx.x * p.cols;
   int32_t* out = at<int32_t>(arena, p.out) + blockIdx.x;
   const int n = int(p.cols);  // < 2^31: shape inference checks
