@@ -106,7 +106,8 @@ std::vector<int32_t> LlamaBatchGenerator::start(const std::vector<std::vector<in
   }
   const int64_t L = llama_length_bucket(longest, model_.config().max_positions);
   Executable& exe = prefill_executable(L);
-  std::vector<int32_t> ids(size_t(batch_ * L), 0), last(size_t(batch_));
+  std::vector<int32_t> ids(size_t(batch_ * L), 0);
+  std::vector<int32_t> last(static_cast<size_t>(batch_));
   for (int64_t b = 0; b < batch_; ++b) {
     std::copy(prompts[size_t(b)].begin(), prompts[size_t(b)].end(), ids.begin() + b * L);
     last[size_t(b)] = int32_t(b * L + int64_t(prompts[size_t(b)].size()) - 1);
