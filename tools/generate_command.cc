@@ -192,6 +192,7 @@ void run_generate(const GenerateArgs& a) {
   RLX_CHECK(a.batch >= 1, "--batch must be >= 1");
   RLX_CHECK(a.batch == 1 || (!a.recompute && a.sampling.temperature <= 0.f),
             "--batch decodes greedily over the KV cache: not with --recompute or --temperature");
+  RLX_CHECK(a.batch == 1 || a.n > 0, "--batch needs -n of at least 1");
   const bool as_ids = !a.prompt_ids.empty();
   const bool trace = rlx::parse_trace_env(std::getenv("RLX_TRACE")).decode;
   const std::string path = model_file(a.model.empty() ? default_model() : a.model);
