@@ -4,7 +4,9 @@
 // with --temperature/--top-k/--top-p/--seed, one run per token with the token
 // read back; --recompute samples the logits on the host. --prompt-ids takes
 // and prints token ids, so a model directory without a tokenizer serves as a
-// decode benchmark.
+// decode benchmark. --batch B decodes B copies of the prompt together
+// (LlamaBatchGenerator: one prefill run, then one decode run per token for
+// all B), streams the first and counts all B in the decode speed.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +16,7 @@
 #include <optional>
 
 #include "models/chat_template.h"
+#include "models/llama_batch_generator.h"
 #include "models/llama_generator.h"
 #include "models/sampling.h"
 #include "backends/trace.h"
@@ -30,7 +33,7 @@ constexpr const char* kDefaultModel = "SmolLM2-135M-Instruct/SmolLM2-135M-Instru
 
 struct GenerateArgs {
   std::string model, prompt, prompt_ids, device = "cpu", dtype = "f32", quantize;
-  int n = 128, threads = 0;
+  int n = 128, threads = 0, batch = 1;
   bool chat = false, recompute = false, ignore_eos = false;
   rlx::SamplingOptions sampling;
 };
@@ -97,11 +100,99 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// Streams generated tokens: ids (comma-separated) or text, holding back the
+// bytes of an unfinished UTF-8 character.
+class TokenPrinter {
+ public:
+  TokenPrinter(const rlx::LlamaGenerator& gen, bool as_ids) : gen_(gen), as_ids_(as_ids) {}
+  void add(int32_t id) {
+    if (as_ids_) {
+      std::printf("%s%d", printed_++ ? "," : "", id);
+      std::fflush(stdout);
+      return;
+    }
+    pending_ += gen_.tokenizer().token_bytes(id);
+    size_t n = complete_utf8(pending_);
+    std::fwrite(pending_.data(), 1, n, stdout);
+    std::fflush(stdout);
+    pending_.erase(0, n);
+  }
+  void finish() {
+    std::fwrite(pending_.data(), 1, pending_.size(), stdout);
+    pending_.clear();
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+
+ private:
+  const rlx::LlamaGenerator& gen_;
+  bool as_ids_;
+  int printed_ = 0;
+  std::string pending_;
+};
+
+// --batch B: the prompt B times, decoded together; each step is one run for
+// all B sequences. A sequence ends at its end-of-sequence token (unless
+// --ignore-eos) and the loop when all have; the first one streams.
+void run_generate_batch(const GenerateArgs& a, rlx::LlamaGenerator& gen, const std::vector<int32_t>& ids,
+                        int64_t total, bool as_ids, std::chrono::steady_clock::time_point t0) {
+  using clock = std::chrono::steady_clock;
+  const int64_t B = a.batch;
+  rlx::LlamaBatchGenerator batch(gen, B, total);
+  batch.prepare(int64_t(ids.size()));
+  const double load_s = seconds_since(t0);
+  const int32_t im_end = a.chat ? gen.tokenizer().id_of("<|im_end|>") : -1;
+  auto ends = [&](int32_t t) { return !a.ignore_eos && (t == gen.eos_id() || (a.chat && t == im_end)); };
+  const int64_t n = total - int64_t(ids.size());
+  TokenPrinter print(gen, as_ids);
+  std::vector<bool> live(size_t(B), true);
+  int64_t live_count = B, decode_tokens = 0, steps = 0;
+  double prompt_s = 0, decode_s = 0;
+  for (int64_t i = 0; i < n && live_count > 0; ++i) {
+    auto t = clock::now();
+    std::vector<int32_t> next;
+    if (i == 0) {
+      next = batch.start(std::vector<std::vector<int32_t>>(size_t(B), ids));
+      prompt_s = seconds_since(t);
+    } else {
+      ProfileRange range("rlx decode");
+      next = batch.step();
+      decode_s += seconds_since(t);
+      ++steps;
+      decode_tokens += live_count;  // as at batch 1, a sequence's end-of-sequence token counts
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      if (!live[size_t(b)]) continue;
+      if (ends(next[size_t(b)])) {
+        live[size_t(b)] = false;
+        --live_count;
+      } else if (b == 0) {
+        print.add(next[0]);
+      }
+    }
+  }
+  print.finish();
+  const size_t prompt_tokens = ids.size() * size_t(B);
+  std::fprintf(stderr, "rlx: load + compile %.2f s; prompt %zu tokens (%lld x %zu), %.1f tok/s; decode %lld tokens "
+               "(%lld sequences %s %lld steps), %.2f tok/s (%s, KV cache, batch %lld: %llu prefill run, %llu decode "
+               "steps for all %lld sequences)\n",
+               load_s, prompt_tokens, static_cast<long long>(B), ids.size(),
+               prompt_s > 0 ? double(prompt_tokens) / prompt_s : 0.0, static_cast<long long>(decode_tokens),
+               static_cast<long long>(B), decode_tokens == B * steps ? "x" : "over", static_cast<long long>(steps),
+               decode_s > 0 ? double(decode_tokens) / decode_s : 0.0, a.device.c_str(), static_cast<long long>(B),
+               static_cast<unsigned long long>(batch.prefill_runs()),
+               static_cast<unsigned long long>(batch.decode_steps()), static_cast<long long>(B));
+}
+
 void run_generate(const GenerateArgs& a) {
   using clock = std::chrono::steady_clock;
   RLX_CHECK(a.n >= 0, "-n must be >= 0");
   RLX_CHECK(a.prompt.empty() != a.prompt_ids.empty(), "give one of --prompt TEXT and --prompt-ids 1,2,3");
   RLX_CHECK(!a.chat || a.prompt_ids.empty(), "--chat needs --prompt TEXT");
+  RLX_CHECK(a.batch >= 1, "--batch must be >= 1");
+  RLX_CHECK(a.batch == 1 || (!a.recompute && a.sampling.temperature <= 0.f),
+            "--batch decodes greedily over the KV cache: not with --recompute or --temperature");
+  RLX_CHECK(a.batch == 1 || a.n > 0, "--batch needs -n of at least 1");
   const bool as_ids = !a.prompt_ids.empty();
   const bool trace = rlx::parse_trace_env(std::getenv("RLX_TRACE")).decode;
   const std::string path = model_file(a.model.empty() ? default_model() : a.model);
@@ -130,12 +221,13 @@ void run_generate(const GenerateArgs& a) {
   const int64_t ctx = gen.config().max_positions;
   RLX_CHECK(int64_t(ids.size()) < ctx, "the prompt has " << ids.size() << " tokens, the context is " << ctx);
   const int64_t total = std::min<int64_t>(int64_t(ids.size()) + a.n, ctx);
+  if (a.batch > 1) return run_generate_batch(a, gen, ids, total, as_ids, t0);
   gen.reserve(total);
   gen.prepare();
   const double load_s = seconds_since(t0);
 
   const int32_t im_end = a.chat ? gen.tokenizer().id_of("<|im_end|>") : -1;
-  std::string pending;
+  TokenPrinter print(gen, as_ids);
   const size_t prompt_tokens = ids.size();
   double prompt_s = 0, decode_s = 0;
   int produced = 0;
@@ -163,20 +255,9 @@ void run_generate(const GenerateArgs& a) {
     ++produced;
     if (!a.ignore_eos && (next == gen.eos_id() || (a.chat && next == im_end))) break;
     ids.push_back(next);
-    if (as_ids) {
-      std::printf("%s%d", produced == 1 ? "" : ",", next);
-      std::fflush(stdout);
-      continue;
-    }
-    pending += gen.tokenizer().token_bytes(next);
-    size_t n = complete_utf8(pending);
-    std::fwrite(pending.data(), 1, n, stdout);
-    std::fflush(stdout);
-    pending.erase(0, n);
+    print.add(next);
   }
-  std::fwrite(pending.data(), 1, pending.size(), stdout);
-  std::printf("\n");
-  std::fflush(stdout);
+  print.finish();
   std::fprintf(stderr, "rlx: load + compile %.2f s; prompt %zu tokens, %.1f tok/s; decode %d tokens, %.2f tok/s "
                "(%s, %s: %llu decode steps, %llu from device state)\n",
                load_s, prompt_tokens, prompt_s > 0 ? double(prompt_tokens) / prompt_s : 0.0,
@@ -208,6 +289,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--quantize", a->quantize,
                   "q8_0 or q4_0: hold the matmul weights quantized (those a GGUF stores as Q8_0/Q4_0 always are)")
       ->check(CLI::IsMember({"q8_0", "q4_0"}));
+  cmd->add_option("--batch", a->batch,
+                  "decode B copies of the prompt at once (greedy; a benchmark: streams the first, decode tok/s "
+                  "counts all B)");
   cmd->add_flag("--recompute", a->recompute, "no KV cache: recompute the whole prefix per token (a reference)");
   cmd->add_flag("--chat", a->chat, "wrap the prompt in the model's chat template (ChatML)");
   cmd->callback([a] { run_generate(*a); });

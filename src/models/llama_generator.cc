@@ -30,6 +30,12 @@ nlohmann::json read_json_if_present(const std::filesystem::path& p) {
 
 }  // namespace
 
+int64_t llama_length_bucket(int64_t n, int64_t max_positions) {
+  int64_t b = kMinBucket;
+  while (b < n) b *= 2;
+  return std::min<int64_t>(b, max_positions);
+}
+
 LlamaGenerator::LlamaGenerator(const std::string& path, GeneratorOptions o) : o_(o), sampler_(o.sampling) {
   namespace fs = std::filesystem;
   if (fs::is_directory(path)) {
@@ -70,11 +76,7 @@ const TextTokenizer& LlamaGenerator::tokenizer() const {
   return *tokenizer_;
 }
 
-int64_t LlamaGenerator::bucket_for(int64_t n) const {
-  int64_t b = kMinBucket;
-  while (b < n) b *= 2;
-  return std::min<int64_t>(b, config().max_positions);
-}
+int64_t LlamaGenerator::bucket_for(int64_t n) const { return llama_length_bucket(n, config().max_positions); }
 
 void LlamaGenerator::reserve(int64_t max_tokens) {
   RLX_CHECK(exes_.empty(), "llama: reserve() must come before the first forward pass");

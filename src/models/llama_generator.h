@@ -37,6 +37,10 @@ struct GeneratorOptions {
   std::optional<QuantType> quantize;
 };
 
+// The prefill length bucket of n tokens: 16, 32, 64, ... up to the context
+// length (max_positions).
+int64_t llama_length_bucket(int64_t n, int64_t max_positions);
+
 class LlamaGenerator {
  public:
   // A .gguf file, or a directory holding config.json.
@@ -44,6 +48,10 @@ class LlamaGenerator {
   ~LlamaGenerator();
 
   const LlamaConfig& config() const { return model_->config(); }
+  const GeneratorOptions& options() const { return o_; }
+  // Where the weights come from, for other executables of the same model
+  // (LlamaBatchGenerator).
+  const LlamaWeights& weights() const { return *model_; }
   // Throws when the model came without a tokenizer (a Hugging Face directory
   // without tokenizer.json: token ids in and out only).
   const TextTokenizer& tokenizer() const;

@@ -4,6 +4,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -163,6 +164,24 @@ TEST(GenerateCli, ErrorsNameTheProblem) {
   r = run_generate("--prompt hi --top-p 0");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("top-p"), std::string::npos) << r.err;
+}
+
+// --batch 3: the prompt three times, decoded together; the first sequence
+// streams, equal to the batch-1 output, and the decode speed counts all three.
+TEST(GenerateCli, BatchDecodesCopiesOfThePromptTogether) {
+  const std::string tiny = std::string(RLX_SOURCE_DIR) + "/tests/data/tiny_llama.gguf";
+  const std::string args = "-n 8 --ignore-eos --prompt-ids 1,45,96,173,17";
+  Ran one = run_generate(args, tiny), three = run_generate(args + " --batch 3", tiny);
+  ASSERT_EQ(one.status, 0) << one.err;
+  ASSERT_EQ(three.status, 0) << three.err;
+  EXPECT_EQ(std::count(one.out.begin(), one.out.end(), ','), 7) << one.out;
+  EXPECT_EQ(three.out, one.out);
+  EXPECT_NE(three.err.find("prompt 15 tokens (3 x 5)"), std::string::npos) << three.err;
+  EXPECT_NE(three.err.find("decode 21 tokens (3 sequences x 7 steps)"), std::string::npos) << three.err;
+  EXPECT_NE(three.err.find("batch 3: 1 prefill run, 7 decode steps"), std::string::npos) << three.err;
+  Ran sampled = run_generate(args + " --batch 2 --temperature 0.7", tiny);
+  EXPECT_EQ(sampled.status, 1);
+  EXPECT_NE(sampled.err.find("--batch decodes greedily"), std::string::npos) << sampled.err;
 }
 
 }  // namespace
