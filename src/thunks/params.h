@@ -34,7 +34,6 @@ struct MatMulParams {
   Activation act;
   uint8_t trans_a, trans_b;
   uint8_t b_constant;  // b is a param or constant (no thunk writes it): kernels may read it early
-  uint8_t l2_prefetch;  // a backend's choice: prefetch constant weights into L2 ahead of their loads
   MatVecFusionParams fused;
 };
 
@@ -49,7 +48,6 @@ struct MatMulQParams {
   DType dtype;
   QuantType quant;
   uint8_t weights_constant;  // quants and scales are params (no thunk writes them): kernels may read them early
-  uint8_t l2_prefetch;       // a backend's choice: prefetch constant quants into L2 ahead of their loads
   MatVecFusionParams fused;
 };
 

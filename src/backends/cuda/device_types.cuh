@@ -103,15 +103,6 @@ __device__ __forceinline__ void pdl_entry() {
 #endif
 }
 
-// Asks L2 to fetch [p, p + bytes) without waiting for it (Hopper's bulk
-// prefetch; p 16-byte aligned, bytes a multiple of 16); a no-op elsewhere.
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (bytes > 0)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(bytes) : "memory");
-#endif
-}
-
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

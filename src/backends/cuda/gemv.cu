@@ -38,14 +38,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p,
     }
   };
   // Constant weights: their first loads go out before waiting for the kernel
-  // that writes x (pdl_entry), overlapping its tail, and (l2_prefetch) L2 is
-  // asked for the rest of the row, so a row longer than one round of loads
-  // (FFN down: 11 KB) pays one DRAM round trip, not three.
-  if (p.b_constant) {
-    if (p.l2_prefetch && lane == 0 && chunks > 32 * kUnroll)
-      prefetch_l2(w + 32 * kUnroll, uint32_t((chunks - 32 * kUnroll) * 16));
-    load_weights(lane);
-  }
+  // that writes x (pdl_entry), overlapping its tail.
+  if (p.b_constant) load_weights(lane);
   pdl_entry();
   if (!p.b_constant) load_weights(lane);
   if (n >= p.n) return;

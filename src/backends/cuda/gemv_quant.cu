@@ -206,13 +206,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) gemv_quant_kernel(const Ma
   };
   int64_t t1 = tile;
   // Constant weights: the first loads go out before waiting for the kernel
-  // that writes x (pdl_entry), overlapping its tail, and (l2_prefetch) L2 is
-  // asked for the rest of the row's quants.
-  if (p.weights_constant) {
-    if (p.l2_prefetch && lane == 0 && live && blocks > 32 * kU)
-      prefetch_l2(wq + 32 * kU * kc, uint32_t((blocks - 32 * kU) * kc * 16));
-    load(lane, t1);
-  }
+  // that writes x (pdl_entry), overlapping its tail.
+  if (p.weights_constant) load(lane, t1);
   pdl_entry();
   if (!p.weights_constant) load(lane, t1);
   const T* gamma = p.fused.norm_gamma != kNoBuffer ? at<const T>(arena, p.fused.norm_gamma) : nullptr;

@@ -22,7 +22,6 @@ namespace rlx::cuda {
 
 bool pdl_enabled();         // compute capability >= 9.0 and RLX_PDL != 0; decided once
 bool clusters_available();  // compute capability >= 9.0
-bool l2_prefetch_enabled();  // compute capability >= 9.0 and RLX_L2_PREFETCH != 0; decided once
 
 // cluster_x > 1 launches thread-block clusters of that many blocks along x
 // (grid.x a multiple of it).

@@ -30,15 +30,6 @@ bool pdl_enabled() {
   return enabled;
 }
 
-bool l2_prefetch_enabled() {
-  static const bool enabled = [] {
-    const char* e = std::getenv("RLX_L2_PREFETCH");
-    if (e && std::strcmp(e, "0") == 0) return false;
-    return hopper_or_newer();
-  }();
-  return enabled;
-}
-
 bool clusters_available() {
   static const bool available = hopper_or_newer();
   return available;

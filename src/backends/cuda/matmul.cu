@@ -113,7 +113,6 @@ MatMulPlan::MatMulPlan(cublasLtHandle_t lt, const MatMulParams& p, uint8_t* aren
                        size_t workspace_bytes, const std::string& label, bool allow_tf32)
     : lt_(lt), p_(p), workspace_(workspace), workspace_bytes_(workspace_bytes) {
   const std::string what = "initialize of " + label;
-  p_.l2_prefetch = p.b_constant && l2_prefetch_enabled();
   if (p.fused.any()) {  // a fused norm or residual (fuse_matvec): only the matrix-vector kernel has them
     RLX_CHECK(gemv_eligible(p, arena),
               what << ": a product with a fused norm or residual needs the matrix-vector kernel (at most "

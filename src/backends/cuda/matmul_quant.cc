@@ -5,7 +5,6 @@
 #include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/gemv_quant.h"
-#include "backends/cuda/launch.cuh"
 #include "backends/cuda/matmul.h"
 #include "rlx/error.h"
 #include "thunks/quant_math.h"
@@ -18,7 +17,6 @@ std::atomic<int> g_gemv{0}, g_dequantize{0};
 class MatMulQThunk final : public DeviceThunk {
  public:
   MatMulQThunk(const MatMulQParams& p, const DeviceResources& r, const std::string& label) : p_(p) {
-    p_.l2_prefetch = p.weights_constant && l2_prefetch_enabled();
     if (p.dequantized != kNoBuffer) {
       plan_ = std::make_unique<MatMulPlan>(r.lt, dequantized_product(p), r.arena, r.workspace, r.workspace_bytes,
                                            label, r.allow_tf32);
