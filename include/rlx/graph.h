@@ -25,6 +25,11 @@ struct NoAttrs {};
 // (fuse_matvec): out = act(rms_norm(x) . W^T + bias) + residual. Each adds
 // an input after the bias: gamma [k], then the residual (the output's shape).
 constexpr int64_t kMatVecRows = 8;
+// Float products fuse up to this many rows only: there a backend's
+// matrix-vector kernel is always the fastest product, while from 5 rows on
+// (batched decoding) a library GEMM can be faster than fusing into it.
+// Quantized products have no other kernel up to kMatVecRows.
+constexpr int64_t kMatMulFusedRows = 4;
 struct MatVecFusion {
   bool rms_norm = false;
   float eps = 0.f;

@@ -37,7 +37,7 @@ Graph pre_norm_chain(int64_t rows, DType dt, bool quantized) {
 }
 
 TEST(MatVecFusion, DecodeStepFoldsNormsAndResiduals) {
-  for (int64_t rows : {1, 3, 8}) {
+  for (int64_t rows : {int64_t(1), int64_t(3), kMatMulFusedRows}) {
     SCOPED_TRACE("rows " + std::to_string(rows));
     auto r = test::expect_fusion_preserves_outputs(pre_norm_chain(rows, DType::F32, false), 900 + uint64_t(rows));
     EXPECT_EQ(test::thunks_of(*r.unfused, "norm"), 3);
@@ -51,6 +51,15 @@ TEST(MatVecFusion, QuantizedProductNormalizesItsInput) {
   auto r = test::expect_fusion_preserves_outputs(pre_norm_chain(2, DType::F32, true), 911);
   EXPECT_EQ(test::thunks_of(*r.fused, "norm"), 0) << r.fused->report().schedule;
   EXPECT_EQ(test::thunks_of(*r.fused, "matmul_q"), 1);
+}
+
+TEST(MatVecFusion, BatchedRowsFuseIntoQuantizedProductsOnly) {
+  // 8 rows (batch-8 decoding): a float product may run faster as a library
+  // GEMM, so only the quantized product (whose norm it was) takes its norm;
+  // the other two norms stay, one of them after an add (add_norm).
+  auto r = test::expect_fusion_preserves_outputs(pre_norm_chain(kMatVecRows, DType::F32, true), 915);
+  EXPECT_EQ(test::thunks_of(*r.fused, "norm"), 2) << r.fused->report().schedule;
+  EXPECT_EQ(test::thunks_of(*r.fused, "binary"), 1) << "the attention-output residual add stays: its norm went into the quantized product";
 }
 
 TEST(MatVecFusion, HalfPrecisionStaysWithinRounding) {

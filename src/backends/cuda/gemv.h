@@ -10,7 +10,7 @@
 namespace rlx::cuda {
 
 constexpr int64_t kGemvMaxRows = kMatVecRows;
-constexpr int64_t kGemvAlwaysRows = 4;  // taken without timing up to here (MatMulPlan)
+constexpr int64_t kGemvAlwaysRows = kMatMulFusedRows;  // taken without timing up to here (MatMulPlan)
 
 // x [m, k] times W [n, k]^T (trans_b, row-major) with m <= kGemvMaxRows,
 // rows of whole, 16-byte aligned chunks; bias, any activation and the

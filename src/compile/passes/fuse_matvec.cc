@@ -22,14 +22,16 @@ MatVecFusion fusion_of(const Node& n) {
   return n.op == OpKind::MatMul ? attrs_of<MatMulAttrs>(n).fused : attrs_of<MatMulQAttrs>(n).fused;
 }
 
-// A product the matrix-vector kernels take: at most kMatVecRows rows of x
-// in whole 16-byte chunks, times a 2-D W [n, k] read transposed.
+// A product the matrix-vector kernels take: few rows of x (kMatVecRows
+// quantized, kMatMulFusedRows float) in whole 16-byte chunks, times a 2-D
+// W [n, k] read transposed.
 bool matvec_product(const Graph& g, const Node& n) {
   if (!is_product(n)) return false;
   const Value& x = g.value(n.inputs[0]);
   if (!is_float(x.dtype) || x.shape.empty()) return false;
   const int64_t k = x.shape.back();
-  if (k <= 0 || numel(x.shape) / k > kMatVecRows || (uint64_t(k) * dtype_size(x.dtype)) % 16 != 0) return false;
+  const int64_t rows = n.op == OpKind::MatMulQ ? kMatVecRows : kMatMulFusedRows;
+  if (k <= 0 || numel(x.shape) / k > rows || (uint64_t(k) * dtype_size(x.dtype)) % 16 != 0) return false;
   if (n.op == OpKind::MatMulQ) return true;
   const MatMulAttrs& at = attrs_of<MatMulAttrs>(n);
   return !at.trans_a && at.trans_b && g.value(n.inputs[1]).shape.size() == 2;
