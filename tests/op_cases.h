@@ -440,6 +440,11 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
   };
   uint64_t seed = 200;
   for (const MatMulCase& mm : mms) cases.push_back(matmul_case(mm, seed += 10));
+  // Rows longer than one round of the CUDA matrix-vector kernel's loads
+  // (2048 elements of f16, 1024 of f32): four warps share each row. (Its
+  // own seed: the cases after keep theirs.)
+  cases.push_back(matmul_case({"matmul_gemv_long_rows_bias", 1, 2, 37, 5640, false, true, true, false,
+                               Activation::None}, 7000));
   cases.push_back(matmul_q_case("matmul_q_q8_0_1x37x96_bias", QuantType::Q8_0, 1, 37, 96, true, seed += 10));
   cases.push_back(matmul_q_case("matmul_q_q4_0_3x37x160", QuantType::Q4_0, 3, 37, 160, false, seed += 10));
   cases.push_back(matmul_q_case("matmul_q_q4_0_8x19x64_bias", QuantType::Q4_0, 8, 19, 64, true, seed += 10));
@@ -448,6 +453,7 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
       {"matvec_norm_residual_1x77x264_bias", std::nullopt, 1, 77, 264, true, true, true, Activation::None},
       {"matvec_norm_3x129x40_silu", std::nullopt, 3, 129, 40, false, true, false, Activation::Silu},
       {"matvec_residual_8x33x1032", std::nullopt, 8, 33, 1032, false, false, true, Activation::None},
+      {"matvec_norm_residual_1x19x5640", std::nullopt, 1, 19, 5640, false, true, true, Activation::None},
       {"matvec_q4_0_norm_residual_2x37x160", QuantType::Q4_0, 2, 37, 160, false, true, true, Activation::None},
       {"matvec_q8_0_norm_1x19x96_bias", QuantType::Q8_0, 1, 19, 96, true, true, false, Activation::None},
       {"matvec_q8_0_norm_8x21x1024", QuantType::Q8_0, 8, 21, 1024, false, true, false, Activation::None},

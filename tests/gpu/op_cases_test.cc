@@ -116,7 +116,7 @@ TEST(OpCasesGpu, FewRowProductsOnBothPaths) {
     }
   }
   unsetenv("RLX_MATMUL");
-  EXPECT_EQ(cases, 3);
+  EXPECT_EQ(cases, 4);
 }
 
 // The CUTLASS-shaped products: RLX_MATMUL=cutlass must plan the CUTLASS GEMM

@@ -1,12 +1,16 @@
 // Matrix-vector products for few rows (decoding: one token per sequence):
 // out[b, i, :] = act(x[b, i, :] . W[b]^T + bias) with W row-major [n, k].
 // cuBLASLt tiles for large M and leaves most of the weight bandwidth unused
-// at M = 1; here one warp streams one weight row in 16-byte loads, several
-// in flight per lane, and the bias and any activation are applied before the
-// single store, so the product is one kernel at close to memory bandwidth.
+// at M = 1; here one warp (four for a long row) streams one weight row in
+// 16-byte loads, several in flight per lane, and the bias and any activation
+// are applied before the single store, so the product is one kernel at close
+// to memory bandwidth.
 // A decode step's RMSNorm before the product and residual add after it are
 // fused here too (MatVecFusionParams).
 #include "backends/cuda/gemv.h"
+
+#include <cstdlib>
+#include <cstring>
 
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/dispatch.h"
@@ -15,45 +19,52 @@
 namespace rlx::cuda {
 namespace {
 
-constexpr int kWarps = 4;   // weight rows per block
+constexpr int kWarps = 4;   // warps per block
 constexpr int kUnroll = 8;  // 16-byte weight loads in flight per lane
+constexpr int kRound = 32 * kUnroll;  // chunks a warp has in flight
 
-// Norm: x is RMS-normalized on the fly (p.fused): every warp reads all of x
-// for its row anyway, so it sums x^2 beside x . (gamma * W) and scales the
-// dot product by rsqrt(mean(x^2) + eps) at the end; no block-wide step.
-template <class T, int M, bool Norm>
+// Split: warps per weight row. A row longer than one round of loads (FFN
+// down: 704 chunks of f16) would take a lone warp several DRAM round trips
+// one after another; its 4 warps take a quarter each, all in flight at
+// once, and add their sums through shared memory.
+// Norm: x is RMS-normalized on the fly (p.fused): every warp reads its part
+// of x for its row anyway, so it sums x^2 beside x . (gamma * W) and scales
+// the dot product by rsqrt(mean(x^2) + eps) at the end.
+template <class T, int M, bool Norm, int Split>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p, uint8_t* arena) {
   constexpr int ve = kChunkElems<T>;
-  const int lane = threadIdx.x & 31;
-  const int64_t n = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, part = warp % Split;
+  const int64_t n = int64_t(blockIdx.x) * (kWarps / Split) + warp / Split;
+  const bool live = n < p.n;
   const int64_t bt = blockIdx.y;
-  const uint4* w = reinterpret_cast<const uint4*>(at<T>(arena, p.b) + bt * p.stride_b + n * p.ldb);
-  const int64_t chunks = n < p.n ? p.k / ve : 0, x_row_chunks = p.lda / ve;
+  const uint4* w = reinterpret_cast<const uint4*>(at<T>(arena, p.b) + bt * p.stride_b + (live ? n : 0) * p.ldb);
+  const int64_t row_chunks = p.k / ve, x_row_chunks = p.lda / ve;
+  const int64_t per = (row_chunks + Split - 1) / Split;
+  const int64_t begin = part * per, end = live ? (begin + per < row_chunks ? begin + per : row_chunks) : 0;
   uint4 wc[kUnroll];
   auto load_weights = [&](int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + 32 * u;
-      wc[u] = c < chunks ? __ldg(w + c) : make_uint4(0, 0, 0, 0);
+      wc[u] = c < end ? __ldg(w + c) : make_uint4(0, 0, 0, 0);
     }
   };
   // Constant weights: their first loads go out before waiting for the kernel
   // that writes x (pdl_entry), overlapping its tail.
-  if (p.b_constant) load_weights(lane);
+  if (p.b_constant) load_weights(begin + lane);
   pdl_entry();
-  if (!p.b_constant) load_weights(lane);
-  if (n >= p.n) return;
+  if (!p.b_constant) load_weights(begin + lane);
   const T* x = at<T>(arena, p.a) + bt * p.stride_a;
   const uint4* gamma = Norm ? at<const uint4>(arena, p.fused.norm_gamma) : nullptr;
   float acc[M], ss[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = ss[m] = 0.f;
-  for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
-    if (c0 != lane) load_weights(c0);
+  for (int64_t c0 = begin + lane; c0 < end; c0 += kRound) {
+    if (c0 != begin + lane) load_weights(c0);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + 32 * u;
-      if (c >= chunks) break;
+      if (c >= end) break;
       float wf[ve];
       unpack_chunk<T>(wc[u], wf);
       if constexpr (Norm) {
@@ -74,28 +85,56 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p,
       }
     }
   }
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    acc[m] = warp_sum(acc[m]);
+    if constexpr (Norm) ss[m] = warp_sum(ss[m]);
+  }
+  if constexpr (Split > 1) {  // the row's first warp adds the others' sums
+    __shared__ float parts[kWarps][2 * M];
+    if (lane == 0)
+#pragma unroll
+      for (int m = 0; m < M; ++m) parts[warp][m] = acc[m], parts[warp][M + m] = ss[m];
+    __syncthreads();
+    if (part != 0) return;
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+      for (int j = 1; j < Split; ++j) acc[m] += parts[warp + j][m], ss[m] += parts[warp + j][M + m];
+  }
+  if (!live || lane != 0) return;
   const float bias = p.bias != kNoBuffer ? to_f32(at<T>(arena, p.bias)[n]) : 0.f;
   const int64_t o = bt * p.stride_out + n;
   const T* residual = p.fused.residual != kNoBuffer ? at<const T>(arena, p.fused.residual) + o : nullptr;
   T* out = at<T>(arena, p.out) + o;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    float s = warp_sum(acc[m]);
-    if constexpr (Norm) s *= rsqrtf(warp_sum(ss[m]) / float(p.k) + p.fused.norm_eps);
-    if (lane == 0) {
-      float v = apply_activation(p.act, s + bias);
-      if (residual) v += to_f32(residual[m * p.ldc]);
-      out[m * p.ldc] = from_f32<T>(v);
-    }
+    float s = acc[m];
+    if constexpr (Norm) s *= rsqrtf(ss[m] / float(p.k) + p.fused.norm_eps);
+    float v = apply_activation(p.act, s + bias);
+    if (residual) v += to_f32(residual[m * p.ldc]);
+    out[m * p.ldc] = from_f32<T>(v);
   }
+}
+
+// RLX_GEMV_SPLIT=0 keeps one warp per row at every length (for measuring).
+bool split_long_rows() {
+  static const bool split = [] {
+    const char* e = std::getenv("RLX_GEMV_SPLIT");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return split;
 }
 
 template <class T, int M, bool Norm>
 void launch_rows(const MatMulParams& p, const LaunchContext& ctx) {
   if constexpr (M <= kGemvMaxRows) {
     if (p.m == M) {
-      launch(gemv_kernel<T, M, Norm>, dim3(unsigned((p.n + kWarps - 1) / kWarps), unsigned(p.batch)), kWarps * 32, 0,
-             ctx, p);
+      const dim3 block(kWarps * 32);
+      if (p.k / kChunkElems<T> > kRound && split_long_rows())
+        launch(gemv_kernel<T, M, Norm, kWarps>, dim3(unsigned(p.n), unsigned(p.batch)), block, 0, ctx, p);
+      else
+        launch(gemv_kernel<T, M, Norm, 1>, dim3(unsigned((p.n + kWarps - 1) / kWarps), unsigned(p.batch)), block, 0,
+               ctx, p);
       return;
     }
     launch_rows<T, M + 1, Norm>(p, ctx);
