@@ -23,15 +23,86 @@ constexpr int kWarps = 4;   // warps per block
 constexpr int kUnroll = 8;  // 16-byte weight loads in flight per lane
 constexpr int kRound = 32 * kUnroll;  // chunks a warp has in flight
 
-// Split: warps per weight row. A row longer than one round of loads (FFN
-// down: 704 chunks of f16) would take a lone warp several DRAM round trips
-// one after another; its 4 warps take a quarter each, all in flight at
-// once, and add their sums through shared memory.
-// Norm: x is RMS-normalized on the fly (p.fused): every warp reads its part
-// of x for its row anyway, so it sums x^2 beside x . (gamma * W) and scales
-// the dot product by rsqrt(mean(x^2) + eps) at the end.
-template <class T, int M, bool Norm, int Split>
+// Norm: x is RMS-normalized on the fly (p.fused): every warp reads all of x
+// for its row anyway, so it sums x^2 beside x . (gamma * W) and scales the
+// dot product by rsqrt(mean(x^2) + eps) at the end; no block-wide step.
+template <class T, int M, bool Norm>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p, uint8_t* arena) {
+  constexpr int ve = kChunkElems<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t n = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t bt = blockIdx.y;
+  const uint4* w = reinterpret_cast<const uint4*>(at<T>(arena, p.b) + bt * p.stride_b + n * p.ldb);
+  const int64_t chunks = n < p.n ? p.k / ve : 0, x_row_chunks = p.lda / ve;
+  uint4 wc[kUnroll];
+  auto load_weights = [&](int64_t c0) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + 32 * u;
+      wc[u] = c < chunks ? __ldg(w + c) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  // Constant weights: their first loads go out before waiting for the kernel
+  // that writes x (pdl_entry), overlapping its tail.
+  if (p.b_constant) load_weights(lane);
+  pdl_entry();
+  if (!p.b_constant) load_weights(lane);
+  if (n >= p.n) return;
+  const T* x = at<T>(arena, p.a) + bt * p.stride_a;
+  const uint4* gamma = Norm ? at<const uint4>(arena, p.fused.norm_gamma) : nullptr;
+  float acc[M], ss[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m] = ss[m] = 0.f;
+  for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
+    if (c0 != lane) load_weights(c0);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + 32 * u;
+      if (c >= chunks) break;
+      float wf[ve];
+      unpack_chunk<T>(wc[u], wf);
+      if constexpr (Norm) {
+        float gf[ve];
+        unpack_chunk<T>(__ldg(gamma + c), gf);
+#pragma unroll
+        for (int e = 0; e < ve; ++e) wf[e] *= gf[e];
+      }
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float xf[ve];
+        unpack_chunk<T>(__ldg(reinterpret_cast<const uint4*>(x) + m * x_row_chunks + c), xf);
+#pragma unroll
+        for (int e = 0; e < ve; ++e) {
+          acc[m] = fmaf(wf[e], xf[e], acc[m]);
+          if constexpr (Norm) ss[m] = fmaf(xf[e], xf[e], ss[m]);
+        }
+      }
+    }
+  }
+  const float bias = p.bias != kNoBuffer ? to_f32(at<T>(arena, p.bias)[n]) : 0.f;
+  const int64_t o = bt * p.stride_out + n;
+  const T* residual = p.fused.residual != kNoBuffer ? at<const T>(arena, p.fused.residual) + o : nullptr;
+  T* out = at<T>(arena, p.out) + o;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float s = warp_sum(acc[m]);
+    if constexpr (Norm) s *= rsqrtf(warp_sum(ss[m]) / float(p.k) + p.fused.norm_eps);
+    if (lane == 0) {
+      float v = apply_activation(p.act, s + bias);
+      if (residual) v += to_f32(residual[m * p.ldc]);
+      out[m * p.ldc] = from_f32<T>(v);
+    }
+  }
+}
+
+// A row longer than one round of loads (FFN down: 704 chunks of f16) would
+// take a lone warp several DRAM round trips one after another: here a
+// block's 4 warps take a quarter of one row each, all in flight at once,
+// and add their sums (and, with Norm, their sums of x^2) through shared
+// memory.
+template <class T, int M, bool Norm>
+__global__ void __launch_bounds__(kWarps * 32) gemv_split_kernel(const MatMulParams p, uint8_t* arena) {
+  constexpr int Split = kWarps;
   constexpr int ve = kChunkElems<T>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, part = warp % Split;
   const int64_t n = int64_t(blockIdx.x) * (kWarps / Split) + warp / Split;
@@ -131,10 +202,10 @@ void launch_rows(const MatMulParams& p, const LaunchContext& ctx) {
     if (p.m == M) {
       const dim3 block(kWarps * 32);
       if (p.k / kChunkElems<T> > kRound && split_long_rows())
-        launch(gemv_kernel<T, M, Norm, kWarps>, dim3(unsigned(p.n), unsigned(p.batch)), block, 0, ctx, p);
+        launch(gemv_split_kernel<T, M, Norm>, dim3(unsigned(p.n), unsigned(p.batch)), block, 0, ctx, p);
       else
-        launch(gemv_kernel<T, M, Norm, 1>, dim3(unsigned((p.n + kWarps - 1) / kWarps), unsigned(p.batch)), block, 0,
-               ctx, p);
+        launch(gemv_kernel<T, M, Norm>, dim3(unsigned((p.n + kWarps - 1) / kWarps), unsigned(p.batch)), block, 0, ctx,
+               p);
       return;
     }
     launch_rows<T, M + 1, Norm>(p, ctx);
