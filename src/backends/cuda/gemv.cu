@@ -95,6 +95,9 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p,
   }
 }
 
+// Its loop repeats gemv_kernel's on purpose: one template for both made the
+// short-row products 13-30% slower under ncu at equal registers (PERF.md,
+// "Decode-step fusions"), so gemv_kernel stays as measured.
 // A row longer than one round of loads (FFN down: 704 chunks of f16) would
 // take a lone warp several DRAM round trips one after another: here a
 // block's 4 warps take a quarter of one row each, all in flight at once,
