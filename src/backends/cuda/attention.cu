@@ -548,14 +548,21 @@ constexpr int kRowWarps = 16;
 constexpr int kSplitBlocks = 8, kSplitWarps = 4;
 constexpr int64_t kSplitMinKeys = 256;  // a cache this long is split
 
-template <int SPLIT>
-constexpr int decode_warps() { return SPLIT > 1 ? kSplitWarps : kRowWarps; }
+// Rows of 16 chunks (head_dim 128 in f16, 64 in f32) hold twice the
+// registers: half the warps, so none spill.
+template <class T, int DMAX, int SPLIT>
+constexpr int decode_warps() {
+  return SPLIT > 1 ? kSplitWarps : DMAX / kChunkElems<T> > 8 ? kRowWarps / 2 : kRowWarps;
+}
 
 template <class T, int DMAX, int SPLIT>
-__global__ void __launch_bounds__(decode_warps<SPLIT>() * 32) attention_decode_rows_kernel(const AttentionParams p,
-                                                                                         uint8_t* arena) {
+__global__ void __launch_bounds__(decode_warps<T, DMAX, SPLIT>() * 32)
+    attention_decode_rows_kernel(const AttentionParams p, uint8_t* arena) {
   pdl_entry();
-  constexpr int ve = kChunkElems<T>, DPL = DMAX / 32, W = decode_warps<SPLIT>();
+  // C chunks of 16 bytes span a row at DMAX; a value load takes R rows of the
+  // tile at once, lane holding chunk v_chunk of row v_row (+ R per load).
+  constexpr int ve = kChunkElems<T>, C = DMAX / ve, R = 32 / C, W = decode_warps<T, DMAX, SPLIT>();
+  static_assert(C <= 32 && 32 % C == 0, "a row is at most one 16-byte chunk per lane");
   __shared__ float q_s[DMAX];
   __shared__ float w_m[W], w_l[W];
   __shared__ float w_acc[W][DMAX];
@@ -565,6 +572,7 @@ __global__ void __launch_bounds__(decode_warps<SPLIT>() * 32) attention_decode_r
   const int64_t b = blockIdx.y;
   const int kvh = h / (p.q_heads / p.kv_heads);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int v_chunk = lane % C, v_row = lane / C;
   const T* q = at<const T>(arena, p.q) + b * p.q_stride + p.q_offset + int64_t(h) * D;  // sq == 1
   const T* k = at<const T>(arena, p.k) + b * p.skv * p.k_stride + p.k_offset + int64_t(kvh) * D;
   const T* v = at<const T>(arena, p.v) + b * p.skv * p.v_stride + p.v_offset + int64_t(kvh) * D;
@@ -573,9 +581,9 @@ __global__ void __launch_bounds__(decode_warps<SPLIT>() * 32) attention_decode_r
   for (int d = threadIdx.x; d < D; d += blockDim.x) q_s[d] = decode_query(p, arena, q, d, b);
   __syncthreads();
 
-  float m = -INFINITY, l = 0.f, acc[DPL];
+  float m = -INFINITY, l = 0.f, acc[ve];  // acc: chunk v_chunk, summed over this lane's rows
 #pragma unroll
-  for (int t = 0; t < DPL; ++t) acc[t] = 0.f;
+  for (int e = 0; e < ve; ++e) acc[e] = 0.f;
   // This block's keys: [lo, hi), whole tiles of 32 except at the end.
   const int64_t share = ((kv_end + SPLIT - 1) / SPLIT + 31) / 32 * 32;
   const int64_t lo = rank * share, hi = min(kv_end, lo + share);
@@ -585,32 +593,30 @@ __global__ void __launch_bounds__(decode_warps<SPLIT>() * 32) attention_decode_r
     // Rows past the valid keys are still inside the buffer (j < skv) unless
     // past hi's tile: stop there. Masked rows weigh 0.
     const int n = int(min(int64_t(32), hi - j0));
-    // This lane's key row and the tile's first VU value rows go out together:
-    // one round trip for both.
-    uint4 kc[DMAX / ve];
+    // The key rows and the tile's value rows go out together, all in 16-byte
+    // loads into registers of their own: one round trip for the whole tile.
+    // (Scalar value loads converted as they arrived let the compiler reuse
+    // their registers, which serialized them into 16 round trips a tile.)
+    uint4 kc[C];
     if (ok) {
       const uint4* kr = reinterpret_cast<const uint4*>(k + j * p.k_stride);
 #pragma unroll
-      for (int c = 0; c < DMAX / ve; ++c)
+      for (int c = 0; c < C; ++c)
         if (c < chunks) kc[c] = __ldg(kr + c);
     }
-    constexpr int VU = DMAX <= 64 ? 16 : 8;  // value rows in registers at a time
-    float vf[VU][DPL];
-    auto load_values = [&](int i0) {
+    uint4 vc[C];
 #pragma unroll
-      for (int i = 0; i < VU; ++i)
-#pragma unroll
-        for (int t = 0; t < DPL; ++t) {
-          const int d = lane + 32 * t;
-          vf[i][t] = i0 + i < n && d < D ? to_f32(v[(j0 + i0 + i) * p.v_stride + d]) : 0.f;
-        }
-    };
-    load_values(0);
+    for (int i = 0; i < C; ++i) {
+      const int r = i * R + v_row;
+      vc[i] = r < n && v_chunk < chunks
+                  ? __ldg(reinterpret_cast<const uint4*>(v + (j0 + r) * p.v_stride) + v_chunk)
+                  : make_uint4(0, 0, 0, 0);
+    }
     float s = -INFINITY;
     if (ok) {
       float dot = 0.f;
 #pragma unroll
-      for (int c = 0; c < DMAX / ve; ++c) {
+      for (int c = 0; c < C; ++c) {
         if (c >= chunks) break;
         float kf[ve];
         unpack_chunk<T>(kc[c], kf);
@@ -624,25 +630,30 @@ __global__ void __launch_bounds__(decode_warps<SPLIT>() * 32) attention_decode_r
     const float m_new = fmaxf(m, tile_max), corr = expf(m - m_new);
     const float pj = ok ? expf(s - m_new) : 0.f;
     l = l * corr + warp_sum(pj);
-#pragma unroll
-    for (int t = 0; t < DPL; ++t) acc[t] *= corr;
     m = m_new;
-    for (int i0 = 0; i0 < n; i0 += VU) {
-      if (i0 > 0) load_values(i0);
 #pragma unroll
-      for (int i = 0; i < VU; ++i) {
-        const float pi = __shfl_sync(0xffffffffu, pj, (i0 + i) & 31);
+    for (int e = 0; e < ve; ++e) acc[e] *= corr;
 #pragma unroll
-        for (int t = 0; t < DPL; ++t) acc[t] = fmaf(i0 + i < n ? pi : 0.f, vf[i][t], acc[t]);
-      }
+    for (int i = 0; i < C; ++i) {
+      const float pr = __shfl_sync(0xffffffffu, pj, i * R + v_row);  // 0 past n: pj is 0 there
+      float vf[ve];
+      unpack_chunk<T>(vc[i], vf);
+#pragma unroll
+      for (int e = 0; e < ve; ++e) acc[e] = fmaf(pr, vf[e], acc[e]);
     }
   }
+  // Lanes of one chunk hold sums over different rows: add them up.
+#pragma unroll
+  for (int off = C; off < 32; off <<= 1)
+#pragma unroll
+    for (int e = 0; e < ve; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], off);
   if (lane == 0) {
     w_m[warp] = m;
     w_l[warp] = l;
   }
+  if (v_row == 0)
 #pragma unroll
-  for (int t = 0; t < DPL; ++t) w_acc[warp][lane + 32 * t] = acc[t];
+    for (int e = 0; e < ve; ++e) w_acc[warp][v_chunk * ve + e] = acc[e];
   __syncthreads();
   T* out = at<T>(arena, p.out) + (b * p.q_heads + h) * D;
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
@@ -683,13 +694,15 @@ __global__ void __launch_bounds__(decode_warps<SPLIT>() * 32) attention_decode_r
   }
 }
 
-// K rows of whole 16-byte chunks, 16-byte aligned, at most 16 of them (a
-// lane holds its key's row in registers): head_dim <= 128 in f16/bf16, 64 in f32.
+// K and V rows of whole 16-byte chunks, 16-byte aligned, at most 16 of them
+// (a lane holds its key's row in registers): head_dim <= 128 in f16/bf16, 64
+// in f32.
 bool use_decode_rows(const AttentionParams& p, const uint8_t* arena) {
   const int64_t es = int64_t(dtype_size(p.dtype)), ve = 16 / es;
   const uint64_t k0 = reinterpret_cast<uint64_t>(arena) + p.k + uint64_t(p.k_offset * es);
+  const uint64_t v0 = reinterpret_cast<uint64_t>(arena) + p.v + uint64_t(p.v_offset * es);
   return p.sq == 1 && p.head_dim * es <= 256 && p.head_dim % ve == 0 && k0 % 16 == 0 &&
-         (p.k_stride * es) % 16 == 0;
+         (p.k_stride * es) % 16 == 0 && v0 % 16 == 0 && (p.v_stride * es) % 16 == 0;
 }
 
 template <class T>
@@ -706,8 +719,9 @@ void launch_decode(const AttentionParams& p, const LaunchContext& ctx) {
                     kSplitBlocks);
     }
     if constexpr (sizeof(T) == 2)
-      if (p.head_dim > 64) return launch(attention_decode_rows_kernel<T, 128, 1>, grid, kRowWarps * 32, 0, ctx, p);
-    launch(attention_decode_rows_kernel<T, 64, 1>, grid, kRowWarps * 32, 0, ctx, p);
+      if (p.head_dim > 64)
+        return launch(attention_decode_rows_kernel<T, 128, 1>, grid, decode_warps<T, 128, 1>() * 32, 0, ctx, p);
+    launch(attention_decode_rows_kernel<T, 64, 1>, grid, decode_warps<T, 64, 1>() * 32, 0, ctx, p);
   } else if (p.head_dim <= 64) {
     launch(attention_decode_kernel<T, 64>, grid, kDecodeWarps * 32, 0, ctx, p);
   } else if (p.head_dim <= 128) {

@@ -23,10 +23,43 @@ constexpr int kWarps = 4;   // warps per block
 constexpr int kUnroll = 8;  // 16-byte weight loads in flight per lane
 constexpr int kRound = 32 * kUnroll;  // chunks a warp has in flight
 
+// The vector side of one round of loads: x's chunks (and gamma's, with Norm)
+// for the kUnroll weight chunks a lane has in flight. With Pre they are
+// loaded together into registers of their own, one L2 round trip a round;
+// without, each is loaded beside its use, and the compiler then waits for
+// each in turn (kUnroll round trips a round). Pre holds M * kUnroll more
+// chunks in registers, so it is for few rows only.
+template <class T, int M, bool Norm, bool Pre>
+struct VectorRound {
+  static constexpr int kM = Pre ? M : 1, kU = Pre ? kUnroll : 1;
+  uint4 xc[kM][kU], gc[kU];
+  __device__ __forceinline__ void load(const uint4* x, int64_t x_row_chunks, const uint4* gamma, int64_t c0,
+                                       int64_t end) {
+    if constexpr (Pre) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + 32 * u;
+        const bool in = c < end;
+        if constexpr (Norm) gc[u] = in ? __ldg(gamma + c) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int m = 0; m < M; ++m) xc[m][u] = in ? __ldg(x + m * x_row_chunks + c) : make_uint4(0, 0, 0, 0);
+      }
+    }
+  }
+  __device__ __forceinline__ uint4 x(const uint4* x, int64_t x_row_chunks, int m, int u, int64_t c) const {
+    if constexpr (Pre) return xc[m][u];
+    else return __ldg(x + m * x_row_chunks + c);
+  }
+  __device__ __forceinline__ uint4 gamma(const uint4* gamma, int u, int64_t c) const {
+    if constexpr (Pre) return gc[u];
+    else return __ldg(gamma + c);
+  }
+};
+
 // Norm: x is RMS-normalized on the fly (p.fused): every warp reads all of x
 // for its row anyway, so it sums x^2 beside x . (gamma * W) and scales the
 // dot product by rsqrt(mean(x^2) + eps) at the end; no block-wide step.
-template <class T, int M, bool Norm>
+template <class T, int M, bool Norm, bool Pre>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p, uint8_t* arena) {
   constexpr int ve = kChunkElems<T>;
   const int lane = threadIdx.x & 31;
@@ -50,11 +83,16 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p,
   if (n >= p.n) return;
   const T* x = at<T>(arena, p.a) + bt * p.stride_a;
   const uint4* gamma = Norm ? at<const uint4>(arena, p.fused.norm_gamma) : nullptr;
+  VectorRound<T, M, Norm, Pre> vec;
+  vec.load(reinterpret_cast<const uint4*>(x), x_row_chunks, gamma, lane, chunks);
   float acc[M], ss[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = ss[m] = 0.f;
   for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
-    if (c0 != lane) load_weights(c0);
+    if (c0 != lane) {
+      load_weights(c0);
+      vec.load(reinterpret_cast<const uint4*>(x), x_row_chunks, gamma, c0, chunks);
+    }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + 32 * u;
@@ -63,14 +101,14 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p,
       unpack_chunk<T>(wc[u], wf);
       if constexpr (Norm) {
         float gf[ve];
-        unpack_chunk<T>(__ldg(gamma + c), gf);
+        unpack_chunk<T>(vec.gamma(gamma, u, c), gf);
 #pragma unroll
         for (int e = 0; e < ve; ++e) wf[e] *= gf[e];
       }
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[ve];
-        unpack_chunk<T>(__ldg(reinterpret_cast<const uint4*>(x) + m * x_row_chunks + c), xf);
+        unpack_chunk<T>(vec.x(reinterpret_cast<const uint4*>(x), x_row_chunks, m, u, c), xf);
 #pragma unroll
         for (int e = 0; e < ve; ++e) {
           acc[m] = fmaf(wf[e], xf[e], acc[m]);
@@ -103,7 +141,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p,
 // block's 4 warps take a quarter of one row each, all in flight at once,
 // and add their sums (and, with Norm, their sums of x^2) through shared
 // memory.
-template <class T, int M, bool Norm>
+template <class T, int M, bool Norm, bool Pre>
 __global__ void __launch_bounds__(kWarps * 32) gemv_split_kernel(const MatMulParams p, uint8_t* arena) {
   constexpr int Split = kWarps;
   constexpr int ve = kChunkElems<T>;
@@ -130,11 +168,16 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_split_kernel(const MatMulPar
   if (!p.b_constant) load_weights(begin + lane);
   const T* x = at<T>(arena, p.a) + bt * p.stride_a;
   const uint4* gamma = Norm ? at<const uint4>(arena, p.fused.norm_gamma) : nullptr;
+  VectorRound<T, M, Norm, Pre> vec;
+  vec.load(reinterpret_cast<const uint4*>(x), x_row_chunks, gamma, begin + lane, end);
   float acc[M], ss[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = ss[m] = 0.f;
   for (int64_t c0 = begin + lane; c0 < end; c0 += kRound) {
-    if (c0 != begin + lane) load_weights(c0);
+    if (c0 != begin + lane) {
+      load_weights(c0);
+      vec.load(reinterpret_cast<const uint4*>(x), x_row_chunks, gamma, c0, end);
+    }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + 32 * u;
@@ -143,14 +186,14 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_split_kernel(const MatMulPar
       unpack_chunk<T>(wc[u], wf);
       if constexpr (Norm) {
         float gf[ve];
-        unpack_chunk<T>(__ldg(gamma + c), gf);
+        unpack_chunk<T>(vec.gamma(gamma, u, c), gf);
 #pragma unroll
         for (int e = 0; e < ve; ++e) wf[e] *= gf[e];
       }
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[ve];
-        unpack_chunk<T>(__ldg(reinterpret_cast<const uint4*>(x) + m * x_row_chunks + c), xf);
+        unpack_chunk<T>(vec.x(reinterpret_cast<const uint4*>(x), x_row_chunks, m, u, c), xf);
 #pragma unroll
         for (int e = 0; e < ve; ++e) {
           acc[m] = fmaf(wf[e], xf[e], acc[m]);
@@ -199,17 +242,34 @@ bool split_long_rows() {
   return split;
 }
 
+// x loaded a round at a time beside the weights (VectorRound's Pre) for up
+// to this many rows; RLX_GEMV_PREFETCH=0 turns it off (for measuring).
+constexpr int kPrefetchRows = 2;
+bool prefetch_vector() {
+  static const bool on = [] {
+    const char* e = std::getenv("RLX_GEMV_PREFETCH");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+template <class T, int M, bool Norm, bool Pre>
+void launch_kernel(const MatMulParams& p, const LaunchContext& ctx) {
+  const dim3 block(kWarps * 32);
+  if (p.k / kChunkElems<T> > kRound && split_long_rows())
+    launch(gemv_split_kernel<T, M, Norm, Pre>, dim3(unsigned(p.n), unsigned(p.batch)), block, 0, ctx, p);
+  else
+    launch(gemv_kernel<T, M, Norm, Pre>, dim3(unsigned((p.n + kWarps - 1) / kWarps), unsigned(p.batch)), block, 0, ctx,
+           p);
+}
+
 template <class T, int M, bool Norm>
 void launch_rows(const MatMulParams& p, const LaunchContext& ctx) {
   if constexpr (M <= kGemvMaxRows) {
     if (p.m == M) {
-      const dim3 block(kWarps * 32);
-      if (p.k / kChunkElems<T> > kRound && split_long_rows())
-        launch(gemv_split_kernel<T, M, Norm>, dim3(unsigned(p.n), unsigned(p.batch)), block, 0, ctx, p);
-      else
-        launch(gemv_kernel<T, M, Norm>, dim3(unsigned((p.n + kWarps - 1) / kWarps), unsigned(p.batch)), block, 0, ctx,
-               p);
-      return;
+      if constexpr (M <= kPrefetchRows)
+        if (prefetch_vector()) return launch_kernel<T, M, Norm, true>(p, ctx);
+      return launch_kernel<T, M, Norm, false>(p, ctx);
     }
     launch_rows<T, M + 1, Norm>(p, ctx);
   }
