@@ -113,6 +113,25 @@ Row time_mode(const std::string& mode, rlx::Executable& exe, const std::map<std:
   return r;
 }
 
+// The forward's kernels alone on the device ("graph device"): the inputs of
+// the timed runs stay in the arena, nothing is copied in or out, and each
+// forward is timed by CUDA events around its launch, as bench/bench_bert.py
+// times PyTorch's CUDA-graph replays. runs/s is over the device time only.
+Row time_device(rlx::Executable& exe, int runs, int warmup) {
+  Row r{"graph device"};
+  if (warmup > 0) exe.time_device_forwards(warmup);
+  ProfileRange range("rlx bench graph device");
+  std::vector<double> us = exe.time_device_forwards(runs);
+  RLX_CHECK(!us.empty(), "bench: the backend gave no device times");
+  double total = 0;
+  for (double u : us) total += u;
+  std::sort(us.begin(), us.end());
+  r.median_us = us[us.size() / 2];
+  r.p90_us = us[std::min(us.size() - 1, us.size() * 9 / 10)];
+  r.runs_per_s = double(us.size()) / (total * 1e-6);
+  return r;
+}
+
 // GPU time per thunk kind from a trace written by the backend, largest first,
 // and the slowest thunks: where a forward pass spends its time.
 void print_trace_summary(const std::string& path) {
@@ -230,6 +249,7 @@ void add_bench_command(CLI::App& app) {
         auto exe = load(rlx::ExecMode::Graph, *trace);
         rows.push_back(time_mode("graph", *exe, in, *runs, *warmup, false));
         rows.push_back(time_mode("graph pipelined", *exe, in, *runs, *warmup, true));
+        rows.push_back(time_device(*exe, *runs, *warmup));
         if (!trace->empty()) print_trace_summary(*trace);
       } else {
         auto exe = load(rlx::ExecMode::Auto);
@@ -260,7 +280,10 @@ void add_bench_command(CLI::App& app) {
       for (auto [name, m] : {std::pair{"perop", rlx::ExecMode::PerOp}, {"graph", rlx::ExecMode::Graph}}) {
         auto exe = compile_mode(m);
         rows.push_back(time_mode(name, *exe, in, *runs, *warmup, false));
-        if (m == rlx::ExecMode::Graph) rows.push_back(time_mode("graph pipelined", *exe, in, *runs, *warmup, true));
+        if (m == rlx::ExecMode::Graph) {
+          rows.push_back(time_mode("graph pipelined", *exe, in, *runs, *warmup, true));
+          rows.push_back(time_device(*exe, *runs, *warmup));
+        }
       }
       if (!trace->empty()) print_trace_summary(*trace);
     } else {

@@ -63,6 +63,13 @@ class Executable {
   // Device time of the last run in microseconds where the backend measures
   // it (CUDA under RLX_TRACE=decode), else < 0.
   double last_device_us() const;
+  // For benchmarks: the device time of `runs` forwards of the kernels alone,
+  // in microseconds each. The inputs of the last run are reused and nothing
+  // is copied in or out; each forward is timed by CUDA events around its
+  // one launch, as PyTorch's CUDA-graph replays are. Needs a run first (the
+  // inputs in the arena) and a schedule without state (it would advance
+  // it). Empty where the backend does not measure it (CPU).
+  std::vector<double> time_device_forwards(int runs);
   std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs);
 
   // Pipelined runs: submit returns at once; wait returns that run's outputs.

@@ -33,6 +33,12 @@ class BackendExecutable {
   // Device time of the last finished run in microseconds, when the backend
   // measures it (CUDA under RLX_TRACE=decode); < 0 otherwise.
   virtual double last_device_us() const { return -1; }
+  // Device time of `runs` forwards of the kernels alone (see
+  // Executable::time_device_forwards); empty where not measured (host).
+  virtual std::vector<double> time_device_forwards(int runs) {
+    (void)runs;
+    return {};
+  }
   // Byte size of each output, in binding order (set by the Executable).
   void set_output_bytes(std::vector<size_t> b) { output_bytes_ = std::move(b); }
 

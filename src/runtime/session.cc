@@ -125,6 +125,16 @@ void Executable::reset_state() {
 
 double Executable::last_device_us() const { return backend_->last_device_us(); }
 
+std::vector<double> Executable::time_device_forwards(int runs) {
+  RLX_CHECK(runs >= 1, "time_device_forwards: runs must be at least 1, got " << runs);
+  RLX_CHECK(schedule_->state_bindings.empty(),
+            "time_device_forwards: the schedule has state ('" << schedule_->state_bindings.front().name
+                                                              << "'), which replays would advance");
+  std::lock_guard<std::mutex> lock(run_mutex());
+  RLX_CHECK(runs_ > 0, "time_device_forwards: run the executable once first, so its inputs are in the arena");
+  return backend_->time_device_forwards(runs);
+}
+
 std::vector<std::string> Executable::state_names() const {
   std::vector<std::string> r;
   for (const Binding& b : schedule_->state_bindings) r.push_back(b.name);

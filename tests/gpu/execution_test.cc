@@ -161,6 +161,44 @@ TEST_F(Execution, GraphReplaysWithNewInputsAndNewParams) {
   EXPECT_EQ(cu.counters().perop_launches, 0u);
 }
 
+// time_device_forwards replays the kernels alone on the last run's inputs:
+// in graph mode a second recording without the copies. The replays write
+// the outputs again (poisoned in the arena first, then read back right),
+// take positive device time, and leave the next run's results right.
+TEST_F(Execution, DeviceTimedForwardsRunTheKernelsWithoutCopies) {
+  for (ExecMode mode : {ExecMode::Graph, ExecMode::PerOp}) {
+    Case c;
+    build_chain(c, true);
+    auto exe = c.prepare(mode);
+    auto& cu = as_cuda(*exe);
+    expect_chain(c, *exe, std::string(mode_name(mode)) + " before timing");
+    const uint64_t launches = cu.counters().graph_launches, forwards = cu.counters().forwards;
+    const uint64_t out = c.buf("out").offset, bytes = uint64_t(kRows * kCols) * 2;
+    ASSERT_EQ(cudaMemset(cu.arena() + out, 0xff, bytes), cudaSuccess);  // NaN in f16
+    std::vector<double> us = exe->time_device_forwards(3);
+    ASSERT_EQ(us.size(), 3u);
+    for (double u : us) {
+      EXPECT_TRUE(std::isfinite(u)) << mode_name(mode);
+      EXPECT_GT(u, 0.0) << mode_name(mode);
+      EXPECT_LT(u, 1e6) << mode_name(mode);
+    }
+    std::vector<uint8_t> got(bytes);
+    ASSERT_EQ(cudaMemcpy(got.data(), cu.arena() + out, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    expect_close(Case::to_double(got, DType::F16), chain_reference(c).at("out"), tol_for(DType::F16, 2.0),
+                 std::string(mode_name(mode)) + " outputs written by the timed replays");
+    if (mode == ExecMode::Graph) {
+      EXPECT_EQ(cu.device_timing_nodes().kernels, 5);
+      EXPECT_EQ(cu.device_timing_nodes().memcpys, 0);
+    } else {
+      EXPECT_EQ(cu.device_timing_nodes().kernels, 0);  // per op: nothing recorded
+    }
+    EXPECT_EQ(cu.counters().graph_launches, launches) << "timed replays are not forwards";
+    EXPECT_EQ(cu.counters().forwards, forwards);
+    c.random("x", -2.f, 2.f);
+    expect_chain(c, *exe, std::string(mode_name(mode)) + " after timing");
+  }
+}
+
 // >= 64 runs through a ring of 4 give exactly the sequential results, in
 // every mode, with waits both in order and after the ring has wrapped.
 TEST_F(Execution, PipelinedEqualsSequential) {

@@ -232,3 +232,26 @@ TEST(Session, ArenaShareRejectsWhatDoesNotFit) {
   EXPECT_NE(error_of([&] { lone->share_params_with(*small); }).find("not compiled with one arena share"),
             std::string::npos);
 }
+
+// time_device_forwards is for the GPU: the CPU measures nothing and says so
+// with an empty list; it refuses before a first run (no inputs in the arena),
+// a count below one, and a schedule with state (replays would advance it).
+TEST(Session, DeviceTimedForwardsNeedARunAndNoState) {
+  Graph g;
+  ValueId x = g.input("x", {3, 4}, DType::F32);
+  g.output("y", g.add(x, x));
+  auto exe = compile(g, cpu());
+  std::string e = error_of([&] { exe->time_device_forwards(2); });
+  EXPECT_NE(e.find("run the executable once first"), std::string::npos) << e;
+  exe->run({{"x", HostTensor::from_f32({3, 4}, random_floats(12, 1))}});
+  EXPECT_TRUE(exe->time_device_forwards(2).empty());
+  e = error_of([&] { exe->time_device_forwards(0); });
+  EXPECT_NE(e.find("at least 1"), std::string::npos) << e;
+
+  Graph s;
+  ValueId cache = s.state("cache", {1, 4, 2}, DType::F32);
+  s.output("cache", s.kv_write(cache, s.input("rows", {1, 1, 2}, DType::F32), s.input("pos", {1}, DType::I32)));
+  auto stateful = compile(s, cpu());
+  e = error_of([&] { stateful->time_device_forwards(1); });
+  EXPECT_NE(e.find("state ('cache')"), std::string::npos) << e;
+}

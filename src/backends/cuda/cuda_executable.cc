@@ -101,6 +101,9 @@ CudaExecutable::CudaExecutable(const Schedule& s, const CompileOptions& o) : sch
 CudaExecutable::~CudaExecutable() {
   if (stream_) cudaStreamSynchronize(stream_);
   forward_.clear();
+  kernels_.reset();
+  for (cudaEvent_t e : {kernels_start_, kernels_end_})
+    if (e) cudaEventDestroy(e);
   for (cudaEvent_t e : timed_start_) cudaEventDestroy(e);
   for (cudaEvent_t e : timed_end_) cudaEventDestroy(e);
   for (cudaEvent_t e : done_)
@@ -208,6 +211,32 @@ void CudaExecutable::run(const std::vector<const void*>& inputs, const std::vect
   wait(ticket, outputs);
   tracer_.ran(exec_mode_name(mode_), last_encode_us_, std::chrono::duration<double, std::micro>(t1 - t0).count(),
               micros_since(t1));
+}
+
+std::vector<double> CudaExecutable::time_device_forwards(int runs) {
+  upload_constants_if_needed();
+  check(cudaStreamSynchronize(stream_), "before timing the forward's kernels");
+  if (!kernels_start_) {
+    check(cudaEventCreate(&kernels_start_), "event creation");
+    check(cudaEventCreate(&kernels_end_), "event creation");
+  }
+  auto enqueue = [&] {
+    for (size_t i = 0; i < thunks_.size(); ++i) execute_thunk(i, false);
+  };
+  if (mode_ == ExecMode::Graph && !kernels_)
+    kernels_ = std::make_unique<RecordedThunk>(stream_, enqueue, "the forward's kernels");
+  std::vector<double> us;
+  for (int r = 0; r < runs; ++r) {
+    check(cudaEventRecord(kernels_start_, stream_), "event record");
+    if (kernels_) kernels_->execute(LaunchContext{arena_, stream_, "the forward's kernels"});
+    else enqueue();
+    check(cudaEventRecord(kernels_end_, stream_), "event record");
+    check(cudaEventSynchronize(kernels_end_), "timing the forward's kernels");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, kernels_start_, kernels_end_), "event timing");
+    us.push_back(double(ms) * 1e3);
+  }
+  return us;
 }
 
 std::string CudaExecutable::summary() const {

@@ -37,6 +37,7 @@ class CudaExecutable final : public BackendExecutable {
   void wait(uint64_t ticket, const std::vector<void*>& outputs) override;
   std::string summary() const override;
   double last_device_us() const override { return last_device_us_; }
+  std::vector<double> time_device_forwards(int runs) override;
 
   ExecMode mode() const { return mode_; }
   const ExecCounters& counters() const { return counters_; }
@@ -46,6 +47,9 @@ class CudaExecutable final : public BackendExecutable {
   // Kernel and memcpy nodes of the recorded whole-forward graph (graph mode).
   int graph_kernel_nodes() const { return forward_nodes_.kernels; }
   int graph_memcpy_nodes() const { return forward_nodes_.memcpys; }
+  // Nodes of the kernels-only graph time_device_forwards replays (graph
+  // mode, once timed; zero before).
+  GraphNodes device_timing_nodes() const { return kernels_ ? kernels_->nodes() : GraphNodes{}; }
   // One character per thunk: '+' recorded, '-' launched per op.
   const std::string& schedule_string() const { return schedule_string_; }
   uint8_t* arena() const { return arena_; }
@@ -75,6 +79,8 @@ class CudaExecutable final : public BackendExecutable {
   double last_device_us_ = -1;
   size_t last_timed_slot_ = 0;
   std::vector<std::unique_ptr<RecordedThunk>> forward_;  // graph mode: the whole forward per slot
+  std::unique_ptr<RecordedThunk> kernels_;  // graph mode: the forward without its copies, made when timed
+  cudaEvent_t kernels_start_ = nullptr, kernels_end_ = nullptr;
   GraphNodes forward_nodes_;
   ExecCounters counters_;
   std::string schedule_string_;
