@@ -533,11 +533,11 @@ bool use_decode_path(const AttentionParams& p) { return p.sq == 1; }
 
 // ---- one query row, a key per lane ----
 // Each warp takes 32 keys at a time, one per lane: the lane reads its key's
-// row in 16-byte loads (all in flight at once) and scores it against q in
-// shared memory; the warp's online softmax then folds the 32 values rows in
-// with lanes splitting head_dim. Per 32 keys that is one round trip for K,
-// one for V and two warp reductions, against one reduction per key when
-// lanes split head_dim.
+// row in 16-byte loads and scores it against q in shared memory; the 32 value
+// rows come in 16-byte chunks too, a lane holding one chunk column of a few
+// rows, and the warp's online softmax folds them in. Per 32 keys that is one
+// round trip for K and V together and two warp reductions, against one
+// reduction per key when lanes split head_dim.
 //
 // Long caches split each head's keys over a cluster of kSplitBlocks blocks
 // (SPLIT > 1): each block folds its share, then the first block of the
