@@ -36,7 +36,7 @@ SHAPES = {
 }
 # rlx graph device / torch graph at f16 (shape, batch) -> at most
 TARGETS = {("BERT-base", 1): 0.5, ("BERT-base", 32): 0.8, ("MiniLM-L6", 1): 0.5, ("MiniLM-L6", 32): 0.8}
-TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16}
+TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
 def save_model(shape, directory, seed):

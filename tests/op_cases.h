@@ -468,8 +468,10 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
   cases.push_back(unary_case(Activation::Relu, "unary_relu", seed += 10));
   cases.push_back(unary_case(Activation::Tanh, "unary_tanh", seed += 10));
   for (int64_t cols : {1, 7, 129, 1000}) cases.push_back(softmax_case(cols, seed += 10));
-  // Rows of whole 16-byte chunks take the vectorized CUDA kernel (1, 2 and
-  // 4 chunks per thread by dtype), rows over 1024 the block-per-row one.
+  // Rows of whole 16-byte chunks take a vectorized CUDA kernel: up to 128
+  // chunks a warp per row (1-4 chunks a lane; 1030 rows: four rows a block,
+  // the last block part empty), longer rows a block per row (1, 2 and 4
+  // chunks a thread); other rows the general one.
   cases.push_back(norm_case("layer_norm_residual_7x769", NormKind::Layer, true, 7, 769, seed += 10));
   cases.push_back(norm_case("layer_norm_33x33", NormKind::Layer, false, 33, 33, seed += 10));
   cases.push_back(norm_case("rms_norm_residual_1x129", NormKind::Rms, true, 1, 129, seed += 10));
@@ -479,6 +481,7 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
   cases.push_back(norm_case("layer_norm_residual_3x2051", NormKind::Layer, true, 3, 2051, seed += 10));
   cases.push_back(norm_case("rms_norm_2x1100", NormKind::Rms, false, 2, 1100, seed += 10));
   cases.push_back(norm_case("rms_norm_9x1000", NormKind::Rms, false, 9, 1000, seed += 10));
+  cases.push_back(norm_case("layer_norm_residual_1030x384", NormKind::Layer, true, 1030, 384, seed += 10));
   for (ReduceKind kind : {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max})
     for (int64_t inner : {1, 7}) cases.push_back(reduce_case(kind, inner, seed += 10));
 }

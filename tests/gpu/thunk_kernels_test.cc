@@ -145,11 +145,12 @@ TEST_P(ThunkKernels, CopyNarrowSameType) {
 // ---- norm / softmax / xent -------------------------------------------------
 
 // The norm op cases take the kernel their row length promises: rows of
-// whole 16-byte chunks the vectorized one (1, 2 and 4 chunks per thread by
-// dtype), the others the general one. Read from the compiled schedule, whose
+// whole 16-byte chunks a warp each up to 128 chunks, a block each (1, 2 and
+// 4 chunks per thread) beyond, the others the general one. Read from the compiled schedule, whose
 // bindings are 16-byte aligned in the (256-byte aligned) arena.
 TEST_P(ThunkKernels, NormCasesTakeTheVariantOfTheirRowLength) {
   int seen = 0;
+  std::map<std::string, int> variants;
   for (const test::OpCase& oc : test::op_cases()) {
     if (oc.thunk != "norm") continue;
     CompileOptions o;
@@ -161,11 +162,17 @@ TEST_P(ThunkKernels, NormCasesTakeTheVariantOfTheirRowLength) {
       const auto* p = std::get_if<NormParams>(&th.params);
       if (!p) continue;
       ++seen;
-      EXPECT_STREQ(cuda::norm_variant(*p, nullptr), p->cols % (16 / int64_t(dtype_size(dt()))) == 0 ? "vec" : "general")
+      const int64_t ve = 16 / int64_t(dtype_size(dt()));
+      EXPECT_STREQ(cuda::norm_variant(*p, nullptr), p->cols % ve != 0 ? "general" : p->cols / ve <= 128 ? "warp" : "vec")
           << oc.name;
+      ++variants[cuda::norm_variant(*p, nullptr)];
     }
   }
-  EXPECT_GE(seen, 9);  // the nine norm cases of the table
+  EXPECT_GE(seen, 10);  // the ten norm cases of the table
+  // Every dtype's table reaches all three kernels.
+  EXPECT_GE(variants["warp"], 2);
+  EXPECT_GE(variants["vec"], 2);
+  EXPECT_GE(variants["general"], 1);
 }
 
 // Bad labels (and bad gather ids below) reach only a hand-built thunk:

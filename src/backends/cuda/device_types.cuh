@@ -75,17 +75,29 @@ __device__ __forceinline__ uint4 pack_chunk(const float* f) {
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+template <Activation A>
+__device__ __forceinline__ float activate(float x) {
+  if constexpr (A == Activation::Gelu) return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+  else if constexpr (A == Activation::GeluTanh) {
+    float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.f + tanhf(inner));
+  } else if constexpr (A == Activation::Silu) return x / (1.f + expf(-x));
+  else if constexpr (A == Activation::Relu) return x > 0.f ? x : 0.f;
+  else if constexpr (A == Activation::Tanh) return tanhf(x);
+  else return x;
+}
+
+// The activation chosen at run time; a kernel applying one activation to
+// many elements takes it as a template argument instead (dispatch_activation),
+// so its loop has no switch.
 __device__ __forceinline__ float apply_activation(Activation act, float x) {
   switch (act) {
     case Activation::None: return x;
-    case Activation::Gelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
-    case Activation::GeluTanh: {
-      float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-      return 0.5f * x * (1.f + tanhf(inner));
-    }
-    case Activation::Silu: return x / (1.f + expf(-x));
-    case Activation::Relu: return x > 0.f ? x : 0.f;
-    case Activation::Tanh: return tanhf(x);
+    case Activation::Gelu: return activate<Activation::Gelu>(x);
+    case Activation::GeluTanh: return activate<Activation::GeluTanh>(x);
+    case Activation::Silu: return activate<Activation::Silu>(x);
+    case Activation::Relu: return activate<Activation::Relu>(x);
+    case Activation::Tanh: return activate<Activation::Tanh>(x);
   }
   return x;
 }

@@ -39,4 +39,19 @@ void dispatch_any(DType dt, const char* what, F&& f) {
   dispatch_float(dt, what, f);
 }
 
+// Calls f.template operator()<A>() for the activation act: a kernel that
+// applies one activation to many elements takes it as a template argument.
+template <class F>
+void dispatch_activation(Activation act, F&& f) {
+  switch (act) {
+    case Activation::None: f.template operator()<Activation::None>(); return;
+    case Activation::Gelu: f.template operator()<Activation::Gelu>(); return;
+    case Activation::GeluTanh: f.template operator()<Activation::GeluTanh>(); return;
+    case Activation::Silu: f.template operator()<Activation::Silu>(); return;
+    case Activation::Relu: f.template operator()<Activation::Relu>(); return;
+    case Activation::Tanh: f.template operator()<Activation::Tanh>(); return;
+  }
+  throw Error("CUDA backend: unknown activation " + std::to_string(int(act)));
+}
+
 }  // namespace rlx::cuda

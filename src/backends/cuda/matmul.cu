@@ -33,25 +33,41 @@ __global__ void matmul_activation_kernel(const MatMulParams p, uint8_t* arena) {
   }
 }
 
-// The same over a contiguous, 16-byte aligned output: 16-byte chunks, then a
-// scalar tail.
-template <class T>
-__global__ void matmul_activation_flat_kernel(const MatMulParams p, uint8_t* arena) {
+// The same over a contiguous, 16-byte aligned output: each thread takes
+// kActChunks 16-byte chunks a block apart, all loads in flight before any
+// math, then a scalar tail. The activation is a template argument so the
+// element loop has no switch.
+constexpr int kActChunks = 2, kActThreads = 256;
+
+template <class T, Activation A>
+__global__ void __launch_bounds__(kActThreads) matmul_activation_flat_kernel(const MatMulParams p, uint8_t* arena) {
   pdl_entry();
   constexpr int ve = kChunkElems<T>;
   const int64_t total = p.batch * p.m * p.n, chunks = total / ve;
   uint4* out = at<uint4>(arena, p.out);
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < chunks; c += step) {
-    float f[ve];
-    unpack_chunk<T>(out[c], f);
+  const int64_t step = int64_t(gridDim.x) * kActThreads * kActChunks;
+  for (int64_t base = blockIdx.x * int64_t(kActThreads) * kActChunks + threadIdx.x; base < chunks; base += step) {
+    uint4 v[kActChunks];
 #pragma unroll
-    for (int e = 0; e < ve; ++e) f[e] = apply_activation(p.act, f[e]);
-    out[c] = pack_chunk<T>(f);
+    for (int r = 0; r < kActChunks; ++r) {
+      const int64_t c = base + r * kActThreads;
+      if (c < chunks) v[r] = out[c];
+    }
+#pragma unroll
+    for (int r = 0; r < kActChunks; ++r) {
+      const int64_t c = base + r * kActThreads;
+      if (c >= chunks) continue;
+      float f[ve];
+      unpack_chunk<T>(v[r], f);
+#pragma unroll
+      for (int e = 0; e < ve; ++e) f[e] = activate<A>(f[e]);
+      out[c] = pack_chunk<T>(f);
+    }
   }
   T* tail = at<T>(arena, p.out);
-  for (int64_t t = chunks * ve + blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total; t += step)
-    tail[t] = from_f32<T>(apply_activation(p.act, to_f32(tail[t])));
+  for (int64_t t = chunks * ve + blockIdx.x * int64_t(kActThreads) + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * kActThreads)
+    tail[t] = from_f32<T>(activate<A>(to_f32(tail[t])));
 }
 
 cudaDataType_t cuda_type(DType dt) {
@@ -337,10 +353,13 @@ void MatMulPlan::execute_cublas(const LaunchContext& ctx) const {
                             (reinterpret_cast<uintptr_t>(arena) + p_.out) % 16 == 0;
     dispatch_float(p_.dtype, ctx.label, [&]<class T>() {
       const int64_t total = p_.batch * p_.m * p_.n;
-      if (contiguous)
-        launch(matmul_activation_flat_kernel<T>, grid_for((total + kChunkElems<T> - 1) / kChunkElems<T>, 256), 256,
-               0, ctx, p_);
-      else
+      if (contiguous) {
+        const int64_t per_thread = int64_t(kChunkElems<T>) * kActChunks;
+        dispatch_activation(p_.act, [&]<Activation A>() {
+          launch(matmul_activation_flat_kernel<T, A>, grid_for((total + per_thread - 1) / per_thread, kActThreads),
+                 kActThreads, 0, ctx, p_);
+        });
+      } else
         launch(matmul_activation_kernel<T>, grid_for(total, 256), 256, 0, ctx, p_);
     });
   }

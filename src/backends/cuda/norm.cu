@@ -1,9 +1,10 @@
 // LayerNorm and RMSNorm over the last axis, one block per row, with the
 // optional residual add fused in (writes both the sum and the normalized row).
 //
-// Rows whose buffers are 16-byte aligned take norm_vec_kernel: each thread
-// loads R 16-byte chunks of x, residual, gamma and beta at once (all in
-// flight together), keeps the row in registers and writes it back once.
+// Rows whose buffers are 16-byte aligned take norm_warp_kernel (short rows,
+// a warp each) or norm_vec_kernel (a block each): each thread loads R
+// 16-byte chunks of x, residual, gamma and beta at once (all in flight
+// together), keeps the row in registers and writes it back once.
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/dispatch.h"
@@ -60,16 +61,15 @@ __global__ void norm_kernel(const NormParams p, uint8_t* arena) {
   }
 }
 
-// R chunks per thread; the block has ceil(chunks / R) threads (at most
-// kVecThreads), rounded up to a whole warp.
-constexpr int kVecThreads = 512;
-
-template <class T, int R>
-__global__ void __launch_bounds__(kVecThreads) norm_vec_kernel(const NormParams p, uint8_t* arena) {
-  pdl_entry();
+// One row held in registers by a group of threads (a block or a warp): the
+// thread at `first` takes chunks first, first + stride, ... (R of them),
+// loads all its chunks of x, residual, gamma and beta at once, and writes its
+// chunks of the sum and the normed row once. `sum` adds a value over the
+// group.
+template <class T, int R, class GroupSum>
+__device__ __forceinline__ void norm_row(const NormParams& p, uint8_t* arena, int64_t row, int first, int stride,
+                                         GroupSum sum) {
   constexpr int ve = kChunkElems<T>;
-  __shared__ float scratch[32];
-  const int64_t row = blockIdx.x;
   const int chunks = int(p.cols / ve);
   const uint4* x = reinterpret_cast<const uint4*>(arena + p.x) + row * chunks;
   const bool has_residual = p.residual != kNoBuffer;
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kVecThreads) norm_vec_kernel(const NormParams 
   const uint4 zero = make_uint4(0, 0, 0, 0);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    const int c = threadIdx.x + r * blockDim.x;
+    const int c = first + r * stride;
     const bool in = c < chunks;
     xv[r] = in ? __ldg(x + c) : zero;
     rv[r] = in && res ? __ldg(res + c) : zero;
@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kVecThreads) norm_vec_kernel(const NormParams 
   float s = 0.f;
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    const int c = threadIdx.x + r * blockDim.x;
+    const int c = first + r * stride;
     unpack_chunk<T>(xv[r], v[r]);
     if (res) {
       float rf[ve];
@@ -111,21 +111,21 @@ __global__ void __launch_bounds__(kVecThreads) norm_vec_kernel(const NormParams 
   }
   float mean = 0.f, rstd;
   if (p.kind == NormKind::Layer) {
-    mean = block_sum(s, scratch) / float(p.cols);
+    mean = sum(s) / float(p.cols);
     float q = 0.f;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      if (threadIdx.x + r * blockDim.x >= chunks) continue;  // padding lanes hold zeros, not the mean
+      if (first + r * stride >= chunks) continue;  // padding lanes hold zeros, not the mean
 #pragma unroll
       for (int e = 0; e < ve; ++e) q += (v[r][e] - mean) * (v[r][e] - mean);
     }
-    rstd = rsqrtf(block_sum(q, scratch) / float(p.cols) + p.eps);
+    rstd = rsqrtf(sum(q) / float(p.cols) + p.eps);
   } else {
-    rstd = rsqrtf(block_sum(s, scratch) / float(p.cols) + p.eps);
+    rstd = rsqrtf(sum(s) / float(p.cols) + p.eps);
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    const int c = threadIdx.x + r * blockDim.x;
+    const int c = first + r * stride;
     if (c >= chunks) continue;
     float g[ve], bt[ve];
     unpack_chunk<T>(gv[r], g);
@@ -141,6 +141,30 @@ __global__ void __launch_bounds__(kVecThreads) norm_vec_kernel(const NormParams 
   }
 }
 
+// A block per row: R chunks per thread; the block has ceil(chunks / R)
+// threads (at most kVecThreads), rounded up to a whole warp.
+constexpr int kVecThreads = 512;
+
+template <class T, int R>
+__global__ void __launch_bounds__(kVecThreads) norm_vec_kernel(const NormParams p, uint8_t* arena) {
+  pdl_entry();
+  __shared__ float scratch[32];
+  norm_row<T, R>(p, arena, blockIdx.x, threadIdx.x, blockDim.x, [&](float v) { return block_sum(v, scratch); });
+}
+
+// A warp per row, for rows of at most kWarpMaxChunks 16-byte chunks (BERT's
+// 384-1024 columns in f16): both reductions by shuffles, no shared memory
+// and no block barrier between loading a row and writing it.
+constexpr int kWarpMaxChunks = 4 * 32;
+
+template <class T, int R>
+__global__ void norm_warp_kernel(const NormParams p, uint8_t* arena) {
+  pdl_entry();
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= p.rows) return;
+  norm_row<T, R>(p, arena, row, threadIdx.x % 32, 32, [](float v) { return warp_sum(v); });
+}
+
 bool vec_eligible(const NormParams& p, const uint8_t* arena) {
   const int64_t ve = 16 / int64_t(dtype_size(p.dtype));
   if (p.rows <= 0 || p.cols % ve != 0 || p.cols / ve > 4 * kVecThreads) return false;
@@ -149,10 +173,26 @@ bool vec_eligible(const NormParams& p, const uint8_t* arena) {
   return true;
 }
 
+int64_t chunks_of(const NormParams& p) { return p.cols / (16 / int64_t(dtype_size(p.dtype))); }
+
+template <class T>
+void launch_warp(const NormParams& p, const LaunchContext& ctx) {
+  // Four rows a block once there are rows enough to fill every SM several
+  // times; fewer rows spread one a block over more SMs.
+  const int warps = p.rows >= 1024 ? 4 : 1;
+  const dim3 grid(unsigned((p.rows + warps - 1) / warps));
+  switch ((chunks_of(p) + 31) / 32) {
+    case 1: return launch(norm_warp_kernel<T, 1>, grid, 32 * warps, 0, ctx, p);
+    case 2: return launch(norm_warp_kernel<T, 2>, grid, 32 * warps, 0, ctx, p);
+    case 3: return launch(norm_warp_kernel<T, 3>, grid, 32 * warps, 0, ctx, p);
+    default: return launch(norm_warp_kernel<T, 4>, grid, 32 * warps, 0, ctx, p);
+  }
+}
+
 template <class T>
 void launch_vec(const NormParams& p, const LaunchContext& ctx) {
-  constexpr int ve = kChunkElems<T>;
-  const int64_t chunks = p.cols / ve;
+  const int64_t chunks = chunks_of(p);
+  if (chunks <= kWarpMaxChunks) return launch_warp<T>(p, ctx);
   auto threads = [&](int r) { return int(((chunks + r - 1) / r + 31) / 32 * 32); };
   const dim3 grid(unsigned(p.rows));
   if (chunks <= kVecThreads) launch(norm_vec_kernel<T, 1>, grid, threads(1), 0, ctx, p);
@@ -168,7 +208,8 @@ int row_block(int64_t cols) {
 }
 
 const char* norm_variant(const NormParams& p, const uint8_t* arena) {
-  return vec_eligible(p, arena) ? "vec" : "general";
+  if (!vec_eligible(p, arena)) return "general";
+  return chunks_of(p) <= kWarpMaxChunks ? "warp" : "vec";
 }
 
 void run_norm(const NormParams& p, const LaunchContext& ctx) {
