@@ -139,31 +139,35 @@ inline OpCase matmul_case(const MatMulCase& mm, uint64_t seed) {
   return oc;
 }
 
-inline OpCase binary_case(BinaryOp op, uint64_t seed) {
+// a [3, J, K] op b, b [J, 1] (broadcast over the first and last axes) or,
+// rows_of_b, [J, K] (over the first axis only, as BERT adds its position
+// embeddings; with K a multiple of 8 every dtype takes the vectorized CUDA
+// kernel).
+inline OpCase binary_case(BinaryOp op, uint64_t seed, bool rows_of_b = false) {
   OpCase oc;
   oc.name = std::string("binary_") +
             (op == BinaryOp::Add ? "add" : op == BinaryOp::Sub ? "sub" : op == BinaryOp::Mul ? "mul" : "div") +
-            "_broadcast";
+            (rows_of_b ? "_broadcast_rows" : "_broadcast");
   oc.thunk = "binary";
-  // [3, 7, 33] with a [7, 1] operand: broadcast over the first and last axes.
-  oc.build = [op, seed](DType dt) {
+  const int J = rows_of_b ? 5 : 7, K = rows_of_b ? 40 : 33, BK = rows_of_b ? K : 1;
+  oc.build = [op, seed, J, K, BK](DType dt) {
     OpGraph c;
-    ValueId a = c.graph.input("a", {3, 7, 33}, dt), b = c.graph.input("b", {7, 1}, dt);
+    ValueId a = c.graph.input("a", {3, J, K}, dt), b = c.graph.input("b", {J, BK}, dt);
     ValueId y = op == BinaryOp::Add   ? c.graph.add(a, b)
                 : op == BinaryOp::Sub ? c.graph.sub(a, b)
                 : op == BinaryOp::Mul ? c.graph.mul(a, b)
                                       : c.graph.div(a, b);
     c.graph.output("out", y);
-    c.inputs["a"] = quantize(random_floats(3 * 7 * 33, seed), dt);
-    c.inputs["b"] = quantize(random_floats(7, seed + 1, 0.5f, 1.5f), dt);
+    c.inputs["a"] = quantize(random_floats(size_t(3 * J * K), seed), dt);
+    c.inputs["b"] = quantize(random_floats(size_t(J * BK), seed + 1, 0.5f, 1.5f), dt);
     return c;
   };
-  oc.reference = [op](const Values& in) {
+  oc.reference = [op, J, K, BK](const Values& in) {
     std::vector<double> out;
     for (int i = 0; i < 3; ++i)
-      for (int j = 0; j < 7; ++j)
-        for (int k = 0; k < 33; ++k) {
-          double x = in.at("a")[size_t((i * 7 + j) * 33 + k)], y = in.at("b")[size_t(j)];
+      for (int j = 0; j < J; ++j)
+        for (int k = 0; k < K; ++k) {
+          double x = in.at("a")[size_t((i * J + j) * K + k)], y = in.at("b")[size_t(j * BK + (BK == 1 ? 0 : k))];
           out.push_back(op == BinaryOp::Add   ? x + y
                         : op == BinaryOp::Sub ? x - y
                         : op == BinaryOp::Mul ? x * y
@@ -462,6 +466,9 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
   for (const MatVecFusionCase& f : fusions) cases.push_back(matvec_fusion_case(f, fusion_seed += 10));
   for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div})
     cases.push_back(binary_case(op, seed += 10));
+  uint64_t rows_seed = 6000;  // apart, so the seeds of the cases after keep their values
+  for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div})
+    cases.push_back(binary_case(op, rows_seed += 10, true));
   cases.push_back(unary_case(Activation::Gelu, "unary_gelu", seed += 10));
   cases.push_back(unary_case(Activation::GeluTanh, "unary_gelu_tanh", seed += 10));
   cases.push_back(unary_case(Activation::Silu, "unary_silu", seed += 10));

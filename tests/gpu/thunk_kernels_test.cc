@@ -170,9 +170,31 @@ TEST_P(ThunkKernels, NormCasesTakeTheVariantOfTheirRowLength) {
   }
   EXPECT_GE(seen, 10);  // the ten norm cases of the table
   // Every dtype's table reaches all three kernels.
-  EXPECT_GE(variants["warp"], 2);
+  EXPECT_GE(variants["warp"], 1);
   EXPECT_GE(variants["vec"], 2);
   EXPECT_GE(variants["general"], 1);
+}
+
+// The binary op cases with operands contiguous along the last axis in whole
+// 16-byte chunks take the vectorized kernel, the others the general one.
+TEST_P(ThunkKernels, BinaryCasesTakeTheVariantOfTheirLayout) {
+  std::map<std::string, int> variants;
+  for (const test::OpCase& oc : test::op_cases()) {
+    if (oc.thunk != "binary") continue;
+    CompileOptions o;
+    o.fuse = false;
+    o.device = Device::Cuda;
+    o.mode = mode();
+    auto exe = compile(oc.build(dt()).graph, o);
+    for (const Thunk& th : exe->schedule().thunks)
+      if (const auto* p = std::get_if<BinaryParams>(&th.params)) {
+        const bool rows = oc.name.find("_rows") != std::string::npos;
+        EXPECT_STREQ(cuda::binary_variant(*p, nullptr), rows ? "vec" : "general") << oc.name;
+        ++variants[cuda::binary_variant(*p, nullptr)];
+      }
+  }
+  EXPECT_EQ(variants["vec"], 4);
+  EXPECT_EQ(variants["general"], 4);
 }
 
 // Bad labels (and bad gather ids below) reach only a hand-built thunk:
@@ -418,15 +440,21 @@ TEST_P(ThunkKernels, RopeHalfSplit) { rope_case(*this, dt(), false, false, 16); 
 TEST_P(ThunkKernels, RopeInterleavedPartialBatched) { rope_case(*this, dt(), true, true, 10); }
 TEST_P(ThunkKernels, RopeHalfSplitPartial) { rope_case(*this, dt(), false, true, 8); }
 
-TEST_P(ThunkKernels, GatherOutOfRangeIdsGiveZeroRows) {
+// Rows of 33 take the general kernel; rows of 40 (whole 16-byte chunks in
+// every dtype) the vectorized one, 1030 ids of them four rows a block.
+void gather_case(ThunkKernels& t, DType dt, int64_t row, int64_t n_ids) {
   Case c;
   GatherParams p{};
-  p.vocab = 50; p.row = 33; p.n_ids = 9; p.dtype = dt();
-  p.table = c.add("table", dt(), p.vocab * p.row, Role::Param);
+  p.vocab = 50; p.row = row; p.n_ids = n_ids; p.dtype = dt;
+  p.table = c.add("table", dt, p.vocab * p.row, Role::Param);
   p.ids = c.add("ids", DType::I32, p.n_ids, Role::Input);
-  p.out = c.add("out", dt(), p.n_ids * p.row, Role::Output);
+  p.out = c.add("out", dt, p.n_ids * p.row, Role::Output);
   c.random("table");
-  c.set_i32("ids", {0, 49, 7, -1, 50, 3, 3, 1000000, 12});
+  std::vector<int32_t> ids{0, 49, 7, -1, 50, 3, 3, 1000000, 12};
+  for (int64_t i = 9; i < n_ids; ++i) ids.push_back(int32_t((i * 37) % 53) - 1);  // a few out of range
+  ids.resize(size_t(n_ids));
+  c.set_i32("ids", ids);
+  EXPECT_STREQ(cuda::gather_variant(p, nullptr), row % (16 / int64_t(dtype_size(dt))) == 0 ? "vec" : "general");
   c.thunk(ThunkKind::Gather, p, "gather 'emb'");
   auto ref = [&] {
     std::vector<double> out(static_cast<size_t>(p.n_ids * p.row));
@@ -437,8 +465,11 @@ TEST_P(ThunkKernels, GatherOutOfRangeIdsGiveZeroRows) {
     }
     return std::map<std::string, std::vector<double>>{{"out", out}};
   };
-  check(c, ref, 0.0);
+  t.check(c, ref, 0.0);
 }
+
+TEST_P(ThunkKernels, GatherOutOfRangeIdsGiveZeroRows) { gather_case(*this, dt(), 33, 9); }
+TEST_P(ThunkKernels, GatherWholeChunkRows) { gather_case(*this, dt(), 40, 1030); }
 
 INSTANTIATE_TEST_SUITE_P(
     AllTypesAllModes, ThunkKernels,

@@ -23,6 +23,15 @@ __device__ __forceinline__ void binary_offsets(const BinaryParams& p, int64_t i,
   }
 }
 
+__device__ __forceinline__ float binary_apply(BinaryOp op, float x, float y) {
+  switch (op) {
+    case BinaryOp::Add: return x + y;
+    case BinaryOp::Sub: return x - y;
+    case BinaryOp::Mul: return x * y;
+    default: return x / y;
+  }
+}
+
 template <class T>
 __global__ void binary_kernel(const BinaryParams p, uint8_t* arena) {
   pdl_entry();
@@ -33,14 +42,30 @@ __global__ void binary_kernel(const BinaryParams p, uint8_t* arena) {
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t ia, ib;
     binary_offsets(p, i, ia, ib);
-    float x = to_f32(a[ia]), y = to_f32(b[ib]), r;
-    switch (p.op) {
-      case BinaryOp::Add: r = x + y; break;
-      case BinaryOp::Sub: r = x - y; break;
-      case BinaryOp::Mul: r = x * y; break;
-      default: r = x / y; break;
-    }
-    out[i] = from_f32<T>(r);
+    out[i] = from_f32<T>(binary_apply(p.op, to_f32(a[ia]), to_f32(b[ib])));
+  }
+}
+
+// Operands contiguous along the last axis, in whole 16-byte chunks (BERT's
+// embeddings sum, [batch, seq, hidden] + [seq, hidden]): a chunk a thread, the
+// broadcast offsets computed once per chunk, not per element.
+template <class T>
+__global__ void binary_vec_kernel(const BinaryParams p, uint8_t* arena) {
+  pdl_entry();
+  constexpr int ve = kChunkElems<T>;
+  const T* a = at<const T>(arena, p.a);
+  const T* b = at<const T>(arena, p.b);
+  uint4* out = at<uint4>(arena, p.out);
+  const int64_t chunks = p.n / ve;
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < chunks; c += int64_t(gridDim.x) * blockDim.x) {
+    int64_t ia, ib;
+    binary_offsets(p, c * ve, ia, ib);
+    float x[ve], y[ve];
+    unpack_chunk<T>(*reinterpret_cast<const uint4*>(a + ia), x);
+    unpack_chunk<T>(*reinterpret_cast<const uint4*>(b + ib), y);
+#pragma unroll
+    for (int e = 0; e < ve; ++e) x[e] = binary_apply(p.op, x[e], y[e]);
+    out[c] = pack_chunk<T>(x);
   }
 }
 
@@ -108,7 +133,23 @@ __global__ void copy_convert_kernel(const CopyParams p, uint8_t* arena) {
   }
 }
 
+bool binary_vec_eligible(const BinaryParams& p, const uint8_t* arena) {
+  if (p.dtype == DType::I32 || p.rank < 1) return false;
+  const int64_t ve = 16 / int64_t(dtype_size(p.dtype));
+  const int last = p.rank - 1;
+  if (p.shape[last] % ve != 0 || p.stride_a[last] != 1 || p.stride_b[last] != 1) return false;
+  for (int d = 0; d < last; ++d)
+    if (p.stride_a[d] % ve != 0 || p.stride_b[d] % ve != 0) return false;
+  for (uint64_t off : {p.a, p.b, p.out})
+    if ((reinterpret_cast<uintptr_t>(arena) + off) % 16 != 0) return false;
+  return true;
+}
+
 }  // namespace
+
+const char* binary_variant(const BinaryParams& p, const uint8_t* arena) {
+  return binary_vec_eligible(p, arena) ? "vec" : "general";
+}
 
 void run_binary(const BinaryParams& p, const LaunchContext& ctx) {
   if (p.dtype == DType::I32) {
@@ -116,7 +157,10 @@ void run_binary(const BinaryParams& p, const LaunchContext& ctx) {
     return;
   }
   dispatch_float(p.dtype, ctx.label, [&]<class T>() {
-    launch(binary_kernel<T>, grid_for(p.n, kBlock), kBlock, 0, ctx, p);
+    if (binary_vec_eligible(p, ctx.arena))
+      launch(binary_vec_kernel<T>, grid_for(p.n / kChunkElems<T>, kBlock), kBlock, 0, ctx, p);
+    else
+      launch(binary_kernel<T>, grid_for(p.n, kBlock), kBlock, 0, ctx, p);
   });
 }
 

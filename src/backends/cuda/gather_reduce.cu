@@ -20,6 +20,28 @@ __global__ void gather_kernel(const GatherParams p, uint8_t* arena) {
     dst[c] = valid ? src[c] : from_f32<T>(0.f);
 }
 
+// Rows of whole 16-byte chunks: a warp per row (four rows a block when there
+// are many), a chunk a lane per step.
+template <class T>
+__global__ void gather_vec_kernel(const GatherParams p, uint8_t* arena) {
+  pdl_entry();
+  const int64_t i = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (i >= p.n_ids) return;
+  const int32_t id = at<const int32_t>(arena, p.ids)[i];
+  const bool valid = id >= 0 && id < p.vocab;
+  const int64_t chunks = p.row / kChunkElems<T>;
+  const uint4* src = at<const uint4>(arena, p.table) + (valid ? int64_t(id) * chunks : 0);
+  uint4* dst = at<uint4>(arena, p.out) + i * chunks;
+  for (int64_t c = threadIdx.x % 32; c < chunks; c += 32) dst[c] = valid ? src[c] : make_uint4(0, 0, 0, 0);
+}
+
+bool gather_vec_eligible(const GatherParams& p, const uint8_t* arena) {
+  if (p.row % (16 / int64_t(dtype_size(p.dtype))) != 0) return false;
+  for (uint64_t off : {p.table, p.out})
+    if ((reinterpret_cast<uintptr_t>(arena) + off) % 16 != 0) return false;
+  return true;
+}
+
 // inner > 1: one thread per output, reading along len (coalesced over inner).
 template <class T>
 __global__ void reduce_columns_kernel(const ReduceParams p, uint8_t* arena) {
@@ -60,10 +82,18 @@ __global__ void reduce_rows_kernel(const ReduceParams p, uint8_t* arena) {
 
 }  // namespace
 
+const char* gather_variant(const GatherParams& p, const uint8_t* arena) {
+  return gather_vec_eligible(p, arena) ? "vec" : "general";
+}
 
 void run_gather(const GatherParams& p, const LaunchContext& ctx) {
   dispatch_float(p.dtype, ctx.label, [&]<class T>() {
-    launch(gather_kernel<T>, dim3(unsigned(p.n_ids)), row_block(p.row), 0, ctx, p);
+    if (gather_vec_eligible(p, ctx.arena)) {
+      const int warps = p.n_ids >= 1024 ? 4 : 1;
+      launch(gather_vec_kernel<T>, dim3(unsigned((p.n_ids + warps - 1) / warps)), 32 * warps, 0, ctx, p);
+    } else {
+      launch(gather_kernel<T>, dim3(unsigned(p.n_ids)), row_block(p.row), 0, ctx, p);
+    }
   });
 }
 

@@ -8,10 +8,13 @@
 namespace rlx::cuda {
 
 void run_binary(const BinaryParams& p, const LaunchContext& ctx);
+// Which binary kernel run_binary takes: "vec" (16-byte chunks) or "general".
+const char* binary_variant(const BinaryParams& p, const uint8_t* arena);
 void run_unary(const UnaryParams& p, const LaunchContext& ctx);
 void run_copy(const CopyParams& p, const LaunchContext& ctx);
 void run_norm(const NormParams& p, const LaunchContext& ctx);
-// Which norm kernel run_norm picks for p over this arena: "vec" or "general".
+// Which norm kernel run_norm picks for p over this arena: "warp", "vec" or
+// "general".
 const char* norm_variant(const NormParams& p, const uint8_t* arena);
 void run_softmax(const SoftmaxParams& p, const LaunchContext& ctx);
 void run_softmax_xent(const SoftmaxCEParams& p, const LaunchContext& ctx);
@@ -23,6 +26,8 @@ void prepare_attention_kernels();
 const char* attention_variant(const AttentionParams& p);
 void run_rope(const RopeParams& p, const LaunchContext& ctx);
 void run_gather(const GatherParams& p, const LaunchContext& ctx);
+// Which gather kernel run_gather takes: "vec" (16-byte chunks) or "general".
+const char* gather_variant(const GatherParams& p, const uint8_t* arena);
 void run_reduce(const ReduceParams& p, const LaunchContext& ctx);
 
 // Holds the stream for about ns nanoseconds (timing passes only).
