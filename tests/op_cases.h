@@ -449,6 +449,17 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
   // own seed: the cases after keep theirs.)
   cases.push_back(matmul_case({"matmul_gemv_long_rows_bias", 1, 2, 37, 5640, false, true, true, false,
                                Activation::None}, 7000));
+  // The CUDA backend's few-row GEMM (64 x 64 tiles, k in steps of 64, split
+  // across blocks): partial row and column tiles, a single step, long k.
+  // (Their own seeds.)
+  const MatMulCase few_rows[] = {
+      {"matmul_fewrows_bias_gelu_split", 1, 77, 136, 768, false, true, true, false, Activation::Gelu},
+      {"matmul_fewrows_one_step", 1, 130, 64, 64, false, true, false, false, Activation::None},
+      {"matmul_fewrows_bias_silu_long_k", 1, 33, 72, 1536, false, true, true, false, Activation::Silu},
+      {"matmul_fewrows_300_rows_bias", 1, 300, 200, 320, false, true, true, false, Activation::None},
+  };
+  uint64_t few_rows_seed = 7100;
+  for (const MatMulCase& mm : few_rows) cases.push_back(matmul_case(mm, few_rows_seed += 10));
   cases.push_back(matmul_q_case("matmul_q_q8_0_1x37x96_bias", QuantType::Q8_0, 1, 37, 96, true, seed += 10));
   cases.push_back(matmul_q_case("matmul_q_q4_0_3x37x160", QuantType::Q4_0, 3, 37, 160, false, seed += 10));
   cases.push_back(matmul_q_case("matmul_q_q4_0_8x19x64_bias", QuantType::Q4_0, 8, 19, 64, true, seed += 10));

@@ -6,10 +6,14 @@
 // each run. Asserts the mode that ran and what it launched.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
+
 #include "backends/backend.h"
 #include "backends/cuda/cuda_executable.h"
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/matmul_cutlass.h"
+#include "backends/cuda/matmul_few_rows.h"
 #include "op_cases.h"
 
 namespace rlx::test {
@@ -119,25 +123,23 @@ TEST(OpCasesGpu, FewRowProductsOnBothPaths) {
   EXPECT_EQ(cases, 4);
 }
 
-// The CUTLASS-shaped products: RLX_MATMUL=cutlass must plan the CUTLASS GEMM
-// in f16 and bf16 (on Hopper, where rlx was built with it) and match the
-// reference in both modes and on a second set of inputs; f32, and every
-// product it does not apply to, stay on cuBLASLt (or gemv).
-TEST(OpCasesGpu, CutlassProductsWhenForced) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
-  if (!cuda::cutlass_gemm_available())
-    GTEST_SKIP() << "no CUTLASS GEMM: rlx built without it, or the device is not compute capability 9.0";
-  setenv("RLX_MATMUL", "cutlass", 1);
+// Products forced onto one path (RLX_MATMUL=path): the cases named `prefix`
+// must plan it (counted by `planned`) in f16 and bf16 and match the
+// reference in both modes and on a second set of inputs; f32 and every
+// product the path does not apply to (`applies`) stay on cuBLASLt or gemv.
+// Returns the number of `prefix` cases.
+int forced_path_products(const char* path, const char* prefix, int cuda::MatMulPathCounts::*planned,
+                         const std::function<bool(const MatMulParams&)>& applies) {
+  setenv("RLX_MATMUL", path, 1);
   int cases = 0;
   for (const OpCase& oc : op_cases()) {
     if (oc.thunk != "matmul") continue;
-    const bool shaped = oc.name.rfind("matmul_cutlass", 0) == 0;
+    const bool shaped = oc.name.rfind(prefix, 0) == 0;
     cases += shaped;
     for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
-      const bool want = shaped && dt != DType::F32;
       for (ExecMode mode : {ExecMode::PerOp, ExecMode::Graph}) {
         const std::string what = oc.name + " " + std::string(dtype_name(dt)) +
-                                 (mode == ExecMode::Graph ? " graph" : " perop") + " RLX_MATMUL=cutlass";
+                                 (mode == ExecMode::Graph ? " graph" : " perop") + " RLX_MATMUL=" + path;
         const auto before = cuda::matmul_path_counts();
         const OpGraph first = oc.build(dt);
         CompileOptions o;
@@ -146,8 +148,18 @@ TEST(OpCasesGpu, CutlassProductsWhenForced) {
         o.mode = mode;
         auto exe = compile(first.graph, o);
         const auto after = cuda::matmul_path_counts();
-        EXPECT_EQ(after.cutlass - before.cutlass, want ? 1 : 0) << what;
-        EXPECT_EQ(after.cublas + after.gemv - before.cublas - before.gemv, want ? 0 : 1) << what;
+        const Schedule& sched = exe->schedule();
+        const auto mm = std::find_if(sched.thunks.begin(), sched.thunks.end(),
+                                     [](const Thunk& t) { return t.kind() == ThunkKind::MatMul; });
+        EXPECT_NE(mm, sched.thunks.end()) << what;
+        if (mm == sched.thunks.end()) continue;
+        const bool want = applies(std::get<MatMulParams>(mm->params));
+        if (shaped) EXPECT_EQ(want, dt != DType::F32) << what << ": the case no longer fits the path";
+        EXPECT_EQ(after.*planned - before.*planned, want ? 1 : 0) << what;
+        EXPECT_EQ(after.cublas + after.gemv + after.cutlass + after.few_rows - before.cublas - before.gemv -
+                      before.cutlass - before.few_rows,
+                  1)
+            << what;
         for (int round = 0; round < 2; ++round) {
           const OpGraph c = round == 0 ? first : reversed_inputs(first);
           for (const Binding& b : exe->schedule().output_bindings)
@@ -156,23 +168,46 @@ TEST(OpCasesGpu, CutlassProductsWhenForced) {
           for (const auto& [name, ref] : reference_of(oc, c.inputs, dt))
             expect_case_close(oc, dt, got.at(name).to_f32(), ref, what + " round " + std::to_string(round) + " " + name);
         }
-        expect_path(dynamic_cast<cuda::CudaExecutable&>(exe->backend()), exe->schedule(), mode, 2, what);
+        auto& cu = dynamic_cast<cuda::CudaExecutable&>(exe->backend());
+        expect_path(cu, sched, mode, 2, what);
+        // The activation is in the path's epilogue: one kernel, no second pass.
+        if (want && mode == ExecMode::Graph)
+          EXPECT_EQ(cu.thunk_kernel_nodes()[size_t(mm - sched.thunks.begin())], 1) << what;
       }
     }
   }
   // Forced off, the same shapes stay on cuBLASLt.
   setenv("RLX_MATMUL", "cublas", 1);
   for (const OpCase& oc : op_cases()) {
-    if (oc.name.rfind("matmul_cutlass", 0) != 0) continue;
+    if (oc.name.rfind(prefix, 0) != 0) continue;
     const auto before = cuda::matmul_path_counts();
     CompileOptions o;
     o.fuse = false;
     o.device = Device::Cuda;
     auto exe = compile(oc.build(DType::F16).graph, o);
-    EXPECT_EQ(cuda::matmul_path_counts().cutlass, before.cutlass) << oc.name << " RLX_MATMUL=cublas";
+    EXPECT_EQ(cuda::matmul_path_counts().*planned, before.*planned) << oc.name << " RLX_MATMUL=cublas";
   }
   unsetenv("RLX_MATMUL");
-  EXPECT_EQ(cases, 4);
+  return cases;
+}
+
+// The CUTLASS-shaped products (on Hopper, where rlx was built with it).
+TEST(OpCasesGpu, CutlassProductsWhenForced) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
+  if (!cuda::cutlass_gemm_available())
+    GTEST_SKIP() << "no CUTLASS GEMM: rlx built without it, or the device is not compute capability 9.0";
+  EXPECT_EQ(forced_path_products("cutlass", "matmul_cutlass", &cuda::MatMulPathCounts::cutlass,
+                                 [](const MatMulParams& p) { return cuda::cutlass_gemm_eligible(p, nullptr); }),
+            4);
+}
+
+// The few-row GEMM's cases: partial row and column tiles, one k step (no
+// split) and many (split, summed by the last block, replayed).
+TEST(OpCasesGpu, FewRowProductsWhenForced) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
+  EXPECT_EQ(forced_path_products("fewrows", "matmul_fewrows", &cuda::MatMulPathCounts::few_rows,
+                                 [](const MatMulParams& p) { return cuda::few_row_gemm_eligible(p, nullptr); }),
+            4);
 }
 
 }  // namespace

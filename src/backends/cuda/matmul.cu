@@ -92,19 +92,20 @@ void set_layout(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr, 
 
 constexpr int kCandidates = 8;
 
-std::atomic<int> g_cublas_plans{0}, g_gemv_plans{0}, g_cutlass_plans{0};
+std::atomic<int> g_cublas_plans{0}, g_gemv_plans{0}, g_cutlass_plans{0}, g_few_row_plans{0};
 
 // RLX_MATMUL=gemv takes rlx's matrix-vector kernel wherever it applies,
-// =cutlass the CUTLASS GEMM wherever it applies, =cublas neither; unset, the
-// fastest at initialize.
-enum class MatMulChoice { Auto, Gemv, Cutlass, Cublas };
+// =cutlass the CUTLASS GEMM, =fewrows the few-row GEMM, each wherever it
+// applies, =cublas none of them; unset, the fastest at initialize.
+enum class MatMulChoice { Auto, Gemv, Cutlass, FewRows, Cublas };
 MatMulChoice matmul_choice() {
   const char* e = std::getenv("RLX_MATMUL");
   if (!e || !*e || std::strcmp(e, "auto") == 0) return MatMulChoice::Auto;
   if (std::strcmp(e, "gemv") == 0) return MatMulChoice::Gemv;
   if (std::strcmp(e, "cutlass") == 0) return MatMulChoice::Cutlass;
+  if (std::strcmp(e, "fewrows") == 0) return MatMulChoice::FewRows;
   if (std::strcmp(e, "cublas") == 0) return MatMulChoice::Cublas;
-  throw Error(std::string("RLX_MATMUL must be auto, gemv, cutlass or cublas, not '") + e + "'");
+  throw Error(std::string("RLX_MATMUL must be auto, gemv, cutlass, fewrows or cublas, not '") + e + "'");
 }
 
 // What timing chose for a product, kept per process: a product of the same
@@ -113,8 +114,8 @@ MatMulChoice matmul_choice() {
 // without timing again, so the two compute the same bits.
 struct TimedChoice {
   cublasLtMatmulAlgo_t algo;
-  bool gemv_faster, cutlass_faster;
-  int cutlass_config;
+  bool gemv_faster, cutlass_faster, few_rows_faster;
+  int cutlass_config, few_rows_config;
 };
 std::mutex g_choices_mutex;
 std::map<std::string, TimedChoice> g_choices;
@@ -122,7 +123,7 @@ std::map<std::string, TimedChoice> g_choices;
 }  // namespace
 
 MatMulPathCounts matmul_path_counts() {
-  return {g_cublas_plans.load(), g_gemv_plans.load(), g_cutlass_plans.load()};
+  return {g_cublas_plans.load(), g_gemv_plans.load(), g_cutlass_plans.load(), g_few_row_plans.load()};
 }
 
 MatMulPlan::MatMulPlan(cublasLtHandle_t lt, const MatMulParams& p, uint8_t* arena, void* workspace,
@@ -215,8 +216,12 @@ MatMulPlan::MatMulPlan(cublasLtHandle_t lt, const MatMulParams& p, uint8_t* aren
   // CUTLASS's 128-row tiles only pay from a few dozen rows on.
   const bool cutlass_ok = (choice == MatMulChoice::Cutlass || (choice == MatMulChoice::Auto && p.m >= 64)) &&
                           cutlass_gemm_eligible(p, arena);
-  // Forced, CUTLASS is still timed: that picks its tile configuration.
-  if (!gemv_always && (found > 1 || (gemv_ok && choice == MatMulChoice::Auto) || cutlass_ok)) {
+  // At most kFewRowMaxRows rows.
+  const bool few_rows_ok =
+      (choice == MatMulChoice::Auto || choice == MatMulChoice::FewRows) && few_row_gemm_eligible(p, arena);
+  // Forced, CUTLASS and the few-row GEMM are still timed: that picks their
+  // configuration.
+  if (!gemv_always && (found > 1 || (gemv_ok && choice == MatMulChoice::Auto) || cutlass_ok || few_rows_ok)) {
     int device = 0;
     check(cudaGetDevice(&device), what);
     const uint32_t align_bias = has_bias ? alignment_of(arena + p.bias, 0) : 0;
@@ -234,16 +239,26 @@ MatMulPlan::MatMulPlan(cublasLtHandle_t lt, const MatMulParams& p, uint8_t* aren
       gemv_faster_ = hit->second.gemv_faster;
       cutlass_faster_ = hit->second.cutlass_faster;
       cutlass_config_ = hit->second.cutlass_config;
+      few_rows_faster_ = hit->second.few_rows_faster;
+      few_rows_config_ = hit->second.few_rows_config;
       if (cutlass_ok && cutlass_config_ >= 0 && (cutlass_faster_ || choice == MatMulChoice::Cutlass))
         cutlass_ = std::make_unique<CutlassGemm>(p, arena, cutlass_config_);
+      if (few_rows_ok && few_rows_config_ >= 0 && (few_rows_faster_ || choice == MatMulChoice::FewRows))
+        few_rows_ = std::make_unique<FewRowGemm>(p, few_rows_config_, workspace_, workspace_bytes_, label);
     } else {
-      choose_fastest(arena, results, found, what, gemv_ok, cutlass_ok);
-      g_choices[key] = TimedChoice{algo_, gemv_faster_, cutlass_faster_, cutlass_config_};
+      choose_fastest(arena, results, found, what, gemv_ok, cutlass_ok, few_rows_ok);
+      g_choices[key] =
+          TimedChoice{algo_, gemv_faster_, cutlass_faster_, few_rows_faster_, cutlass_config_, few_rows_config_};
     }
   }
   use_gemv_ = gemv_ok && (gemv_always || choice == MatMulChoice::Gemv || gemv_faster_);
   if (use_gemv_ || !(choice == MatMulChoice::Cutlass || cutlass_faster_)) cutlass_.reset();
-  (use_gemv_ ? g_gemv_plans : cutlass_ ? g_cutlass_plans : g_cublas_plans).fetch_add(1);
+  if (use_gemv_ || cutlass_ || !(choice == MatMulChoice::FewRows || few_rows_faster_)) few_rows_.reset();
+  (use_gemv_   ? g_gemv_plans
+   : cutlass_  ? g_cutlass_plans
+   : few_rows_ ? g_few_row_plans
+               : g_cublas_plans)
+      .fetch_add(1);
 }
 
 // The heuristic's first choice is often not the fastest for small M: time
@@ -254,7 +269,7 @@ MatMulPlan::MatMulPlan(cublasLtHandle_t lt, const MatMulParams& p, uint8_t* aren
 // poisoned again afterwards, so a product that later fails to write still
 // shows as NaN.
 void MatMulPlan::choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicResult_t* results, int found,
-                                const std::string& what, bool try_gemv, bool try_cutlass) {
+                                const std::string& what, bool try_gemv, bool try_cutlass, bool try_few_rows) {
   constexpr int kRuns = 8;
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
@@ -294,9 +309,9 @@ void MatMulPlan::choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicRes
       algo_ = results[i].algo;
     }
   }
-  float with_activation = best, gemv = NAN, cutlass = NAN;
+  float with_activation = best, gemv = NAN, cutlass = NAN, few_rows = NAN;
   const LaunchContext ctx{arena, stream, what.c_str()};
-  if (try_gemv || try_cutlass) with_activation = time_runs([&] { execute_cublas(ctx); return true; });
+  if (try_gemv || try_cutlass || try_few_rows) with_activation = time_runs([&] { execute_cublas(ctx); return true; });
   if (try_gemv) gemv = time_runs([&] { run_gemv(p_, ctx); return true; });
   for (int config = 0; try_cutlass && config < CutlassGemm::kConfigs; ++config) {
     auto g = std::make_unique<CutlassGemm>(p_, arena, config);
@@ -307,17 +322,30 @@ void MatMulPlan::choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicRes
       cutlass_config_ = config;
     }
   }
-  // At most one of the two wins (NaN, where not timed, loses every comparison).
-  gemv_faster_ = gemv < with_activation && !(cutlass < gemv);
-  cutlass_faster_ = cutlass < with_activation && !(gemv <= cutlass);
+  for (int config = 0; try_few_rows && config < FewRowGemm::kConfigs; ++config) {
+    auto g = std::make_unique<FewRowGemm>(p_, config, workspace_, workspace_bytes_, what);
+    if (few_rows_ && g->splits() == few_rows_->splits()) continue;  // the same launch as one timed already
+    const float ms = time_runs([&] { g->run(ctx); return true; });
+    if (!few_rows_ || ms < few_rows) {
+      few_rows = ms;
+      few_rows_ = std::move(g);
+      few_rows_config_ = config;
+    }
+  }
+  // The fastest wins, cuBLASLt on a tie; NaN, where not timed, never does.
+  float fastest = with_activation;
+  gemv_faster_ = cutlass_faster_ = few_rows_faster_ = false;
+  if (gemv < fastest) fastest = gemv, gemv_faster_ = true;
+  if (cutlass < fastest) fastest = cutlass, gemv_faster_ = false, cutlass_faster_ = true;
+  if (few_rows < fastest) fastest = few_rows, gemv_faster_ = cutlass_faster_ = false, few_rows_faster_ = true;
   const char* trace = std::getenv("RLX_TRACE");
   if (trace && std::strcmp(trace, "matmul") == 0)
     std::fprintf(stderr,
                  "rlx cuda: %s m=%lld n=%lld k=%lld: %d candidates, first %.2f us, chosen #%d %.2f us; "
-                 "with activation %.2f us, gemv %.2f us, cutlass %.2f us\n",
+                 "with activation %.2f us, gemv %.2f us, cutlass %.2f us, few-row %.2f us (%d splits)\n",
                  what.c_str(), (long long)p_.m, (long long)p_.n, (long long)p_.k, found, 1000.0 * first / kRuns,
                  chosen, 1000.0 * best / kRuns, 1000.0 * with_activation / kRuns, 1000.0 * gemv / kRuns,
-                 1000.0 * cutlass / kRuns);
+                 1000.0 * cutlass / kRuns, 1000.0 * few_rows / kRuns, few_rows_ ? few_rows_->splits() : 0);
   // The whole extent, gaps between rows included: at initialize nothing but
   // constants holds data, and no product writes over a constant.
   const int64_t es = int64_t(dtype_size(p_.dtype));
@@ -339,6 +367,7 @@ MatMulPlan::~MatMulPlan() {
 void MatMulPlan::execute(const LaunchContext& ctx) const {
   if (use_gemv_) run_gemv(p_, ctx);
   else if (cutlass_) cutlass_->run(ctx);
+  else if (few_rows_) few_rows_->run(ctx);
   else execute_cublas(ctx);
 }
 

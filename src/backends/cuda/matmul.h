@@ -1,6 +1,6 @@
 // Matrix products through cuBLASLt or, for few rows, rlx's matrix-vector
-// kernel (gemv.h), or on Hopper a CUTLASS GEMM with erf-GELU in its epilogue
-// (matmul_cutlass.h). Everything cuBLASLt needs (descriptors, layouts, the
+// kernel (gemv.h) or its split-K tensor-core GEMM (matmul_few_rows.h), or on
+// Hopper a CUTLASS GEMM with erf-GELU in its epilogue (matmul_cutlass.h). Everything cuBLASLt needs (descriptors, layouts, the
 // algorithm) is chosen once here, at initialize, the algorithm by timing the
 // heuristic's candidates and the other kernels where they apply;
 // execute only enqueues the chosen product and, where no cuBLASLt epilogue
@@ -13,6 +13,7 @@
 
 #include "backends/cuda/launch_context.h"
 #include "backends/cuda/matmul_cutlass.h"
+#include "backends/cuda/matmul_few_rows.h"
 #include "thunks/params.h"
 
 namespace rlx::cuda {
@@ -27,12 +28,12 @@ class MatMulPlan {
   MatMulPlan& operator=(const MatMulPlan&) = delete;
 
   void execute(const LaunchContext& ctx) const;
-  bool activation_in_epilogue() const { return use_gemv_ || cutlass_ || !separate_activation_; }
+  bool activation_in_epilogue() const { return use_gemv_ || cutlass_ || few_rows_ || !separate_activation_; }
   bool uses_gemv() const { return use_gemv_; }
 
  private:
   void choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicResult_t* results, int found,
-                      const std::string& what, bool try_gemv, bool try_cutlass);
+                      const std::string& what, bool try_gemv, bool try_cutlass, bool try_few_rows);
   void execute_cublas(const LaunchContext& ctx) const;
 
   cublasLtHandle_t lt_;
@@ -47,11 +48,14 @@ class MatMulPlan {
   std::unique_ptr<CutlassGemm> cutlass_;  // set only where it runs
   bool cutlass_faster_ = false;
   int cutlass_config_ = -1;  // the configuration cutlass_ was built with
+  std::unique_ptr<FewRowGemm> few_rows_;  // set only where it runs
+  bool few_rows_faster_ = false;
+  int few_rows_config_ = -1;  // the configuration few_rows_ was built with
 };
 
 // Plans made so far per path, for tests that assert which one ran.
 struct MatMulPathCounts {
-  int cublas = 0, gemv = 0, cutlass = 0;
+  int cublas = 0, gemv = 0, cutlass = 0, few_rows = 0;
 };
 MatMulPathCounts matmul_path_counts();
 

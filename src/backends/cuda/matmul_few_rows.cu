@@ -1,0 +1,295 @@
+#include "backends/cuda/matmul_few_rows.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_types.cuh"
+#include "backends/cuda/dispatch.h"
+#include "backends/cuda/launch.cuh"
+
+namespace rlx::cuda {
+namespace {
+
+constexpr int kTile = 64;                        // rows, columns and k of a block's tile
+constexpr int kThreads = 128;                    // 4 warps, 2 x 2, a 32 x 32 quarter of the tile each
+constexpr int kAccum = 32;                       // f32 accumulators a thread
+constexpr size_t kPartialBytes = size_t(kThreads) * kAccum * 4;  // one split's partial tile
+
+struct FewRowArgs {
+  MatMulParams mm;
+  uint64_t partials, counters;  // device addresses: the workspace, the tile counters
+  int32_t splits, steps_per_split;
+};
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+constexpr int kStages = 3;                      // cp.async pipeline depth
+constexpr int kTileChunks = kTile * kTile / 8;  // 16-byte chunks of one operand's stage
+
+// 16 bytes global -> shared, zeros where !valid.
+__device__ __forceinline__ void cp_async16(uint4* smem, const void* gmem, bool valid) {
+  const unsigned s = unsigned(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Chunk c (0-7) of tile row r sits at r * 8 + (c ^ r % 8): the eight rows one
+// ldmatrix phase reads fall in eight different bank groups.
+__device__ __forceinline__ int swizzle(int r, int c) { return r * 8 + (c ^ (r & 7)); }
+
+// Rows [row0, row0 + 64) of a row-major operand (ld elements apart), columns
+// [k0, k0 + 64), into one stage; rows at or past `rows` read as zeros.
+template <class T>
+__device__ __forceinline__ void load_tile(uint4* stage, const T* base, int64_t ld, int64_t row0, int64_t rows,
+                                          int64_t k0) {
+#pragma unroll
+  for (int i = 0; i < kTileChunks / kThreads; ++i) {
+    const int idx = threadIdx.x + i * kThreads, r = idx / 8, c = idx % 8;
+    const bool valid = row0 + r < rows;
+    cp_async16(stage + swizzle(r, c), base + (valid ? (row0 + r) * ld : 0) + k0 + c * 8, valid);
+  }
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint4* p) {
+  const unsigned s = unsigned(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
+template <class T>
+__device__ __forceinline__ void mma_16x8x16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// One stage's 64 k columns into the warp's 32 x 32 accumulators: per 16 k,
+// two 16 x 16 fragments of A and four 16 x 8 of B (two ldmatrix.x4 each).
+template <class T>
+__device__ __forceinline__ void mma_stage(const uint4* as, const uint4* bs, float (&acc)[2][4][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk) {
+    uint32_t a[2][4], b[2][4];
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi) ldmatrix_x4(a[mi], as + swizzle(wm + mi * 16 + lane % 16, kk * 2 + lane / 16));
+#pragma unroll
+    for (int nj = 0; nj < 2; ++nj)
+      ldmatrix_x4(b[nj], bs + swizzle(wn + nj * 16 + lane % 8 + (lane / 16) * 8, kk * 2 + (lane / 8) % 2));
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni)
+        mma_16x8x16<T>(acc[mi][ni], a[mi], b[ni / 2][(ni % 2) * 2], b[ni / 2][(ni % 2) * 2 + 1]);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ void store_pair(T* dst, float x, float y) {
+  if constexpr (std::is_same_v<T, __half>)
+    *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(x, y);
+  else
+    *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(x, y);
+}
+#endif
+
+// Block (x, y, z): columns 64x, rows 64y, split z of K.
+template <class T>
+__global__ void __launch_bounds__(kThreads) few_row_gemm_kernel(const FewRowArgs args, uint8_t* arena) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // few_row_gemm_eligible refuses devices and builds without this code
+#else
+  __shared__ __align__(128) uint4 smem[kStages][2][kTileChunks];
+  const MatMulParams& p = args.mm;
+  const T* a = at<const T>(arena, p.a);
+  const T* b = at<const T>(arena, p.b);
+  const int64_t m0 = int64_t(blockIdx.y) * kTile, n0 = int64_t(blockIdx.x) * kTile;
+  const int first = int(blockIdx.z) * args.steps_per_split;
+  const int steps = min(args.steps_per_split, int(p.k / kTile) - first);  // >= 1 by the host's split
+  auto load_a = [&](int step) { load_tile<T>(smem[step % kStages][0], a, p.lda, m0, p.m, int64_t(first + step) * kTile); };
+  auto load_b = [&](int step) { load_tile<T>(smem[step % kStages][1], b, p.ldb, n0, p.n, int64_t(first + step) * kTile); };
+
+  // Stages 0 .. kStages-2 in flight before the loop. A constant weight does
+  // not depend on the kernel before: its stages go first, in one group,
+  // before waiting for that kernel; each stage's A follows in its own group,
+  // so the loop's wait (all but the newest kStages-2 groups) still covers the
+  // stage it is about to read.
+  if (p.b_constant) {
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s)
+      if (s < steps) load_b(s);
+    cp_async_commit();
+    pdl_entry();
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < steps) load_a(s);
+      cp_async_commit();
+    }
+  } else {
+    pdl_entry();
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < steps) {
+        load_a(s);
+        load_b(s);
+      }
+      cp_async_commit();
+    }
+  }
+
+  float acc[2][4][4] = {};
+  for (int step = 0; step < steps; ++step) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // the stage is in, and every warp is done with the one refilled next
+    const int next = step + kStages - 1;
+    if (next < steps) {
+      load_a(next);
+      load_b(next);
+    }
+    cp_async_commit();
+    mma_stage<T>(smem[step % kStages][0], smem[step % kStages][1], acc);
+  }
+
+  if (args.splits > 1) {
+    // Every split stores its partial tile; the last to arrive sums them all
+    // in split order and finishes the tile.
+    const int tile = int(blockIdx.y * gridDim.x + blockIdx.x);
+    float4* parts = reinterpret_cast<float4*>(args.partials) + size_t(tile) * args.splits * (kPartialBytes / 16);
+    float4* mine = parts + size_t(blockIdx.z) * (kPartialBytes / 16);
+#pragma unroll
+    for (int i = 0; i < kAccum / 4; ++i) {
+      const float* v = acc[i / 4][i % 4];
+      __stcg(mine + i * kThreads + threadIdx.x, make_float4(v[0], v[1], v[2], v[3]));
+    }
+    __threadfence();
+    __syncthreads();  // every warp is past the loop: the first stage's bytes are free
+    int& last_split = *reinterpret_cast<int*>(&smem[0][0][0]);
+    if (threadIdx.x == 0) {
+      unsigned* counter = reinterpret_cast<unsigned*>(args.counters) + tile;
+      last_split = atomicAdd(counter, 1u) == unsigned(args.splits - 1);
+      if (last_split) *counter = 0;  // every split has arrived: ready for the next run
+    }
+    __syncthreads();
+    if (!last_split) return;
+    __threadfence();
+#pragma unroll
+    for (int i = 0; i < kAccum / 4; ++i) {
+      float* v = acc[i / 4][i % 4];
+      v[0] = v[1] = v[2] = v[3] = 0.f;
+      for (int s = 0; s < args.splits; ++s) {
+        const float4 w = __ldcg(parts + size_t(s) * (kPartialBytes / 16) + i * kThreads + threadIdx.x);
+        v[0] += w.x;
+        v[1] += w.y;
+        v[2] += w.z;
+        v[3] += w.w;
+      }
+    }
+  }
+
+  // Accumulator (mi, ni, h * 2 + e) is row wm + 16 mi + lane / 4 + 8 h,
+  // column wn + 8 ni + 2 (lane % 4) + e.
+  const T* bias = p.bias != kNoBuffer ? at<const T>(arena, p.bias) : nullptr;
+  T* out = at<T>(arena, p.out);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row_base = m0 + (warp / 2) * 32 + lane / 4, col_base = n0 + (warp % 2) * 32 + 2 * (lane % 4);
+#pragma unroll
+  for (int ni = 0; ni < 4; ++ni) {
+    const int64_t col = col_base + ni * 8;
+    if (col >= p.n) continue;  // n is a multiple of 8: col + 1 < n as well
+    const float b0 = bias ? to_f32(bias[col]) : 0.f, b1 = bias ? to_f32(bias[col + 1]) : 0.f;
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = row_base + mi * 16 + h * 8;
+        if (row >= p.m) continue;
+        store_pair<T>(out + row * p.ldc + col, apply_activation(p.act, acc[mi][ni][2 * h] + b0),
+                      apply_activation(p.act, acc[mi][ni][2 * h + 1] + b1));
+      }
+  }
+#endif
+}
+
+bool aligned16(uint64_t v) { return v % 16 == 0; }
+
+// Whether this build carries the kernel's sm_80+ code for the current device.
+bool device_runs_kernel() {
+  static const bool ok = [] {
+    int device = 0, major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
+    cudaFuncAttributes attr{};
+    if (cudaFuncGetAttributes(&attr, few_row_gemm_kernel<__half>) != cudaSuccess) return false;
+    return major >= 8 && attr.binaryVersion >= 80;
+  }();
+  return ok;
+}
+
+}  // namespace
+
+bool few_row_gemm_eligible(const MatMulParams& p, const uint8_t* arena) {
+  if (p.dtype != DType::F16 && p.dtype != DType::BF16) return false;
+  const uint64_t es = dtype_size(p.dtype), base = reinterpret_cast<uint64_t>(arena);
+  return p.batch == 1 && !p.trans_a && p.trans_b && !p.fused.any() && p.m >= 1 && p.m <= kFewRowMaxRows &&
+         p.n >= 8 && p.n % 8 == 0 && p.n <= (int64_t(1) << 24) && p.k >= kTile && p.k % kTile == 0 &&
+         aligned16(base + p.a) && aligned16(base + p.b) && aligned16(base + p.out) &&
+         aligned16(uint64_t(p.lda) * es) && aligned16(uint64_t(p.ldb) * es) && aligned16(uint64_t(p.ldc) * es) &&
+         device_runs_kernel();
+}
+
+FewRowGemm::FewRowGemm(const MatMulParams& p, int config, void* workspace, size_t workspace_bytes,
+                       const std::string& label)
+    : p_(p), workspace_(workspace) {
+  int device = 0, sms = 132;
+  check(cudaGetDevice(&device), "few-row GEMM for " + label);
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "few-row GEMM for " + label);
+  const int64_t tiles = ((p.m + kTile - 1) / kTile) * ((p.n + kTile - 1) / kTile), total = p.k / kTile;
+  // About 1, 2 or 4 blocks an SM, at most 64 splits, each of whole stages;
+  // fewer where the partial sums would not fit the workspace.
+  const int64_t target = int64_t(sms) << std::clamp(config, 0, kConfigs - 1);
+  const int64_t want = std::clamp<int64_t>((target + tiles - 1) / tiles, 1, 64);
+  int64_t per = (total + want - 1) / want;
+  auto splits_for = [&](int64_t s) { return (total + s - 1) / s; };
+  while (splits_for(per) > 1 && size_t(tiles * splits_for(per)) * kPartialBytes > workspace_bytes) ++per;
+  steps_per_split_ = int(per);
+  splits_ = int(splits_for(per));
+  if (splits_ > 1) {
+    check(cudaMalloc(reinterpret_cast<void**>(&counters_), size_t(tiles) * 4), "tile counters for " + label);
+    check(cudaMemset(counters_, 0, size_t(tiles) * 4), "tile counters for " + label);
+  }
+}
+
+FewRowGemm::~FewRowGemm() {
+  if (counters_) cudaFree(counters_);
+}
+
+void FewRowGemm::run(const LaunchContext& ctx) const {
+  const FewRowArgs args{p_, reinterpret_cast<uint64_t>(workspace_), reinterpret_cast<uint64_t>(counters_),
+                        splits_, steps_per_split_};
+  const dim3 grid(unsigned((p_.n + kTile - 1) / kTile), unsigned((p_.m + kTile - 1) / kTile), unsigned(splits_));
+  dispatch_float(p_.dtype, ctx.label, [&]<class T>() {
+    if constexpr (std::is_same_v<T, float>)
+      throw Error(std::string("few-row GEMM for ") + ctx.label + ": f32 is not supported");
+    else
+      launch(few_row_gemm_kernel<T>, grid, kThreads, 0, ctx, args);
+  });
+}
+
+}  // namespace rlx::cuda
