@@ -244,7 +244,7 @@ MatMulPlan::MatMulPlan(cublasLtHandle_t lt, const MatMulParams& p, uint8_t* aren
       if (cutlass_ok && cutlass_config_ >= 0 && (cutlass_faster_ || choice == MatMulChoice::Cutlass))
         cutlass_ = std::make_unique<CutlassGemm>(p, arena, cutlass_config_);
       if (few_rows_ok && few_rows_config_ >= 0 && (few_rows_faster_ || choice == MatMulChoice::FewRows))
-        few_rows_ = std::make_unique<FewRowGemm>(p, few_rows_config_, workspace_, workspace_bytes_, label);
+        few_rows_ = std::make_unique<FewRowGemm>(p, few_rows_config_, label);
     } else {
       choose_fastest(arena, results, found, what, gemv_ok, cutlass_ok, few_rows_ok);
       g_choices[key] =
@@ -323,7 +323,7 @@ void MatMulPlan::choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicRes
     }
   }
   for (int config = 0; try_few_rows && config < FewRowGemm::kConfigs; ++config) {
-    auto g = std::make_unique<FewRowGemm>(p_, config, workspace_, workspace_bytes_, what);
+    auto g = std::make_unique<FewRowGemm>(p_, config, what);
     if (few_rows_ && g->splits() == few_rows_->splits()) continue;  // the same launch as one timed already
     const float ms = time_runs([&] { g->run(ctx); return true; });
     if (!few_rows_ || ms < few_rows) {

@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <type_traits>
 
@@ -16,17 +18,17 @@ namespace {
 constexpr int kTile = 64;                        // rows, columns and k of a block's tile
 constexpr int kThreads = 128;                    // 4 warps, 2 x 2, a 32 x 32 quarter of the tile each
 constexpr int kAccum = 32;                       // f32 accumulators a thread
-constexpr size_t kPartialBytes = size_t(kThreads) * kAccum * 4;  // one split's partial tile
+constexpr int kMaxSplits = 8;                         // the portable cluster size
 
 struct FewRowArgs {
   MatMulParams mm;
-  uint64_t partials, counters;  // device addresses: the workspace, the tile counters
-  int32_t splits, steps_per_split;
+  int32_t splits, steps_per_split;  // the blocks of one tile's splits form a cluster along x
 };
 
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 constexpr int kStages = 3;                      // cp.async pipeline depth
 constexpr int kTileChunks = kTile * kTile / 8;  // 16-byte chunks of one operand's stage
+constexpr int kPartialChunks = kThreads * kAccum / 4;  // float4s of one block's partial tile
 
 // 16 bytes global -> shared, zeros where !valid.
 __device__ __forceinline__ void cp_async16(uint4* smem, const void* gmem, bool valid) {
@@ -101,27 +103,46 @@ __device__ __forceinline__ void mma_stage(const uint4* as, const uint4* bs, floa
   }
 }
 
+// Elements (row, col) and (row, col + 1) of the output: sums plus bias,
+// activated, rounded, where the row is in range (col + 1 < n when col < n,
+// n being a multiple of 8).
 template <class T>
-__device__ __forceinline__ void store_pair(T* dst, float x, float y) {
+__device__ __forceinline__ void store_pair(const MatMulParams& p, uint8_t* arena, int64_t row, int64_t col, float x,
+                                           float y) {
+  if (row >= p.m || col >= p.n) return;
+  if (p.bias != kNoBuffer) {
+    const T* bias = at<const T>(arena, p.bias);
+    x += to_f32(bias[col]);
+    y += to_f32(bias[col + 1]);
+  }
+  x = apply_activation(p.act, x);
+  y = apply_activation(p.act, y);
+  T* dst = at<T>(arena, p.out) + row * p.ldc + col;
   if constexpr (std::is_same_v<T, __half>)
     *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(x, y);
   else
     *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(x, y);
 }
+
+// Accumulator float4 i (0-7) of thread t holds acc[i / 4][i % 4]: rows r and
+// r + 8, columns c and c + 1 of the tile, for these r and c.
+__device__ __forceinline__ int accum_row(int t, int i) { return (t / 64) * 32 + (i / 4) * 16 + (t % 32) / 4; }
+__device__ __forceinline__ int accum_col(int t, int i) { return ((t / 32) % 2) * 32 + (i % 4) * 8 + 2 * (t % 4); }
 #endif
 
-// Block (x, y, z): columns 64x, rows 64y, split z of K.
+// Block (x, y): rows 64y, columns 64 (x / splits), split x % splits of K.
 template <class T>
 __global__ void __launch_bounds__(kThreads) few_row_gemm_kernel(const FewRowArgs args, uint8_t* arena) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   __trap();  // few_row_gemm_eligible refuses devices and builds without this code
 #else
   __shared__ __align__(128) uint4 smem[kStages][2][kTileChunks];
   const MatMulParams& p = args.mm;
   const T* a = at<const T>(arena, p.a);
   const T* b = at<const T>(arena, p.b);
-  const int64_t m0 = int64_t(blockIdx.y) * kTile, n0 = int64_t(blockIdx.x) * kTile;
-  const int first = int(blockIdx.z) * args.steps_per_split;
+  const int split = int(blockIdx.x) % args.splits;  // the block's rank in its cluster
+  const int64_t m0 = int64_t(blockIdx.y) * kTile, n0 = int64_t(blockIdx.x / args.splits) * kTile;
+  const int first = split * args.steps_per_split;
   const int steps = min(args.steps_per_split, int(p.k / kTile) - first);  // >= 1 by the host's split
   auto load_a = [&](int step) { load_tile<T>(smem[step % kStages][0], a, p.lda, m0, p.m, int64_t(first + step) * kTile); };
   auto load_b = [&](int step) { load_tile<T>(smem[step % kStages][1], b, p.ldb, n0, p.n, int64_t(first + step) * kTile); };
@@ -168,68 +189,50 @@ __global__ void __launch_bounds__(kThreads) few_row_gemm_kernel(const FewRowArgs
   }
 
   if (args.splits > 1) {
-    // Every split stores its partial tile; the last to arrive sums them all
-    // in split order and finishes the tile.
-    const int tile = int(blockIdx.y * gridDim.x + blockIdx.x);
-    float4* parts = reinterpret_cast<float4*>(args.partials) + size_t(tile) * args.splits * (kPartialBytes / 16);
-    float4* mine = parts + size_t(blockIdx.z) * (kPartialBytes / 16);
+    // Each block of the cluster puts its partial tile in its own shared
+    // memory; block r then sums slots r, r + splits, ... over all blocks in
+    // split order (the bits do not depend on timing) and writes them out.
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    __syncthreads();  // every warp is done reading the stages
+    float4* part = reinterpret_cast<float4*>(&smem[0][0][0]);
 #pragma unroll
     for (int i = 0; i < kAccum / 4; ++i) {
       const float* v = acc[i / 4][i % 4];
-      __stcg(mine + i * kThreads + threadIdx.x, make_float4(v[0], v[1], v[2], v[3]));
+      part[i * kThreads + threadIdx.x] = make_float4(v[0], v[1], v[2], v[3]);
     }
-    __threadfence();
-    __syncthreads();  // every warp is past the loop: the first stage's bytes are free
-    int& last_split = *reinterpret_cast<int*>(&smem[0][0][0]);
-    if (threadIdx.x == 0) {
-      unsigned* counter = reinterpret_cast<unsigned*>(args.counters) + tile;
-      last_split = atomicAdd(counter, 1u) == unsigned(args.splits - 1);
-      if (last_split) *counter = 0;  // every split has arrived: ready for the next run
-    }
-    __syncthreads();
-    if (!last_split) return;
-    __threadfence();
+    cluster.sync();
+    for (int j = split * kThreads + threadIdx.x; j < kPartialChunks; j += args.splits * kThreads) {
+      float4 w[kMaxSplits];
 #pragma unroll
-    for (int i = 0; i < kAccum / 4; ++i) {
-      float* v = acc[i / 4][i % 4];
-      v[0] = v[1] = v[2] = v[3] = 0.f;
-      for (int s = 0; s < args.splits; ++s) {
-        const float4 w = __ldcg(parts + size_t(s) * (kPartialBytes / 16) + i * kThreads + threadIdx.x);
-        v[0] += w.x;
-        v[1] += w.y;
-        v[2] += w.z;
-        v[3] += w.w;
-      }
+      for (int s = 0; s < kMaxSplits; ++s)
+        if (s < args.splits) w[s] = cluster.map_shared_rank(part, s)[j];
+      float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int s = 0; s < kMaxSplits; ++s)
+        if (s < args.splits) sum.x += w[s].x, sum.y += w[s].y, sum.z += w[s].z, sum.w += w[s].w;
+      const int t = j % kThreads, i = j / kThreads;
+      const int64_t row = m0 + accum_row(t, i), col = n0 + accum_col(t, i);
+      store_pair<T>(p, arena, row, col, sum.x, sum.y);
+      store_pair<T>(p, arena, row + 8, col, sum.z, sum.w);
     }
+    cluster.sync();  // the partials stay until every block has read them
+    return;
   }
-
-  // Accumulator (mi, ni, h * 2 + e) is row wm + 16 mi + lane / 4 + 8 h,
-  // column wn + 8 ni + 2 (lane % 4) + e.
-  const T* bias = p.bias != kNoBuffer ? at<const T>(arena, p.bias) : nullptr;
-  T* out = at<T>(arena, p.out);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row_base = m0 + (warp / 2) * 32 + lane / 4, col_base = n0 + (warp % 2) * 32 + 2 * (lane % 4);
 #pragma unroll
-  for (int ni = 0; ni < 4; ++ni) {
-    const int64_t col = col_base + ni * 8;
-    if (col >= p.n) continue;  // n is a multiple of 8: col + 1 < n as well
-    const float b0 = bias ? to_f32(bias[col]) : 0.f, b1 = bias ? to_f32(bias[col + 1]) : 0.f;
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t row = row_base + mi * 16 + h * 8;
-        if (row >= p.m) continue;
-        store_pair<T>(out + row * p.ldc + col, apply_activation(p.act, acc[mi][ni][2 * h] + b0),
-                      apply_activation(p.act, acc[mi][ni][2 * h + 1] + b1));
-      }
+  for (int i = 0; i < kAccum / 4; ++i) {
+    const float* v = acc[i / 4][i % 4];
+    const int64_t row = m0 + accum_row(threadIdx.x, i), col = n0 + accum_col(threadIdx.x, i);
+    store_pair<T>(p, arena, row, col, v[0], v[1]);
+    store_pair<T>(p, arena, row + 8, col, v[2], v[3]);
   }
 #endif
 }
 
 bool aligned16(uint64_t v) { return v % 16 == 0; }
 
-// Whether this build carries the kernel's sm_80+ code for the current device.
+// Whether this build carries the kernel's sm_90 code (clusters) for the
+// current device.
 bool device_runs_kernel() {
   static const bool ok = [] {
     int device = 0, major = 0;
@@ -237,7 +240,7 @@ bool device_runs_kernel() {
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
     cudaFuncAttributes attr{};
     if (cudaFuncGetAttributes(&attr, few_row_gemm_kernel<__half>) != cudaSuccess) return false;
-    return major >= 8 && attr.binaryVersion >= 80;
+    return major >= 9 && attr.binaryVersion >= 90;
   }();
   return ok;
 }
@@ -254,41 +257,26 @@ bool few_row_gemm_eligible(const MatMulParams& p, const uint8_t* arena) {
          device_runs_kernel();
 }
 
-FewRowGemm::FewRowGemm(const MatMulParams& p, int config, void* workspace, size_t workspace_bytes,
-                       const std::string& label)
-    : p_(p), workspace_(workspace) {
+FewRowGemm::FewRowGemm(const MatMulParams& p, int config, const std::string& label) : p_(p) {
   int device = 0, sms = 132;
   check(cudaGetDevice(&device), "few-row GEMM for " + label);
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "few-row GEMM for " + label);
   const int64_t tiles = ((p.m + kTile - 1) / kTile) * ((p.n + kTile - 1) / kTile), total = p.k / kTile;
-  // About 1, 2 or 4 blocks an SM, at most 64 splits, each of whole stages;
-  // fewer where the partial sums would not fit the workspace.
+  // About 1, 2 or 4 blocks an SM, each split of whole stages.
   const int64_t target = int64_t(sms) << std::clamp(config, 0, kConfigs - 1);
-  const int64_t want = std::clamp<int64_t>((target + tiles - 1) / tiles, 1, 64);
-  int64_t per = (total + want - 1) / want;
-  auto splits_for = [&](int64_t s) { return (total + s - 1) / s; };
-  while (splits_for(per) > 1 && size_t(tiles * splits_for(per)) * kPartialBytes > workspace_bytes) ++per;
-  steps_per_split_ = int(per);
-  splits_ = int(splits_for(per));
-  if (splits_ > 1) {
-    check(cudaMalloc(reinterpret_cast<void**>(&counters_), size_t(tiles) * 4), "tile counters for " + label);
-    check(cudaMemset(counters_, 0, size_t(tiles) * 4), "tile counters for " + label);
-  }
-}
-
-FewRowGemm::~FewRowGemm() {
-  if (counters_) cudaFree(counters_);
+  const int64_t want = std::clamp<int64_t>((target + tiles - 1) / tiles, 1, kMaxSplits);
+  steps_per_split_ = int((total + want - 1) / want);
+  splits_ = int((total + steps_per_split_ - 1) / steps_per_split_);
 }
 
 void FewRowGemm::run(const LaunchContext& ctx) const {
-  const FewRowArgs args{p_, reinterpret_cast<uint64_t>(workspace_), reinterpret_cast<uint64_t>(counters_),
-                        splits_, steps_per_split_};
-  const dim3 grid(unsigned((p_.n + kTile - 1) / kTile), unsigned((p_.m + kTile - 1) / kTile), unsigned(splits_));
+  const FewRowArgs args{p_, splits_, steps_per_split_};
+  const dim3 grid(unsigned((p_.n + kTile - 1) / kTile * splits_), unsigned((p_.m + kTile - 1) / kTile));
   dispatch_float(p_.dtype, ctx.label, [&]<class T>() {
     if constexpr (std::is_same_v<T, float>)
       throw Error(std::string("few-row GEMM for ") + ctx.label + ": f32 is not supported");
     else
-      launch(few_row_gemm_kernel<T>, grid, kThreads, 0, ctx, args);
+      launch(few_row_gemm_kernel<T>, grid, kThreads, 0, ctx, args, unsigned(splits_));
   });
 }
 
