@@ -216,7 +216,7 @@ MatMulPlan::MatMulPlan(cublasLtHandle_t lt, const MatMulParams& p, uint8_t* aren
   // CUTLASS's 128-row tiles only pay from a few dozen rows on.
   const bool cutlass_ok = (choice == MatMulChoice::Cutlass || (choice == MatMulChoice::Auto && p.m >= 64)) &&
                           cutlass_gemm_eligible(p, arena);
-  // At most kFewRowMaxRows rows.
+  // The few-row GEMM: f16/bf16, at most kFewRowMaxRows rows, sm_90.
   const bool few_rows_ok =
       (choice == MatMulChoice::Auto || choice == MatMulChoice::FewRows) && few_row_gemm_eligible(p, arena);
   // Forced, CUTLASS and the few-row GEMM are still timed: that picks their
@@ -263,9 +263,9 @@ MatMulPlan::MatMulPlan(cublasLtHandle_t lt, const MatMulParams& p, uint8_t* aren
 
 // The heuristic's first choice is often not the fastest for small M: time
 // each candidate on the real arena buffers (initialize runs before any run)
-// and keep the fastest; where rlx's matrix-vector kernel or the CUTLASS GEMM
-// (each of its configurations) applies, it is timed against the best of
-// them, the separate activation kernel included. The output region is
+// and keep the fastest; where rlx's matrix-vector kernel, the CUTLASS GEMM
+// or the few-row GEMM (each of their configurations) applies, it is timed
+// against the best of them, the separate activation kernel included. The output region is
 // poisoned again afterwards, so a product that later fails to write still
 // shows as NaN.
 void MatMulPlan::choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicResult_t* results, int found,
