@@ -15,9 +15,9 @@
 namespace rlx::cuda {
 namespace {
 
-constexpr int kTile = 64;                        // rows, columns and k of a block's tile
-constexpr int kThreads = 128;                    // 4 warps, 2 x 2, a 32 x 32 quarter of the tile each
-constexpr int kMaxSplits = 8;                         // the portable cluster size
+constexpr int kTile = 64;       // rows, columns and k of a block's tile
+constexpr int kThreads = 128;   // 4 warps, 2 x 2, a 32 x 32 quarter of the tile each
+constexpr int kMaxSplits = 8;   // the portable cluster size
 
 struct FewRowArgs {
   MatMulParams mm;
@@ -25,8 +25,8 @@ struct FewRowArgs {
 };
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-constexpr int kStages = 3;                      // cp.async pipeline depth
-constexpr int kTileChunks = kTile * kTile / 8;  // 16-byte chunks of one operand's stage
+constexpr int kStages = 3;                             // cp.async pipeline depth
+constexpr int kTileChunks = kTile * kTile / 8;         // 16-byte chunks of one operand's stage
 constexpr int kAccum = 32;                             // f32 accumulators a thread
 constexpr int kPartialChunks = kThreads * kAccum / 4;  // float4s of one block's partial tile
 
