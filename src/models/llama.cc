@@ -138,11 +138,9 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     if (!alike) return out;
     const QuantType t = first->second;
     std::vector<ValueId> quants, scales;
-    int64_t total = 0;
     for (const auto& [name, rows] : ws) {
       quants.push_back(g.param(name + ".quants", {rows, in / quant_elems_per_word(t)}, DType::I32));
       scales.push_back(g.param(name + ".scales", {rows, in / kQuantBlock}, DType::F16));
-      total += rows;
     }
     ValueId y = g.matmul_q(x, g.concat(quants, 0), g.concat(scales, 0), t);
     const int last = int(g.value(y).shape.size()) - 1;
