@@ -56,6 +56,13 @@ void fill_random_params(rlx::Executable& exe, uint32_t seed) {
   }
 }
 
+// The row's median and p90 of per-run times (sorted in place).
+void set_percentiles(Row& r, std::vector<double>& us) {
+  std::sort(us.begin(), us.end());
+  r.median_us = us[us.size() / 2];
+  r.p90_us = us[std::min(us.size() - 1, us.size() * 9 / 10)];
+}
+
 Row time_mode(const std::string& mode, rlx::Executable& exe, const std::map<std::string, rlx::HostTensor>& in,
               int runs, int warmup, bool pipelined) {
   using clk = std::chrono::steady_clock;
@@ -88,9 +95,7 @@ Row time_mode(const std::string& mode, rlx::Executable& exe, const std::map<std:
     }
     if (us.size() > 1) us.erase(us.begin());  // the first interval includes the pipeline's fill
     double total = std::chrono::duration<double>(last - all0).count();
-    std::sort(us.begin(), us.end());
-    r.median_us = us[us.size() / 2];
-    r.p90_us = us[std::min(us.size() - 1, us.size() * 9 / 10)];
+    set_percentiles(r, us);
     r.runs_per_s = runs / total;
     return r;
   }
@@ -106,9 +111,7 @@ Row time_mode(const std::string& mode, rlx::Executable& exe, const std::map<std:
   double total = std::chrono::duration<double>(clk::now() - all0).count();
   std::sort(cpu_us.begin(), cpu_us.end());
   if (!cpu_us.empty()) r.median_cpu_us = cpu_us[cpu_us.size() / 2];
-  std::sort(us.begin(), us.end());
-  r.median_us = us[us.size() / 2];
-  r.p90_us = us[std::min(us.size() - 1, us.size() * 9 / 10)];
+  set_percentiles(r, us);
   r.runs_per_s = runs / total;
   return r;
 }
@@ -125,9 +128,7 @@ Row time_device(rlx::Executable& exe, int runs, int warmup) {
   RLX_CHECK(!us.empty(), "bench: the backend gave no device times");
   double total = 0;
   for (double u : us) total += u;
-  std::sort(us.begin(), us.end());
-  r.median_us = us[us.size() / 2];
-  r.p90_us = us[std::min(us.size() - 1, us.size() * 9 / 10)];
+  set_percentiles(r, us);
   r.runs_per_s = double(us.size()) / (total * 1e-6);
   return r;
 }

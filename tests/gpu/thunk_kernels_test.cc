@@ -144,6 +144,23 @@ TEST_P(ThunkKernels, CopyNarrowSameType) {
 
 // ---- norm / softmax / xent -------------------------------------------------
 
+// Compiles (unfused, on CUDA, in the test's mode and dtype) every op case
+// whose thunk is `thunk` and calls f(case, params) for each of its thunks of
+// params type P.
+template <class P, class F>
+void for_each_case_thunk(const ThunkKernels& t, const std::string& thunk, F&& f) {
+  for (const test::OpCase& oc : test::op_cases()) {
+    if (oc.thunk != thunk) continue;
+    CompileOptions o;
+    o.fuse = false;
+    o.device = Device::Cuda;
+    o.mode = t.mode();
+    auto exe = compile(oc.build(t.dt()).graph, o);
+    for (const Thunk& th : exe->schedule().thunks)
+      if (const auto* p = std::get_if<P>(&th.params)) f(oc, p);
+  }
+}
+
 // The norm op cases take the kernel their row length promises: rows of
 // whole 16-byte chunks a warp each up to 128 chunks, a block each (1, 2 and
 // 4 chunks per thread) beyond, the others the general one. Read from the compiled schedule, whose
@@ -151,23 +168,13 @@ TEST_P(ThunkKernels, CopyNarrowSameType) {
 TEST_P(ThunkKernels, NormCasesTakeTheVariantOfTheirRowLength) {
   int seen = 0;
   std::map<std::string, int> variants;
-  for (const test::OpCase& oc : test::op_cases()) {
-    if (oc.thunk != "norm") continue;
-    CompileOptions o;
-    o.fuse = false;
-    o.device = Device::Cuda;
-    o.mode = mode();
-    auto exe = compile(oc.build(dt()).graph, o);
-    for (const Thunk& th : exe->schedule().thunks) {
-      const auto* p = std::get_if<NormParams>(&th.params);
-      if (!p) continue;
-      ++seen;
-      const int64_t ve = 16 / int64_t(dtype_size(dt()));
-      EXPECT_STREQ(cuda::norm_variant(*p, nullptr), p->cols % ve != 0 ? "general" : p->cols / ve <= 128 ? "warp" : "vec")
-          << oc.name;
-      ++variants[cuda::norm_variant(*p, nullptr)];
-    }
-  }
+  for_each_case_thunk<NormParams>(*this, "norm", [&](const test::OpCase& oc, const NormParams* p) {
+    ++seen;
+    const int64_t ve = 16 / int64_t(dtype_size(dt()));
+    EXPECT_STREQ(cuda::norm_variant(*p, nullptr), p->cols % ve != 0 ? "general" : p->cols / ve <= 128 ? "warp" : "vec")
+        << oc.name;
+    ++variants[cuda::norm_variant(*p, nullptr)];
+  });
   EXPECT_GE(seen, 10);  // the ten norm cases of the table
   // Every dtype's table reaches all three kernels.
   EXPECT_GE(variants["warp"], 1);
@@ -179,20 +186,11 @@ TEST_P(ThunkKernels, NormCasesTakeTheVariantOfTheirRowLength) {
 // 16-byte chunks take the vectorized kernel, the others the general one.
 TEST_P(ThunkKernels, BinaryCasesTakeTheVariantOfTheirLayout) {
   std::map<std::string, int> variants;
-  for (const test::OpCase& oc : test::op_cases()) {
-    if (oc.thunk != "binary") continue;
-    CompileOptions o;
-    o.fuse = false;
-    o.device = Device::Cuda;
-    o.mode = mode();
-    auto exe = compile(oc.build(dt()).graph, o);
-    for (const Thunk& th : exe->schedule().thunks)
-      if (const auto* p = std::get_if<BinaryParams>(&th.params)) {
-        const bool rows = oc.name.find("_rows") != std::string::npos;
-        EXPECT_STREQ(cuda::binary_variant(*p, nullptr), rows ? "vec" : "general") << oc.name;
-        ++variants[cuda::binary_variant(*p, nullptr)];
-      }
-  }
+  for_each_case_thunk<BinaryParams>(*this, "binary", [&](const test::OpCase& oc, const BinaryParams* p) {
+    const bool rows = oc.name.find("_rows") != std::string::npos;
+    EXPECT_STREQ(cuda::binary_variant(*p, nullptr), rows ? "vec" : "general") << oc.name;
+    ++variants[cuda::binary_variant(*p, nullptr)];
+  });
   EXPECT_EQ(variants["vec"], 4);
   EXPECT_GE(variants["general"], 4);  // the broadcast cases, and other cases' binary thunks
 }
