@@ -47,7 +47,7 @@ class ThunkKernels : public ::testing::TestWithParam<Param> {
       int sum = 0;
       for (size_t i = 0; i < n; ++i) {
         // Library-backed thunks (cuBLASLt matmul; cuDNN attention, which adds a
-        // mask-to-bias kernel before and a fully-masked-row fix after) may
+        // mask-to-bias kernel before the call) may
         // record several kernels; every other thunk is exactly one.
         const bool library = s.thunks[i].kind() == ThunkKind::MatMul || s.thunks[i].kind() == ThunkKind::Attention;
         if (!library) EXPECT_EQ(cu.thunk_kernel_nodes()[i], 1) << s.thunks[i].label;
@@ -260,7 +260,7 @@ void attention_case_once(ThunkKernels& t, DType dt, const Att& a) {
     p.mask = c.add("mask", DType::I32, a.batch * a.skv, Role::Input);
     std::vector<int32_t> m(size_t(a.batch * a.skv));
     for (int64_t b = 0; b < a.batch; ++b)
-      for (int64_t j = 0; j < a.skv; ++j)  // batch 0: all valid; 1: fully padded; others: a prefix
+      for (int64_t j = 0; j < a.skv; ++j)  // batch 0: all valid; 1: fully padded (attends to every key); others: a prefix
         m[size_t(b * a.skv + j)] = b == 0 ? 1 : b == 1 ? 0 : j < a.skv - 3 * b ? 1 : 0;
     c.set_i32("mask", m);
   }
@@ -286,10 +286,13 @@ void attention_case_once(ThunkKernels& t, DType dt, const Att& a) {
         for (int64_t i = 0; i < a.sq; ++i) {
           std::vector<double> s(static_cast<size_t>(a.skv));
           double m = -INFINITY;
+          // A sequence whose mask keeps no key attends to every key.
+          bool padded_out = a.mask == MaskKind::Padding;
+          for (int64_t j = 0; padded_out && j < a.skv; ++j) padded_out = mask[size_t(b * a.skv + j)] == 0;
           for (int64_t j = 0; j < a.skv; ++j) {
             bool ok = true;
             if (a.mask == MaskKind::Causal) ok = j <= i + a.skv - a.sq;
-            if (a.mask == MaskKind::Padding) ok = mask[size_t(b * a.skv + j)] != 0;
+            if (a.mask == MaskKind::Padding) ok = mask[size_t(b * a.skv + j)] != 0 || padded_out;
             double dot = 0;
             for (int d = 0; d < a.d; ++d)
               dot += qv[size_t((b * a.sq + i) * p.q_stride + p.q_offset + h * a.d + d)] *

@@ -1,7 +1,10 @@
 // CPU attention thunk vs a double-precision reference: GQA, causal with
-// sq != skv, padding masks (fully masked rows give zeros), strided rows and a
+// sq != skv, padding masks (a sequence with no kept key attends to every
+// key; a causal row with no key gives zeros), strided rows and a
 // fused QKV buffer, in f32/f16/bf16.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "thunk_harness.h"
 
@@ -34,9 +37,12 @@ std::vector<double> reference_attention(const AttentionParams& p, const std::vec
         std::vector<double> s(size_t(p.skv));
         std::vector<bool> keep(size_t(p.skv), true);
         double mx = -1e300;
+        const bool padded_out = p.mask_kind == MaskKind::Padding &&
+                                std::all_of(mask.begin() + b * p.skv, mask.begin() + (b + 1) * p.skv,
+                                            [](int32_t m) { return m == 0; });
         for (int64_t j = 0; j < p.skv; ++j) {
           if (p.mask_kind == MaskKind::Causal) keep[size_t(j)] = j <= i + p.skv - p.sq;
-          if (p.mask_kind == MaskKind::Padding) keep[size_t(j)] = mask[size_t(b * p.skv + j)] != 0;
+          if (p.mask_kind == MaskKind::Padding) keep[size_t(j)] = padded_out || mask[size_t(b * p.skv + j)] != 0;
           double dot = 0;
           for (int64_t d = 0; d < hd; ++d)
             dot += double(q[size_t((b * p.sq + i) * p.q_stride + p.q_offset + h * hd + d)]) *
@@ -112,7 +118,7 @@ TEST_P(CpuAttention, CausalWithMoreQueriesThanKeysZeroesMaskedRows) {
   for (size_t e = 0; e < size_t(3 * 2 * 8); ++e) EXPECT_EQ(r.got[e], 0.f) << "element " << e;
 }
 
-TEST_P(CpuAttention, PaddingMaskWithFullyPaddedBatch) {
+TEST_P(CpuAttention, PaddingMaskWithFullyPaddedBatchAttendsToEveryKey) {
   const int64_t batch = 3, skv = 9;
   std::vector<int32_t> mask(size_t(batch * skv), 1);
   for (int64_t j = 5; j < skv; ++j) mask[size_t(j)] = 0;                // batch 0: 5 real tokens
@@ -121,7 +127,9 @@ TEST_P(CpuAttention, PaddingMaskWithFullyPaddedBatch) {
   auto r = run_attention({batch, 9, skv, 2, 2, 16, MaskKind::Padding}, GetParam(), 840, mask);
   expect_close(r.got, r.ref, tolerance(GetParam()), "attention padding");
   const size_t per_batch = size_t(9 * 2 * 16);
-  for (size_t e = per_batch; e < 2 * per_batch; ++e) ASSERT_EQ(r.got[e], 0.f) << "padded batch element " << e;
+  size_t nonzero = 0;
+  for (size_t e = per_batch; e < 2 * per_batch; ++e) nonzero += r.got[e] != 0.f;
+  EXPECT_GT(nonzero, per_batch / 2) << "the fully padded batch must attend to every key, not give zeros";
 }
 
 TEST_P(CpuAttention, StridedRows) {

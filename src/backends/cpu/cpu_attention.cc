@@ -3,8 +3,10 @@
 // [skv][head_dim], its queries taken in blocks of 32 rows, so Q.K^T, the softmax and P.V are
 // all loops over contiguous floats that vectorize (no per-key horizontal
 // sums). GQA, causal and padding masks, query positions read from the arena
-// (a KV cache: keys past the last query's position are skipped); a fully
-// masked row yields zeros.
+// (a KV cache: keys past the last query's position are skipped). A sequence
+// whose padding mask keeps none of its keys attends to every key, as Hugging
+// Face's SDPA path does; a row left with no key otherwise (causal, or the
+// cache) yields zeros.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -80,6 +82,13 @@ RLX_CPU_INLINE void small_gemm(int64_t m, int64_t n, int64_t kn, const float* a,
   if (i < m) tile_any(m - i, n, a + i * lda, lda, b, ldb, kn, c + i * ldc, ldc);
 }
 
+// The padding mask row of one sequence, or null when it keeps none of its
+// keys: such a sequence attends to every key (softmax over no key has no
+// answer; Hugging Face unmasks these rows for SDPA, and cuDNN gives NaN).
+const int32_t* padding_keep(const int32_t* row, int64_t skv) {
+  return std::any_of(row, row + skv, [](int32_t m) { return m != 0; }) ? row : nullptr;
+}
+
 // rows x skv scores of q (rows x hd, pre-scaled) against kt (hd x skv), masked
 // (key j of row i is kept when keep[j] != 0 and j <= i + causal_shift), then
 // softmax and .V into out (rows x hd). keep may be null.
@@ -138,6 +147,7 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
     // valid, and causal keeps key j for query i when j <= pos[b] + i.
     const int64_t kv_len = q_pos ? std::clamp<int64_t>(int64_t(q_pos[b]) + sq, 0, skv) : skv;
     const int64_t causal_shift = p.mask_kind != MaskKind::Causal ? kv_len : q_pos ? int64_t(q_pos[b]) : skv - sq;
+    const int32_t* keep = mask ? padding_keep(mask + b * skv, skv) : nullptr;
     for (int64_t j = 0; j < kv_len; ++j) {
       const T* kr = k + (b * skv + j) * p.k_stride + p.k_offset + kvh * hd;
       const T* vr = v + (b * skv + j) * p.v_stride + p.v_offset + kvh * hd;
@@ -158,7 +168,7 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
         }
         for (int64_t d = 0; d < hd; ++d) qf[i * hd + d] = to_f32(qr[d]) * p.scale;
       }
-      attend_block(qf, kt, vf, mask ? mask + b * skv : nullptr, causal_shift + i0, n, hd, kv_len, s, of);
+      attend_block(qf, kt, vf, keep, causal_shift + i0, n, hd, kv_len, s, of);
       for (int64_t i = 0; i < n; ++i) {
         T* o = out + ((b * sq + i0 + i) * p.q_heads + h) * hd;
         for (int64_t d = 0; d < hd; ++d) o[d] = from_f32<T>(of[i * hd + d]);

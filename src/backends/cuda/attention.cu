@@ -44,6 +44,18 @@ constexpr int kQueryTile = kWarps * kRowsPerWarp;
 template <int DMAX>
 constexpr int key_tile() { return DMAX <= 64 ? 64 : DMAX <= 128 ? 32 : 8; }
 
+// The padding mask row of sequence b, or null when there is no padding mask
+// or it keeps none of the keys: such a sequence attends to every key (a
+// softmax over no key has no answer; Hugging Face unmasks these rows for
+// SDPA). Every thread of the block calls it; most find a kept key at once.
+__device__ const int32_t* padding_keep(const AttentionParams& p, uint8_t* arena, int64_t b) {
+  if (p.mask_kind != MaskKind::Padding) return nullptr;
+  const int32_t* row = at<const int32_t>(arena, p.mask) + b * p.skv;
+  int any = 0;
+  for (int64_t j = threadIdx.x; j < p.skv && !any; j += blockDim.x) any = __ldg(row + j) != 0;
+  return __syncthreads_or(any) ? row : nullptr;
+}
+
 template <class T, int DMAX>
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionParams p, uint8_t* arena) {
   pdl_entry();
@@ -64,7 +76,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionP
   const T* q = at<const T>(arena, p.q);
   const T* k = at<const T>(arena, p.k);
   const T* v = at<const T>(arena, p.v);
-  const int32_t* mask = p.mask_kind == MaskKind::Padding ? at<const int32_t>(arena, p.mask) : nullptr;
+  const int32_t* mask = padding_keep(p, arena, b);
   // Query positions from the arena (a KV cache): keys at or past pos[b] + sq
   // are not valid, and causal lets query i see keys j <= pos[b] + i.
   int64_t kv_len = p.skv, causal_shift = p.skv - p.sq;  // query i sees keys j <= i + shift
@@ -122,7 +134,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionP
         int kk = lane + 32 * t;
         int64_t j = k0 + kk;
         bool valid = kk < BK && j < kv_len;
-        if (valid && mask) valid = mask[b * p.skv + j] != 0;
+        if (valid && mask) valid = mask[j] != 0;
         if (valid && p.mask_kind == MaskKind::Causal) valid = j <= i + causal_shift;
         float dot = -INFINITY;
         if (valid) {
@@ -282,12 +294,12 @@ __global__ void __launch_bounds__(kShortThreads, 2) attention_short_kernel(const
 
   uint4* chunks = reinterpret_cast<uint4*>(smem);
   int32_t* keep = reinterpret_cast<int32_t*>(smem + L.keep);
-  const bool padding = p.mask_kind == MaskKind::Padding;
+  const int32_t* mask = padding_keep(p, arena, b);
+  const bool padding = mask != nullptr;
 
   // Staging: the mask and every chunk a thread stores are loaded first.
   int32_t mask_val[kShortMaxKeys / kShortThreads];
   if (padding) {
-    const int32_t* mask = at<const int32_t>(arena, p.mask) + b * p.skv;
 #pragma unroll
     for (int u = 0; u < int(kShortMaxKeys / kShortThreads); ++u) {
       const int j = threadIdx.x + u * kShortThreads;
@@ -474,7 +486,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attention_decode_kernel(con
   const T* q = at<const T>(arena, p.q) + b * p.q_stride + p.q_offset + int64_t(h) * D;  // sq == 1
   const T* k = at<const T>(arena, p.k) + b * p.skv * p.k_stride + p.k_offset + int64_t(kvh) * D;
   const T* v = at<const T>(arena, p.v) + b * p.skv * p.v_stride + p.v_offset + int64_t(kvh) * D;
-  const int32_t* mask = p.mask_kind == MaskKind::Padding ? at<const int32_t>(arena, p.mask) + b * p.skv : nullptr;
+  const int32_t* mask = padding_keep(p, arena, b);
   const int64_t kv_end = decode_key_end(p, arena, b);
 
   float qv[DPL], acc[DPL];
@@ -576,7 +588,7 @@ __global__ void __launch_bounds__(decode_warps<T, DMAX, SPLIT>() * 32)
   const T* q = at<const T>(arena, p.q) + b * p.q_stride + p.q_offset + int64_t(h) * D;  // sq == 1
   const T* k = at<const T>(arena, p.k) + b * p.skv * p.k_stride + p.k_offset + int64_t(kvh) * D;
   const T* v = at<const T>(arena, p.v) + b * p.skv * p.v_stride + p.v_offset + int64_t(kvh) * D;
-  const int32_t* mask = p.mask_kind == MaskKind::Padding ? at<const int32_t>(arena, p.mask) + b * p.skv : nullptr;
+  const int32_t* mask = padding_keep(p, arena, b);
   const int64_t kv_end = decode_key_end(p, arena, b);
   for (int d = threadIdx.x; d < D; d += blockDim.x) q_s[d] = decode_query(p, arena, q, d, b);
   __syncthreads();

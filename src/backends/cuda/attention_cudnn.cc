@@ -30,13 +30,11 @@ struct DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 };
 
-// The additive bias row per batch and the all-masked flags of one mask.
+// The additive bias row per batch of one mask.
 struct MaskBias {
   DeviceBuffer<uint8_t> bias;
-  DeviceBuffer<int32_t> dead;
   MaskBias(int64_t batch, int64_t skv, const std::string& label)
-      : bias(size_t(batch * skv) * 2, "attention bias for " + label),
-        dead(size_t(batch) * 4, "attention mask flags for " + label) {}
+      : bias(size_t(batch * skv) * 2, "attention bias for " + label) {}
 };
 
 }  // namespace
@@ -169,9 +167,7 @@ class CudnnAttentionThunk final : public DeviceThunk {
       if (!slot) slot = std::make_shared<MaskBias>(p.batch, p.skv, label);
       else ++g_mask_bias_reused;
       mask_ = slot;
-      mb_ = MaskBiasParams{p.mask, reinterpret_cast<uint64_t>(mask_->bias.ptr),
-                           reinterpret_cast<uint64_t>(mask_->dead.ptr), p.out, p.batch, p.sq, p.skv,
-                           int64_t(p.q_heads) * p.head_dim, p.dtype};
+      mb_ = MaskBiasParams{p.mask, reinterpret_cast<uint64_t>(mask_->bias.ptr), p.batch, p.skv, p.dtype};
     }
   }
 
@@ -184,7 +180,6 @@ class CudnnAttentionThunk final : public DeviceThunk {
     if (s != CUDNN_STATUS_SUCCESS)
       throw Error("cuDNN attention " + label_ + ": cudnnSetStream: " + cudnnGetErrorString(s));
     check_fe(graph_->execute(h, pack, workspace_.ptr), "execute for " + label_);
-    if (p_.mask_kind == MaskKind::Padding) run_zero_dead_rows(mb_, ctx);
   }
 
  private:

@@ -1,6 +1,6 @@
-// The kernels around a cuDNN attention call. Their buffers belong to the
-// thunk (allocated at initialize), so they are given as device addresses
-// beside the arena offsets.
+// The kernel before a cuDNN attention call. Its bias buffer belongs to the
+// thunk (allocated at initialize), so it is given as a device address beside
+// the mask's arena offset.
 #pragma once
 #include <cstdint>
 
@@ -11,9 +11,7 @@ namespace rlx::cuda {
 struct MaskBiasParams {
   uint64_t mask;          // arena offset of the i32 [batch, skv] padding mask
   uint64_t bias_addr;     // device address of the [batch, skv] bias (dtype)
-  uint64_t dead_addr;     // device address of i32 [batch]: 1 when every key is masked
-  uint64_t out;           // arena offset of the [batch, sq, heads * head_dim] output
-  int64_t batch, sq, skv, row;  // row = heads * head_dim
+  int64_t batch, skv;
   DType dtype;
 };
 
@@ -23,5 +21,4 @@ struct MaskBiasParams {
 
 namespace rlx::cuda {
 void run_mask_bias(const MaskBiasParams& p, const LaunchContext& ctx);
-void run_zero_dead_rows(const MaskBiasParams& p, const LaunchContext& ctx);
 }  // namespace rlx::cuda
