@@ -324,7 +324,8 @@ void MatMulPlan::choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicRes
   }
   for (int config = 0; try_few_rows && config < FewRowGemm::kConfigs; ++config) {
     auto g = std::make_unique<FewRowGemm>(p_, config, what);
-    if (few_rows_ && g->splits() == few_rows_->splits()) continue;  // the same launch as one timed already
+    if (few_rows_ && g->splits() == few_rows_->splits() && g->rows_per_block() == few_rows_->rows_per_block())
+      continue;  // the same launch as one timed already
     const float ms = time_runs([&] { g->run(ctx); return true; });
     if (!few_rows_ || ms < few_rows) {
       few_rows = ms;
@@ -342,10 +343,11 @@ void MatMulPlan::choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicRes
   if (trace && std::strcmp(trace, "matmul") == 0)
     std::fprintf(stderr,
                  "rlx cuda: %s m=%lld n=%lld k=%lld: %d candidates, first %.2f us, chosen #%d %.2f us; "
-                 "with activation %.2f us, gemv %.2f us, cutlass %.2f us, few-row %.2f us (%d splits)\n",
+                 "with activation %.2f us, gemv %.2f us, cutlass %.2f us, few-row %.2f us (%d rows x %d splits)\n",
                  what.c_str(), (long long)p_.m, (long long)p_.n, (long long)p_.k, found, 1000.0 * first / kRuns,
                  chosen, 1000.0 * best / kRuns, 1000.0 * with_activation / kRuns, 1000.0 * gemv / kRuns,
-                 1000.0 * cutlass / kRuns, 1000.0 * few_rows / kRuns, few_rows_ ? few_rows_->splits() : 0);
+                 1000.0 * cutlass / kRuns, 1000.0 * few_rows / kRuns, few_rows_ ? few_rows_->rows_per_block() : 0,
+                 few_rows_ ? few_rows_->splits() : 0);
   // The whole extent, gaps between rows included: at initialize nothing but
   // constants holds data, and no product writes over a constant.
   const int64_t es = int64_t(dtype_size(p_.dtype));

@@ -15,9 +15,13 @@
 namespace rlx::cuda {
 namespace {
 
-constexpr int kTile = 64;       // rows, columns and k of a block's tile
-constexpr int kThreads = 128;   // 4 warps, 2 x 2, a 32 x 32 quarter of the tile each
-constexpr int kMaxSplits = 8;   // the portable cluster size
+constexpr int kTile = 64;      // columns and k of a block's tile; rows are BM (64 or 128)
+constexpr int kMaxSplits = 8;  // the portable cluster size
+
+// A block of BM rows has BM / 32 x 2 warps, each on a 32 x 32 part of the tile.
+constexpr int threads_for(int bm) { return bm * 2; }
+// Dynamic shared memory of one block: each stage holds BM rows of A and 64 of B.
+constexpr int smem_bytes(int bm, int stages) { return stages * (bm + kTile) * kTile * 2; }
 
 struct FewRowArgs {
   MatMulParams mm;
@@ -25,10 +29,7 @@ struct FewRowArgs {
 };
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-constexpr int kStages = 3;                             // cp.async pipeline depth
-constexpr int kTileChunks = kTile * kTile / 8;         // 16-byte chunks of one operand's stage
-constexpr int kAccum = 32;                             // f32 accumulators a thread
-constexpr int kPartialChunks = kThreads * kAccum / 4;  // float4s of one block's partial tile
+constexpr int kAccum = 32;  // f32 accumulators a thread
 
 // 16 bytes global -> shared, zeros where !valid.
 __device__ __forceinline__ void cp_async16(uint4* smem, const void* gmem, bool valid) {
@@ -45,14 +46,14 @@ __device__ __forceinline__ void cp_async_wait() {
 // ldmatrix phase reads fall in eight different bank groups.
 __device__ __forceinline__ int swizzle(int r, int c) { return r * 8 + (c ^ (r & 7)); }
 
-// Rows [row0, row0 + 64) of a row-major operand (ld elements apart), columns
+// Rows [row0, row0 + ROWS) of a row-major operand (ld elements apart), columns
 // [k0, k0 + 64), into one stage; rows at or past `rows` read as zeros.
-template <class T>
+template <class T, int ROWS, int THREADS>
 __device__ __forceinline__ void load_tile(uint4* stage, const T* base, int64_t ld, int64_t row0, int64_t rows,
                                           int64_t k0) {
 #pragma unroll
-  for (int i = 0; i < kTileChunks / kThreads; ++i) {
-    const int idx = threadIdx.x + i * kThreads, r = idx / 8, c = idx % 8;
+  for (int i = 0; i < ROWS * 8 / THREADS; ++i) {
+    const int idx = threadIdx.x + i * THREADS, r = idx / 8, c = idx % 8;
     const bool valid = row0 + r < rows;
     cp_async16(stage + swizzle(r, c), base + (valid ? (row0 + r) * ld : 0) + k0 + c * 8, valid);
   }
@@ -125,27 +126,35 @@ __device__ __forceinline__ void store_pair(const MatMulParams& p, uint8_t* arena
 }
 
 // Accumulator float4 i (0-7) of thread t holds acc[i / 4][i % 4]: rows r and
-// r + 8, columns c and c + 1 of the tile, for these r and c.
+// r + 8, columns c and c + 1 of the tile, for these r and c (warp t / 32
+// covers rows 32 (warp / 2) and columns 32 (warp % 2)).
 __device__ __forceinline__ int accum_row(int t, int i) { return (t / 64) * 32 + (i / 4) * 16 + (t % 32) / 4; }
 __device__ __forceinline__ int accum_col(int t, int i) { return ((t / 32) % 2) * 32 + (i % 4) * 8 + 2 * (t % 4); }
 #endif
 
 // Block (x, y): rows 64y, columns 64 (x / splits), split x % splits of K.
-template <class T>
-__global__ void __launch_bounds__(kThreads) few_row_gemm_kernel(const FewRowArgs args, uint8_t* arena) {
+template <class T, int BM, int STAGES>
+__global__ void __launch_bounds__(threads_for(BM)) few_row_gemm_kernel(const FewRowArgs args, uint8_t* arena) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   __trap();  // few_row_gemm_eligible refuses devices and builds without this code
 #else
-  __shared__ __align__(128) uint4 smem[kStages][2][kTileChunks];
+  constexpr int kThreads = threads_for(BM), kStages = STAGES, kPartialChunks = kThreads * kAccum / 4;
+  extern __shared__ __align__(128) uint4 smem[];  // per stage: BM rows of A, then 64 rows of B
+  auto stage_a = [&](int step) { return smem + (step % kStages) * (BM + kTile) * 8; };
+  auto stage_b = [&](int step) { return stage_a(step) + BM * 8; };
   const MatMulParams& p = args.mm;
   const T* a = at<const T>(arena, p.a);
   const T* b = at<const T>(arena, p.b);
   const int split = int(blockIdx.x) % args.splits;  // the block's rank in its cluster
-  const int64_t m0 = int64_t(blockIdx.y) * kTile, n0 = int64_t(blockIdx.x / args.splits) * kTile;
+  const int64_t m0 = int64_t(blockIdx.y) * BM, n0 = int64_t(blockIdx.x / args.splits) * kTile;
   const int first = split * args.steps_per_split;
   const int steps = min(args.steps_per_split, int(p.k / kTile) - first);  // >= 1 by the host's split
-  auto load_a = [&](int step) { load_tile<T>(smem[step % kStages][0], a, p.lda, m0, p.m, int64_t(first + step) * kTile); };
-  auto load_b = [&](int step) { load_tile<T>(smem[step % kStages][1], b, p.ldb, n0, p.n, int64_t(first + step) * kTile); };
+  auto load_a = [&](int step) {
+    load_tile<T, BM, kThreads>(stage_a(step), a, p.lda, m0, p.m, int64_t(first + step) * kTile);
+  };
+  auto load_b = [&](int step) {
+    load_tile<T, kTile, kThreads>(stage_b(step), b, p.ldb, n0, p.n, int64_t(first + step) * kTile);
+  };
 
   // Stages 0 .. kStages-2 in flight before the loop. A constant weight does
   // not depend on the kernel before: its stages go first, in one group,
@@ -185,7 +194,7 @@ __global__ void __launch_bounds__(kThreads) few_row_gemm_kernel(const FewRowArgs
       load_b(next);
     }
     cp_async_commit();
-    mma_stage<T>(smem[step % kStages][0], smem[step % kStages][1], acc);
+    mma_stage<T>(stage_a(step), stage_b(step), acc);
   }
 
   if (args.splits > 1) {
@@ -195,7 +204,7 @@ __global__ void __launch_bounds__(kThreads) few_row_gemm_kernel(const FewRowArgs
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
     __syncthreads();  // every warp is done reading the stages
-    float4* part = reinterpret_cast<float4*>(&smem[0][0][0]);
+    float4* part = reinterpret_cast<float4*>(smem);  // kThreads x 128 bytes, within the stages
 #pragma unroll
     for (int i = 0; i < kAccum / 4; ++i) {
       const float* v = acc[i / 4][i % 4];
@@ -231,6 +240,13 @@ __global__ void __launch_bounds__(kThreads) few_row_gemm_kernel(const FewRowArgs
 
 bool aligned16(uint64_t v) { return v % 16 == 0; }
 
+// The kernel of a configuration: rows a block and pipeline stages.
+template <class T>
+auto kernel_for(int bm) {
+  return bm == 128 ? few_row_gemm_kernel<T, 128, 4> : few_row_gemm_kernel<T, 64, 3>;
+}
+int stages_for(int bm) { return bm == 128 ? 4 : 3; }
+
 // Whether this build carries the kernel's sm_90 code (clusters) for the
 // current device.
 bool device_runs_kernel() {
@@ -239,7 +255,7 @@ bool device_runs_kernel() {
     if (cudaGetDevice(&device) != cudaSuccess) return false;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
     cudaFuncAttributes attr{};
-    if (cudaFuncGetAttributes(&attr, few_row_gemm_kernel<__half>) != cudaSuccess) return false;
+    if (cudaFuncGetAttributes(&attr, kernel_for<__half>(64)) != cudaSuccess) return false;
     return major >= 9 && attr.binaryVersion >= 90;
   }();
   return ok;
@@ -258,25 +274,35 @@ bool few_row_gemm_eligible(const MatMulParams& p, const uint8_t* arena) {
 }
 
 FewRowGemm::FewRowGemm(const MatMulParams& p, int config, const std::string& label) : p_(p) {
+  const std::string what = "few-row GEMM for " + label;
   int device = 0, sms = 132;
-  check(cudaGetDevice(&device), "few-row GEMM for " + label);
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "few-row GEMM for " + label);
-  const int64_t tiles = ((p.m + kTile - 1) / kTile) * ((p.n + kTile - 1) / kTile), total = p.k / kTile;
+  check(cudaGetDevice(&device), what);
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), what);
+  config = std::clamp(config, 0, kConfigs - 1);
+  bm_ = config < kConfigs / 2 ? 64 : 128;
+  const int64_t tiles = ((p.m + bm_ - 1) / bm_) * ((p.n + kTile - 1) / kTile), total = p.k / kTile;
   // About 1, 2 or 4 blocks an SM, each split of whole stages.
-  const int64_t target = int64_t(sms) << std::clamp(config, 0, kConfigs - 1);
+  const int64_t target = int64_t(sms) << (config % (kConfigs / 2));
   const int64_t want = std::clamp<int64_t>((target + tiles - 1) / tiles, 1, kMaxSplits);
   steps_per_split_ = int((total + want - 1) / want);
   splits_ = int((total + steps_per_split_ - 1) / steps_per_split_);
+  dispatch_float(p.dtype, what.c_str(), [&]<class T>() {
+    if constexpr (!std::is_same_v<T, float>)
+      check(cudaFuncSetAttribute(kernel_for<T>(bm_), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 smem_bytes(bm_, stages_for(bm_))),
+            what);
+  });
 }
 
 void FewRowGemm::run(const LaunchContext& ctx) const {
   const FewRowArgs args{p_, splits_, steps_per_split_};
-  const dim3 grid(unsigned((p_.n + kTile - 1) / kTile * splits_), unsigned((p_.m + kTile - 1) / kTile));
+  const dim3 grid(unsigned((p_.n + kTile - 1) / kTile * splits_), unsigned((p_.m + bm_ - 1) / bm_));
   dispatch_float(p_.dtype, ctx.label, [&]<class T>() {
     if constexpr (std::is_same_v<T, float>)
       throw Error(std::string("few-row GEMM for ") + ctx.label + ": f32 is not supported");
     else
-      launch(few_row_gemm_kernel<T>, grid, kThreads, 0, ctx, args, unsigned(splits_));
+      launch(kernel_for<T>(bm_), grid, threads_for(bm_), size_t(smem_bytes(bm_, stages_for(bm_))), ctx, args,
+             unsigned(splits_));
   });
 }
 
