@@ -5,7 +5,8 @@ Input: `ncu --csv --page raw --metrics gpu__time_duration.sum` over N forwards
 (e.g. the NVTX range of `rlx bench`'s timed graph runs). Kernels are grouped
 by name without template arguments (with --by-grid, by name and grid size,
 which tells apart the products of one kernel); times are per forward
-(total / N).
+(total / N). Any other metrics collected (e.g. dram__throughput...pct) are
+printed as their mean over the group's kernels.
 """
 import argparse
 import collections
@@ -36,6 +37,8 @@ def main():
         return
     rows = list(csv.DictReader(io.StringIO(text[start:])))
     by = collections.defaultdict(lambda: [0, 0.0])
+    extra = collections.defaultdict(lambda: collections.defaultdict(float))
+    names = [c for c in (rows[0].keys() if rows else []) if "__" in c and c != "gpu__time_duration.sum"]
     total = 0.0
     for r in rows:
         v = r.get("gpu__time_duration.sum", "")
@@ -49,11 +52,17 @@ def main():
         by[k][0] += 1
         by[k][1] += ns
         total += ns
+        for c in names:
+            try:
+                extra[k][c] += float(r.get(c, "").replace(",", ""))
+            except ValueError:
+                pass
     n = a.forwards
     kernels = sum(c for c, _ in by.values())
     print(f"{a.csv.split('/')[-1]}: {kernels / n:.0f} kernels, {total / n / 1e3:.1f} us of kernel time per forward")
     for k, (c, ns) in sorted(by.items(), key=lambda kv: -kv[1][1])[: a.top]:
-        print(f"  {ns / n / 1e3:8.1f} us  {c / n:5.0f} x  {k}")
+        more = "".join(f"  {m.split('.')[0]}={extra[k][m] / c:.4g}" for m in names)
+        print(f"  {ns / n / 1e3:8.1f} us  {c / n:5.0f} x  {k}{more}")
 
 
 if __name__ == "__main__":
