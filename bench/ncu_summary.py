@@ -5,8 +5,9 @@ Input: `ncu --csv --page raw --metrics gpu__time_duration.sum` over N forwards
 (e.g. the NVTX range of `rlx bench`'s timed graph runs). Kernels are grouped
 by name without template arguments (with --by-grid, by name and grid size,
 which tells apart the products of one kernel); times are per forward
-(total / N). Any other metrics collected (e.g. dram__throughput...pct) are
-printed as their mean over the group's kernels.
+(total / N). --metrics a,b prints the mean of those other collected
+metrics (e.g. dram__throughput.avg.pct_of_peak_sustained_elapsed) over the
+group's kernels.
 """
 import argparse
 import collections
@@ -29,6 +30,7 @@ def main():
     ap.add_argument("--forwards", type=int, required=True)
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--by-grid", action="store_true")
+    ap.add_argument("--metrics", default="", help="comma-separated metrics to average per group")
     a = ap.parse_args()
     text = open(a.csv, errors="replace").read()
     start = text.find('"ID"')
@@ -38,7 +40,7 @@ def main():
     rows = list(csv.DictReader(io.StringIO(text[start:])))
     by = collections.defaultdict(lambda: [0, 0.0])
     extra = collections.defaultdict(lambda: collections.defaultdict(float))
-    names = [c for c in (rows[0].keys() if rows else []) if "__" in c and c != "gpu__time_duration.sum"]
+    names = [m for m in a.metrics.split(",") if m]
     total = 0.0
     for r in rows:
         v = r.get("gpu__time_duration.sum", "")
