@@ -122,6 +122,27 @@ std::map<std::string, TimedChoice> g_choices;
 
 }  // namespace
 
+const char* activation_pass_variant(const MatMulParams& p, const uint8_t* arena) {
+  const bool contiguous = p.ldc == p.n && (p.batch == 1 || p.stride_out == p.m * p.n) &&
+                          (reinterpret_cast<uintptr_t>(arena) + p.out) % 16 == 0;
+  return contiguous ? "flat" : "strided";
+}
+
+void run_activation_pass(const MatMulParams& p, const LaunchContext& ctx) {
+  const bool flat = std::strcmp(activation_pass_variant(p, ctx.arena), "flat") == 0;
+  dispatch_float(p.dtype, ctx.label, [&]<class T>() {
+    const int64_t total = p.batch * p.m * p.n;
+    if (flat) {
+      const int64_t per_thread = int64_t(kChunkElems<T>) * kActChunks;
+      dispatch_activation(p.act, [&]<Activation A>() {
+        launch(matmul_activation_flat_kernel<T, A>, grid_for((total + per_thread - 1) / per_thread, kActThreads),
+               kActThreads, 0, ctx, p);
+      });
+    } else
+      launch(matmul_activation_kernel<T>, grid_for(total, 256), 256, 0, ctx, p);
+  });
+}
+
 MatMulPathCounts matmul_path_counts() {
   return {g_cublas_plans.load(), g_gemv_plans.load(), g_cutlass_plans.load(), g_few_row_plans.load()};
 }
@@ -379,21 +400,7 @@ void MatMulPlan::execute_cublas(const LaunchContext& ctx) const {
   check(cublasLtMatmul(lt_, desc_, &alpha, arena + p_.b, a_, arena + p_.a, b_, &beta, arena + p_.out, c_,
                        arena + p_.out, c_, &algo_, workspace_, workspace_bytes_, ctx.stream),
         std::string("execute of ") + ctx.label);
-  if (separate_activation_) {
-    const bool contiguous = p_.ldc == p_.n && (p_.batch == 1 || p_.stride_out == p_.m * p_.n) &&
-                            (reinterpret_cast<uintptr_t>(arena) + p_.out) % 16 == 0;
-    dispatch_float(p_.dtype, ctx.label, [&]<class T>() {
-      const int64_t total = p_.batch * p_.m * p_.n;
-      if (contiguous) {
-        const int64_t per_thread = int64_t(kChunkElems<T>) * kActChunks;
-        dispatch_activation(p_.act, [&]<Activation A>() {
-          launch(matmul_activation_flat_kernel<T, A>, grid_for((total + per_thread - 1) / per_thread, kActThreads),
-                 kActThreads, 0, ctx, p_);
-        });
-      } else
-        launch(matmul_activation_kernel<T>, grid_for(total, 256), 256, 0, ctx, p_);
-    });
-  }
+  if (separate_activation_) run_activation_pass(p_, ctx);
 }
 
 // cuBLASLt plans are per thunk: made at initialize by make_device_thunk.

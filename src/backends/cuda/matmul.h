@@ -53,6 +53,12 @@ class MatMulPlan {
   int few_rows_config_ = -1;  // the configuration few_rows_ was built with
 };
 
+// The activation cuBLASLt has no epilogue for (erf-GELU among them), in place
+// over p.out: "flat" (16-byte chunks) where the output is contiguous and
+// aligned, else "strided". Run after the product; exposed for tests.
+const char* activation_pass_variant(const MatMulParams& p, const uint8_t* arena);
+void run_activation_pass(const MatMulParams& p, const LaunchContext& ctx);
+
 // Plans made so far per path, for tests that assert which one ran.
 struct MatMulPathCounts {
   int cublas = 0, gemv = 0, cutlass = 0, few_rows = 0;
