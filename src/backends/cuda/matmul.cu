@@ -120,16 +120,20 @@ struct TimedChoice {
 std::mutex g_choices_mutex;
 std::map<std::string, TimedChoice> g_choices;
 
+// Whether the output is one contiguous, 16-byte aligned run (the flat kernel).
+bool flat_output(const MatMulParams& p, const uint8_t* arena) {
+  return p.ldc == p.n && (p.batch == 1 || p.stride_out == p.m * p.n) &&
+         (reinterpret_cast<uintptr_t>(arena) + p.out) % 16 == 0;
+}
+
 }  // namespace
 
 const char* activation_pass_variant(const MatMulParams& p, const uint8_t* arena) {
-  const bool contiguous = p.ldc == p.n && (p.batch == 1 || p.stride_out == p.m * p.n) &&
-                          (reinterpret_cast<uintptr_t>(arena) + p.out) % 16 == 0;
-  return contiguous ? "flat" : "strided";
+  return flat_output(p, arena) ? "flat" : "strided";
 }
 
 void run_activation_pass(const MatMulParams& p, const LaunchContext& ctx) {
-  const bool flat = std::strcmp(activation_pass_variant(p, ctx.arena), "flat") == 0;
+  const bool flat = flat_output(p, ctx.arena);
   dispatch_float(p.dtype, ctx.label, [&]<class T>() {
     const int64_t total = p.batch * p.m * p.n;
     if (flat) {

@@ -132,7 +132,7 @@ __device__ __forceinline__ int accum_row(int t, int i) { return (t / 64) * 32 + 
 __device__ __forceinline__ int accum_col(int t, int i) { return ((t / 32) % 2) * 32 + (i % 4) * 8 + 2 * (t % 4); }
 #endif
 
-// Block (x, y): rows 64y, columns 64 (x / splits), split x % splits of K.
+// Block (x, y): rows BM y, columns 64 (x / splits), split x % splits of K.
 template <class T, int BM, int STAGES>
 __global__ void __launch_bounds__(threads_for(BM)) few_row_gemm_kernel(const FewRowArgs args, uint8_t* arena) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
