@@ -88,7 +88,15 @@ struct AttentionAttrs {
   // with q_pos only (a decode step). The fusion of RoPE on q.
   bool rotate_q = false;
   RopeAttrs q_rope;
+  // kv_slots: the input after q_pos, i32 [B], names the row of k/v's batch
+  // (a pool of caches [S, Skv, *], S any size) that batch b of q attends: a
+  // ragged decode batch reads each sequence's own cache slot. Read at run
+  // time; needs q_pos and no padding mask.
+  bool kv_slots = false;
 };
+// Where attention's optional inputs sit: q, k, v, [mask], [q_pos], [kv_slots].
+inline size_t attention_q_pos_input(const AttentionAttrs& a) { return a.mask == MaskKind::Padding ? 4 : 3; }
+inline size_t attention_kv_slots_input(const AttentionAttrs& a) { return attention_q_pos_input(a) + 1; }
 // out = silu(gate) * up over [..., cols]. gate's columns are [gate_offset,
 // +cols) of each row of its input, up's [up_offset, +cols) of its: one fused
 // gate/up matmul output [..., 2*cols] feeds both (offsets 0 and cols).
@@ -99,10 +107,14 @@ struct SwiGluAttrs { int64_t cols = 0, gate_offset = 0, up_offset = 0; };
 // With rotate, the first rope.heads heads of each row are rotated (RopeAttrs,
 // positions = the write positions, rope.offset/stride unused) as they are
 // stored: the fusion of RoPE on K and the K/V slices of a fused projection.
+// With slots, a 4th input i32 [B] names the cache row (of a pool [S,
+// max_ctx, row], S any size) each batch b writes; a slot outside the pool is
+// skipped like a position outside the cache.
 struct KvWriteAttrs {
   int64_t offset = 0, stride = 0;
   bool rotate = false;
   RopeAttrs rope;
+  bool slots = false;
 };
 struct NarrowAttrs { int axis = 0; int64_t start = 0, length = 0; };
 struct AxisAttrs { int axis = 0; };
@@ -185,8 +197,10 @@ class Graph {
   std::pair<ValueId, ValueId> add_norm(ValueId x, ValueId residual, ValueId gamma, ValueId beta,
                                        NormKind kind, float eps);
   ValueId softmax(ValueId x);
-  // mask: the padding mask or -1; q_pos: the start positions when a.q_pos, else -1.
-  ValueId attention(ValueId q, ValueId k, ValueId v, ValueId mask, const AttentionAttrs& a, ValueId q_pos = -1);
+  // mask: the padding mask or -1; q_pos: the start positions when a.q_pos,
+  // else -1; kv_slots: each batch's k/v row when a.kv_slots, else -1.
+  ValueId attention(ValueId q, ValueId k, ValueId v, ValueId mask, const AttentionAttrs& a, ValueId q_pos = -1,
+                    ValueId kv_slots = -1);
   ValueId rope(ValueId x, ValueId positions, const RopeAttrs& a);
   ValueId gather(ValueId table, ValueId ids);
   ValueId narrow(ValueId x, int axis, int64_t start, int64_t length);
@@ -201,7 +215,9 @@ class Graph {
   // Stores rows [B, n, ...] into the state `cache` [B, max_ctx, ...] at rows
   // pos[b] .. pos[b]+n-1 (pos: i32 [B], read at run time). Returns the cache
   // after the write (the same memory): readers of it run after the write.
-  ValueId kv_write(ValueId cache, ValueId rows, ValueId pos);
+  // With slots (i32 [B], read at run time) batch b writes cache row slots[b]
+  // of a pool [S, max_ctx, ...] instead of row b.
+  ValueId kv_write(ValueId cache, ValueId rows, ValueId pos, ValueId slots = -1);
   // silu(first half) * second half of each row of a fused gate/up [..., 2*cols].
   ValueId swiglu_fused(ValueId gate_up);
   // i32 [...]: the index of the largest element along x's last dim; ties and

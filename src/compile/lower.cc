@@ -343,6 +343,13 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
                                                               " rows into " +
                                                               std::to_string(g.value(n.inputs[0]).shape[1]) + ")"});
   }
+  // Cache slots straight from an input must name a row of the pool.
+  for (int32_t id : order) {
+    const Node& n = g.node(id);
+    if (n.op != OpKind::KvWrite || !std::get<KvWriteAttrs>(n.attrs).slots) continue;
+    if (const Node* in = source_input(n.inputs[3]))
+      s->index_checks.push_back(IndexCheck{in->name, g.value(n.inputs[0]).shape[0], "cache slots of " + g.describe(id)});
+  }
   for (int32_t id : order) {
     const Node& n = g.node(id);
     if (n.op != OpKind::Gather && n.op != OpKind::SoftmaxCrossEntropy) continue;

@@ -231,7 +231,11 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.k = addr(n.inputs[1]);
       p.v = addr(n.inputs[2]);
       p.mask = at.mask == MaskKind::Padding ? addr(n.inputs[3]) : kNoBuffer;
-      p.pos = at.q_pos ? addr(n.inputs.back()) : kNoBuffer;
+      p.pos = at.q_pos ? addr(n.inputs[attention_q_pos_input(at)]) : kNoBuffer;
+      if (at.kv_slots) {
+        p.kv_slots = addr(n.inputs[attention_kv_slots_input(at)]);
+        p.kv_batch = V(1).shape[0];
+      }
       p.out = addr(n.outputs[0]);
       p.batch = V(0).shape[0];
       p.sq = V(0).shape[1];
@@ -351,7 +355,10 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.cache = addr(n.inputs[0]);
       p.rows = addr(n.inputs[1]);
       p.pos = addr(n.inputs[2]);
-      p.batch = cs[0];
+      p.batch = V(1).shape[0];
+      p.cache_batch = cs[0];
+      const auto& wa = std::get<KvWriteAttrs>(n.attrs);
+      if (wa.slots) p.slots = addr(n.inputs[3]);
       p.n_new = V(1).shape[1];
       p.max_ctx = cs[1];
       p.row = numel(cs) / (cs[0] * cs[1]);

@@ -200,14 +200,19 @@ std::pair<ValueId, ValueId> Graph::add_norm(ValueId x, ValueId residual, ValueId
   return {o[0], o[1]};
 }
 ValueId Graph::softmax(ValueId x) { return add_node(OpKind::Softmax, {x}, NoAttrs{})[0]; }
-ValueId Graph::attention(ValueId q, ValueId k, ValueId v, ValueId mask, const AttentionAttrs& a, ValueId q_pos) {
+ValueId Graph::attention(ValueId q, ValueId k, ValueId v, ValueId mask, const AttentionAttrs& a, ValueId q_pos,
+                         ValueId kv_slots) {
   std::vector<ValueId> in{q, k, v};
   if (mask >= 0) in.push_back(mask);
   if (q_pos >= 0) in.push_back(q_pos);
+  if (kv_slots >= 0) in.push_back(kv_slots);
   return add_node(OpKind::Attention, in, a)[0];
 }
-ValueId Graph::kv_write(ValueId cache, ValueId rows, ValueId pos) {
-  return add_node(OpKind::KvWrite, {cache, rows, pos}, KvWriteAttrs{})[0];
+ValueId Graph::kv_write(ValueId cache, ValueId rows, ValueId pos, ValueId slots) {
+  KvWriteAttrs at;
+  at.slots = slots >= 0;
+  if (slots >= 0) return add_node(OpKind::KvWrite, {cache, rows, pos, slots}, at)[0];
+  return add_node(OpKind::KvWrite, {cache, rows, pos}, at)[0];
 }
 ValueId Graph::argmax(ValueId x) { return add_node(OpKind::Argmax, {x}, NoAttrs{})[0]; }
 ValueId Graph::sample(ValueId x, ValueId positions, const SampleAttrs& a) {

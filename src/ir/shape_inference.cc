@@ -213,7 +213,7 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
     case OpKind::Attention: {
       const auto& at = std::get<AttentionAttrs>(attrs);
       bool pad = at.mask == MaskKind::Padding;
-      const size_t n_in = 3 + (pad ? 1 : 0) + (at.q_pos ? 1 : 0);
+      const size_t n_in = 3 + (pad ? 1 : 0) + (at.q_pos ? 1 : 0) + (at.kv_slots ? 1 : 0);
       need_inputs(in, n_in, n_in, who);
       RLX_CHECK(at.q_heads > 0 && at.kv_heads > 0 && at.head_dim > 0 &&
                     at.q_heads % at.kv_heads == 0,
@@ -226,16 +226,20 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       check_rows(q, at.q_offset, at.q_stride, int64_t(at.q_heads) * at.head_dim, who, "q");
       check_rows(k, at.k_offset, at.k_stride, int64_t(at.kv_heads) * at.head_dim, who, "k");
       check_rows(v, at.v_offset, at.v_stride, int64_t(at.kv_heads) * at.head_dim, who, "v");
-      RLX_CHECK(k.shape[0] == q.shape[0] && v.shape[0] == q.shape[0] && v.shape[1] == k.shape[1],
+      RLX_CHECK((at.kv_slots || k.shape[0] == q.shape[0]) && v.shape[0] == k.shape[0] && v.shape[1] == k.shape[1],
                 who << ": q " << shape_str(q.shape) << ", k " << shape_str(k.shape) << ", v "
                     << shape_str(v.shape) << " disagree on batch or key length");
+      if (at.kv_slots) {
+        RLX_CHECK(at.q_pos && !pad, who << ": k/v slots need query positions and no padding mask");
+        need_vector(V(n_in - 1), q.shape[0], DType::I32, who, "k/v slots");
+      }
       if (pad) {
         RLX_CHECK(V(3).shape == (Shape{q.shape[0], k.shape[1]}),
                   who << ": padding mask must be [batch, kv_seq] = [" << q.shape[0] << ", "
                       << k.shape[1] << "], got " << shape_str(V(3).shape));
         need_dtype(V(3), DType::I32, who, "padding mask");
       }
-      if (at.q_pos) need_vector(V(n_in - 1), q.shape[0], DType::I32, who, "query start positions");
+      if (at.q_pos) need_vector(V(attention_q_pos_input(at)), q.shape[0], DType::I32, who, "query start positions");
       if (at.rotate_q) {
         const int n_rot = at.q_rope.n_rot ? at.q_rope.n_rot : at.q_rope.head_dim;
         RLX_CHECK(at.q_pos && q.shape[1] == 1, who << ": rotating q needs one query row at positions read "
@@ -269,15 +273,15 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
     }
 
     case OpKind::KvWrite: {
-      need_inputs(in, 3, 3, who);
       const auto& at = std::get<KvWriteAttrs>(attrs);
+      need_inputs(in, at.slots ? 4 : 3, at.slots ? 4 : 3, who);
       const Value &cache = V(0), &rows = V(1), &pos = V(2);
       RLX_CHECK(cache.producer >= 0 && g.node(cache.producer).op == OpKind::State,
                 who << ": the cache must be a state tensor, not the output of "
                     << g.describe(cache.producer));
       const bool sliced = at.offset != 0 || at.stride != 0;
       RLX_CHECK(cache.shape.size() >= 3 && rows.shape.size() == cache.shape.size() &&
-                    rows.shape[0] == cache.shape[0] && rows.shape[1] <= cache.shape[1] &&
+                    (at.slots || rows.shape[0] == cache.shape[0]) && rows.shape[1] <= cache.shape[1] &&
                     (sliced || std::equal(rows.shape.begin() + 2, rows.shape.end(), cache.shape.begin() + 2)),
                 who << ": rows " << shape_str(rows.shape) << " do not fit the cache " << shape_str(cache.shape)
                     << " (want [batch, n <= max_ctx, ...] with the cache's batch and row shape)");
@@ -296,7 +300,8 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       }
       need_float(cache, who, "cache");
       need_dtype(rows, cache.dtype, who, "rows");
-      need_vector(pos, cache.shape[0], DType::I32, who, "positions");
+      need_vector(pos, rows.shape[0], DType::I32, who, "positions");
+      if (at.slots) need_vector(V(3), rows.shape[0], DType::I32, who, "cache slots");
       return out(cache.shape, cache.dtype);
     }
 

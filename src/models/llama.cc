@@ -92,7 +92,8 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
 }
 
 Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, int64_t cache_len,
-                        LlamaFeed feed, const SamplingOptions& sampling, const QuantizedWeights& quantized) {
+                        LlamaFeed feed, const SamplingOptions& sampling, const QuantizedWeights& quantized,
+                        const LlamaPool& pool) {
   RLX_CHECK(is_float(dt), "llama: compute dtype must be f32, f16 or bf16");
   RLX_CHECK(batch > 0 && seq > 0, "llama: batch and seq must be positive");
   RLX_CHECK(seq <= c.max_positions, "llama: seq " << seq << " exceeds the context length " << c.max_positions);
@@ -101,10 +102,13 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
                                     << c.max_positions << ")");
   const bool cached = cache_len > 0, from_state = feed == LlamaFeed::State;
   RLX_CHECK(!from_state || (cached && seq == 1), "llama: a graph fed from state is a cached decode step (seq 1)");
+  const bool pooled = pool.slots > 0;
+  RLX_CHECK(!pooled || (cached && !from_state), "llama: a cache pool needs a KV cache and input-fed runs");
   Graph g;
   // The decode loop's state, first so that every cached graph places it alike.
-  const ValueId next_token = cached ? g.state("next_token", {batch, 1}, DType::I32) : -1;
-  const ValueId next_pos = cached ? g.state("next_pos", {batch}, DType::I32) : -1;
+  const bool loop_state = cached && !pooled;
+  const ValueId next_token = loop_state ? g.state("next_token", {batch, 1}, DType::I32) : -1;
+  const ValueId next_pos = loop_state ? g.state("next_pos", {batch}, DType::I32) : -1;
   auto i32_per_batch = [&](const std::string& name, auto value_of) {
     std::vector<uint8_t> bytes(size_t(batch) * 4);
     for (int64_t b = 0; b < batch; ++b) {
@@ -153,7 +157,7 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   };
 
   // Without a cache: the position of each column; with one: each batch's start.
-  ValueId ids, positions, last;
+  ValueId ids, positions, last, slot = -1;
   if (from_state) {
     ids = next_token;
     positions = next_pos;
@@ -162,6 +166,7 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     ids = g.input("input_ids", {batch, seq}, DType::I32);
     positions = cached ? g.input("pos", {batch}, DType::I32) : g.input("positions", {seq}, DType::I32);
     last = g.input("last_index", {batch}, DType::I32);
+    if (pooled) slot = g.input("slot", {batch}, DType::I32);
   }
   ValueId embed = param("token_embd.weight", {c.vocab_size, H});
   ValueId x = g.gather(embed, ids);
@@ -173,6 +178,7 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   attn.scale = 1.f / std::sqrt(float(hd));
   attn.mask = MaskKind::Causal;
   attn.q_pos = cached;
+  attn.kv_slots = pooled;
   RopeAttrs rq;
   rq.pos_is_start = cached;
   rq.heads = c.num_heads;
@@ -195,12 +201,12 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
       // The new K and V rows join one cache row each (K then V); attention
       // reads all of it up to each position. One cache per layer lets one
       // kv_write store both, rotating K on the way (fuse_kv_write).
-      ValueId kv = g.kv_write(g.state(p + "kv_cache", {batch, cache_len, 2 * kv_dim}, dt), g.concat({k, v}, 2),
-                              positions);
+      ValueId kv = g.kv_write(g.state(p + "kv_cache", {pooled ? pool.slots : batch, cache_len, 2 * kv_dim}, dt),
+                              g.concat({k, v}, 2), positions, slot);
       k = g.narrow(kv, 2, 0, kv_dim);
       v = g.narrow(kv, 2, kv_dim, kv_dim);
     }
-    ValueId ctx = g.attention(q, k, v, -1, attn, cached ? positions : -1);
+    ValueId ctx = g.attention(q, k, v, -1, attn, cached ? positions : -1, slot);
     x = g.add(x, dense(ctx, p + "attn_output.weight", H, q_dim));
     h = g.rms_norm(x, param(p + "ffn_norm.weight", {H}), c.rms_eps);
     // One SwiGLU op: after the gate and up products merge, it reads both
@@ -216,6 +222,14 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   const std::string head = c.tie_embeddings ? "token_embd.weight" : "output.weight";
   ValueId logits = c.tie_embeddings && !quantized.count(head) ? g.matmul(x, embed, false, true)
                                                                : dense(x, head, c.vocab_size, H);
+  if (pooled) {
+    // The host chooses what comes next: the argmax for greedy rows, the logits for the rest.
+    g.output("next_token", g.argmax(logits));
+    if (!pool.logits) return g;
+    if (dt != DType::F32) logits = g.cast(logits, DType::F32);
+    g.output("logits", logits);
+    return g;
+  }
   if (cached) {
     // The position after the last token run, pos + (last_index - b * seq) + 1,
     // is the new token's, and the next token is chosen on the device: greedy

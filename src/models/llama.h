@@ -73,10 +73,23 @@ LlamaConfig load_llama_config(const std::string& dir_or_file);
 // W.quants and W.scales params (llama_quant.h); Q/K/V and gate/up, when all
 // of a group are quantized alike, are one product over the concatenated
 // params (as the sibling-matmul pass merges float weights).
+//
+// With pool.slots > 0 (the engine's graphs) the caches are a pool shared by
+// many sequences: blk.N.kv_cache [pool.slots, cache_len, 2 * kv_dim], and an
+// input `slot` i32 [batch] names each batch row's cache row, so one graph
+// serves any sequences at any positions (a ragged batch) and every graph of
+// one pool lays its state out alike whatever its batch and seq. No decode
+// state is declared or updated: the host feeds input_ids, pos, slot and
+// last_index each run. Outputs: next_token i32 [batch] (the argmax) and,
+// with pool.logits, logits f32 [batch, vocab].
 enum class LlamaFeed { Inputs, State };
+struct LlamaPool {
+  int64_t slots = 0;
+  bool logits = true;
+};
 Graph build_llama_graph(const LlamaConfig& cfg, int64_t batch, int64_t seq, DType dt, int64_t cache_len = 0,
                         LlamaFeed feed = LlamaFeed::Inputs, const SamplingOptions& sampling = {},
-                        const QuantizedWeights& quantized = {});
+                        const QuantizedWeights& quantized = {}, const LlamaPool& pool = {});
 
 // Where a LLaMA's config and weights come from (a GGUF file or a Hugging
 // Face directory), with params named as build_llama_graph names them.

@@ -1,32 +1,15 @@
 #include "models/llama_generator.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
-#include "models/gguf.h"
-#include "models/llama_hf.h"
+#include "models/llama_model_files.h"
 #include "models/sampling.h"
-#include "tokenizers/bpe.h"
-#include "tokenizers/spm.h"
 #include "rlx/error.h"
 
 namespace rlx {
 namespace {
 
 constexpr int64_t kMinBucket = 16;
-
-// A JSON file of a Hugging Face directory, or null when it is absent.
-nlohmann::json read_json_if_present(const std::filesystem::path& p) {
-  if (!std::filesystem::exists(p)) return nullptr;
-  std::ifstream in(p);
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    RLX_FAIL("llama: '" << p.string() << "' is not valid JSON: " << e.what());
-  }
-}
 
 }  // namespace
 
@@ -37,36 +20,13 @@ int64_t llama_length_bucket(int64_t n, int64_t max_positions) {
 }
 
 LlamaGenerator::LlamaGenerator(const std::string& path, GeneratorOptions o) : o_(o), sampler_(o.sampling) {
-  namespace fs = std::filesystem;
-  if (fs::is_directory(path)) {
-    model_ = std::make_unique<LlamaSafetensors>(path);
-    // Without tokenizer.json the model still runs on token ids.
-    if (fs::exists(fs::path(path) / "tokenizer.json"))
-      tokenizer_ = std::make_unique<BpeTokenizer>(
-          BpeTokenizer::from_tokenizer_json((fs::path(path) / "tokenizer.json").string()));
-    nlohmann::json cfg = read_json_if_present(fs::path(path) / "config.json");
-    const auto& eos = cfg.contains("eos_token_id") ? cfg["eos_token_id"] : nlohmann::json();
-    if (eos.is_number_integer()) eos_id_ = eos.get<int32_t>();
-    else if (eos.is_array() && !eos.empty() && eos[0].is_number_integer()) eos_id_ = eos[0].get<int32_t>();
-    nlohmann::json tc = read_json_if_present(fs::path(path) / "tokenizer_config.json");
-    if (tc.is_object() && tc.contains("chat_template") && tc["chat_template"].is_string())
-      chat_template_ = tc["chat_template"].get<std::string>();
-  } else {
-    auto gguf = std::make_unique<LlamaGguf>(path);
-    const GgufFile& f = gguf->file();
-    if (f.get_string("tokenizer.ggml.model") == "llama")
-      tokenizer_ = std::make_unique<SpmTokenizer>(SpmTokenizer::from_gguf(f));
-    else
-      tokenizer_ = std::make_unique<BpeTokenizer>(BpeTokenizer::from_gguf(f));
-    eos_id_ = tokenizer_->eos_id();
-    chat_template_ = gguf->file().get_string("tokenizer.chat_template", "");
-    model_ = std::move(gguf);
-  }
+  LlamaModelFiles m = open_llama_model(path);
+  model_ = std::move(m.weights);
+  tokenizer_ = std::move(m.tokenizer);
+  eos_id_ = m.eos_id;
+  chat_template_ = std::move(m.chat_template);
   quantized_ = plan_llama_quantization(
       config(), [&](const std::string& t) { return model_->stored_quant(t); }, o_.quantize);
-  RLX_CHECK(!tokenizer_ || int64_t(tokenizer_->vocab_size()) <= config().vocab_size,
-            "llama: '" << path << "': the tokenizer has " << tokenizer_->vocab_size() << " tokens, the model "
-                       << config().vocab_size);
 }
 
 LlamaGenerator::~LlamaGenerator() = default;

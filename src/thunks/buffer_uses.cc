@@ -89,12 +89,13 @@ Uses uses(const SoftmaxParams& p) {
 
 Uses uses(const AttentionParams& p) {
   Uses u;
-  const int64_t q_rows = p.batch * p.sq, kv_rows = p.batch * p.skv;
+  const int64_t q_rows = p.batch * p.sq, kv_rows = (p.kv_slots != kNoBuffer ? p.kv_batch : p.batch) * p.skv;
   read(u, p.q, bytes(rows_extent(q_rows, p.q_stride, p.q_offset, int64_t(p.q_heads) * p.head_dim), p.dtype));
   read(u, p.k, bytes(rows_extent(kv_rows, p.k_stride, p.k_offset, int64_t(p.kv_heads) * p.head_dim), p.dtype));
   read(u, p.v, bytes(rows_extent(kv_rows, p.v_stride, p.v_offset, int64_t(p.kv_heads) * p.head_dim), p.dtype));
   if (p.mask_kind == MaskKind::Padding) read(u, p.mask, bytes(kv_rows, DType::I32));
   read(u, p.pos, bytes(p.batch, DType::I32));
+  read(u, p.kv_slots, bytes(p.batch, DType::I32));
   write(u, p.out, bytes(q_rows * p.q_heads * p.head_dim, p.dtype));
   return u;
 }
@@ -137,9 +138,12 @@ Uses uses(const SwiGluParams& p) {
 
 // The rows land at positions read at run time: any row of the cache may be written.
 Uses uses(const KvWriteParams& p) {
-  return {{p.rows, bytes(rows_extent(p.batch * p.n_new, p.rows_stride, p.rows_offset, p.row), p.dtype), false},
-          {p.pos, bytes(p.batch, DType::I32), false},
-          {p.cache, bytes(p.batch * p.max_ctx * p.row, p.dtype), true}};
+  Uses u;
+  read(u, p.rows, bytes(rows_extent(p.batch * p.n_new, p.rows_stride, p.rows_offset, p.row), p.dtype));
+  read(u, p.pos, bytes(p.batch, DType::I32));
+  read(u, p.slots, bytes(p.batch, DType::I32));
+  write(u, p.cache, bytes(p.cache_batch * p.max_ctx * p.row, p.dtype));
+  return u;
 }
 
 Uses uses(const ArgmaxParams& p) {

@@ -108,6 +108,10 @@ struct AttentionParams {
   int32_t q_rope_n_rot = 0;
   float q_rope_theta = 0.f;
   uint8_t q_rope_interleaved = 0;
+  // kv_slots != kNoBuffer: i32 [batch], batch b reads k/v batch row
+  // kv_slots[b] of kv_batch rows (clamped into range; the host checks them).
+  uint64_t kv_slots = kNoBuffer;
+  int64_t kv_batch = 0;
 };
 
 // Rotary embedding on [batch, seq, heads*head_dim] rows (offset/stride as in
@@ -173,9 +177,13 @@ struct SwiGluParams {
 // rows_offset (elements). rope_heads > 0: the first rope_heads heads of
 // head_dim are rotated at their write position as they are stored (the
 // rope kernel's pairs and angles).
+// slots != kNoBuffer: i32 [batch], batch b writes cache row slots[b] of
+// cache_batch rows (a slot outside them is skipped); else row b.
 struct KvWriteParams {
   uint64_t cache, rows, pos;
   int64_t batch, n_new, max_ctx, row;
+  uint64_t slots = kNoBuffer;
+  int64_t cache_batch = 0;
   int64_t rows_offset, rows_stride;
   int32_t rope_heads, head_dim, n_rot;
   float theta;

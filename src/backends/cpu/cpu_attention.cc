@@ -135,6 +135,7 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
   const int64_t per_worker = 2 * skv * hd + rows * hd + rows * skv + rows * hd;
   float* buffers = ctx.scratch(0, size_t(threads * per_worker));
   const int32_t* q_pos = p.pos != kNoBuffer ? at<int32_t>(arena, p.pos) : nullptr;
+  const int32_t* kv_slots = p.kv_slots != kNoBuffer ? at<int32_t>(arena, p.kv_slots) : nullptr;
   // One task per (batch, head): its K and V are widened once for all its row blocks.
   parallel_for_worker(p.batch * p.q_heads, threads, [&](int64_t task, int worker) {
     float* kt = buffers + worker * per_worker;
@@ -148,9 +149,11 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
     const int64_t kv_len = q_pos ? std::clamp<int64_t>(int64_t(q_pos[b]) + sq, 0, skv) : skv;
     const int64_t causal_shift = p.mask_kind != MaskKind::Causal ? kv_len : q_pos ? int64_t(q_pos[b]) : skv - sq;
     const int32_t* keep = mask ? padding_keep(mask + b * skv, skv) : nullptr;
+    // A ragged batch reads its sequence's cache slot (clamped: the host checks slots).
+    const int64_t kb = kv_slots ? std::clamp<int64_t>(kv_slots[b], 0, p.kv_batch - 1) : b;
     for (int64_t j = 0; j < kv_len; ++j) {
-      const T* kr = k + (b * skv + j) * p.k_stride + p.k_offset + kvh * hd;
-      const T* vr = v + (b * skv + j) * p.v_stride + p.v_offset + kvh * hd;
+      const T* kr = k + (kb * skv + j) * p.k_stride + p.k_offset + kvh * hd;
+      const T* vr = v + (kb * skv + j) * p.v_stride + p.v_offset + kvh * hd;
       for (int64_t d = 0; d < hd; ++d) {
         kt[d * kv_len + j] = to_f32(kr[d]);
         vf[j * hd + d] = to_f32(vr[d]);

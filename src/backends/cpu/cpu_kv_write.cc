@@ -2,7 +2,8 @@
 // offset) land in the cache [batch, max_ctx, row] at row pos[b] + i, the
 // first rope_heads heads rotated at that position on the way (cpu_rope.h);
 // a row whose position falls outside the cache is skipped, never written
-// out of bounds.
+// out of bounds. With slots, batch b lands in cache row slots[b] (a pool of
+// per-sequence caches); a slot outside the pool is skipped the same way.
 #include <cstring>
 
 #include "backends/cpu/cpu_registry.h"
@@ -16,13 +17,16 @@ template <class T> void kv_write(const KvWriteParams& p, CpuContext& ctx) {
   const int32_t* pos = at<int32_t>(arena, p.pos);
   const T* rows = at<T>(arena, p.rows);
   T* cache = at<T>(arena, p.cache);
+  const int32_t* slots = p.slots != kNoBuffer ? at<int32_t>(arena, p.slots) : nullptr;
   const int64_t rotated = int64_t(p.rope_heads) * p.head_dim;
   for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t slot = slots ? int64_t(slots[b]) : b;
+    if (slot < 0 || slot >= p.cache_batch) continue;
     for (int64_t i = 0; i < p.n_new; ++i) {
       const int64_t t = int64_t(pos[b]) + i;
       if (t < 0 || t >= p.max_ctx) continue;
       const T* src = rows + (b * p.n_new + i) * p.rows_stride + p.rows_offset;
-      T* dst = cache + (b * p.max_ctx + t) * p.row;
+      T* dst = cache + (slot * p.max_ctx + t) * p.row;
       if (rotated > 0) rope_row(src, dst, p.rope_heads, p.head_dim, p.n_rot, p.interleaved, p.theta, double(t));
       std::memcpy(dst + rotated, src + rotated, size_t(p.row - rotated) * sizeof(T));
     }

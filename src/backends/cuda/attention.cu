@@ -36,6 +36,14 @@ __device__ inline float decode_query(const AttentionParams& p, uint8_t* arena, c
   return to_f32(rope_element(q, d, p.q_rope_n_rot, p.q_rope_interleaved, p.q_rope_theta, position)) * p.scale;
 }
 
+// The first k/v row of batch b: its own, or in a ragged batch the row of the
+// cache slot kv_slots[b] names (clamped into the pool; the host checks it).
+__device__ inline int64_t kv_row0(const AttentionParams& p, uint8_t* arena, int64_t b) {
+  if (p.kv_slots == kNoBuffer) return b * p.skv;
+  const int64_t slot = at<const int32_t>(arena, p.kv_slots)[b];
+  return min(max(slot, int64_t(0)), p.kv_batch - 1) * p.skv;
+}
+
 constexpr int kWarps = 4;
 constexpr int kRowsPerWarp = 4;
 constexpr int kQueryTile = kWarps * kRowsPerWarp;
@@ -77,6 +85,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionP
   const T* k = at<const T>(arena, p.k);
   const T* v = at<const T>(arena, p.v);
   const int32_t* mask = padding_keep(p, arena, b);
+  const int64_t kv0 = kv_row0(p, arena, b);
   // Query positions from the arena (a KV cache): keys at or past pos[b] + sq
   // are not valid, and causal lets query i see keys j <= pos[b] + i.
   int64_t kv_len = p.skv, causal_shift = p.skv - p.sq;  // query i sees keys j <= i + shift
@@ -114,8 +123,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionP
       int64_t j = k0 + kk;
       float kv = 0.f, vv = 0.f;
       if (j < kv_len) {  // rows past the valid length are never read
-        kv = to_f32(k[(b * p.skv + j) * p.k_stride + p.k_offset + int64_t(kvh) * D + d]);
-        vv = to_f32(v[(b * p.skv + j) * p.v_stride + p.v_offset + int64_t(kvh) * D + d]);
+        kv = to_f32(k[(kv0 + j) * p.k_stride + p.k_offset + int64_t(kvh) * D + d]);
+        vv = to_f32(v[(kv0 + j) * p.v_stride + p.v_offset + int64_t(kvh) * D + d]);
       }
       k_s[kk][d] = kv;
       v_s[kk][d] = vv;
@@ -484,8 +493,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attention_decode_kernel(con
   const int kvh = h / (p.q_heads / p.kv_heads);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const T* q = at<const T>(arena, p.q) + b * p.q_stride + p.q_offset + int64_t(h) * D;  // sq == 1
-  const T* k = at<const T>(arena, p.k) + b * p.skv * p.k_stride + p.k_offset + int64_t(kvh) * D;
-  const T* v = at<const T>(arena, p.v) + b * p.skv * p.v_stride + p.v_offset + int64_t(kvh) * D;
+  const T* k = at<const T>(arena, p.k) + kv_row0(p, arena, b) * p.k_stride + p.k_offset + int64_t(kvh) * D;
+  const T* v = at<const T>(arena, p.v) + kv_row0(p, arena, b) * p.v_stride + p.v_offset + int64_t(kvh) * D;
   const int32_t* mask = padding_keep(p, arena, b);
   const int64_t kv_end = decode_key_end(p, arena, b);
 
@@ -586,8 +595,8 @@ __global__ void __launch_bounds__(decode_warps<T, DMAX, SPLIT>() * 32)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int v_chunk = lane % C, v_row = lane / C;
   const T* q = at<const T>(arena, p.q) + b * p.q_stride + p.q_offset + int64_t(h) * D;  // sq == 1
-  const T* k = at<const T>(arena, p.k) + b * p.skv * p.k_stride + p.k_offset + int64_t(kvh) * D;
-  const T* v = at<const T>(arena, p.v) + b * p.skv * p.v_stride + p.v_offset + int64_t(kvh) * D;
+  const T* k = at<const T>(arena, p.k) + kv_row0(p, arena, b) * p.k_stride + p.k_offset + int64_t(kvh) * D;
+  const T* v = at<const T>(arena, p.v) + kv_row0(p, arena, b) * p.v_stride + p.v_offset + int64_t(kvh) * D;
   const int32_t* mask = padding_keep(p, arena, b);
   const int64_t kv_end = decode_key_end(p, arena, b);
   for (int d = threadIdx.x; d < D; d += blockDim.x) q_s[d] = decode_query(p, arena, q, d, b);

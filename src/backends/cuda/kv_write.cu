@@ -4,7 +4,8 @@
 // so a recorded graph replays with a new position. With rope_heads > 0 the
 // first heads are rotated on the way (RoPE on K fused into the write). A row
 // whose position falls outside the cache is skipped, never written out of
-// bounds.
+// bounds. With slots, batch b lands in cache row slots[b] of a pool of
+// per-sequence caches (a ragged batch); a slot outside the pool is skipped.
 #include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/dispatch.h"
@@ -14,11 +15,18 @@
 namespace rlx::cuda {
 namespace {
 
-// The cache row of new row bi, or null when its position is outside the cache.
+// The cache row of new row bi, or null when its position (or slot) is outside the cache.
 template <class T>
-__device__ inline T* cache_row(const KvWriteParams& p, const int32_t* pos, T* cache, int64_t bi, int64_t row_len) {
+__device__ inline T* cache_row(const KvWriteParams& p, const int32_t* pos, const int32_t* slots, T* cache,
+                               int64_t bi, int64_t row_len) {
   const int64_t b = bi / p.n_new, at_row = int64_t(pos[b]) + bi % p.n_new;
-  return at_row < 0 || at_row >= p.max_ctx ? nullptr : cache + (b * p.max_ctx + at_row) * row_len;
+  const int64_t slot = slots ? int64_t(slots[b]) : b;
+  if (at_row < 0 || at_row >= p.max_ctx || slot < 0 || slot >= p.cache_batch) return nullptr;
+  return cache + (slot * p.max_ctx + at_row) * row_len;
+}
+
+__device__ inline const int32_t* slots_of(const KvWriteParams& p, uint8_t* arena) {
+  return p.slots == kNoBuffer ? nullptr : at<const int32_t>(arena, p.slots);
 }
 
 // A plain copy: one thread per word W of a row (4 bytes where the row, its
@@ -27,6 +35,7 @@ template <class W>
 __global__ void kv_write_kernel(const KvWriteParams p, uint8_t* arena) {
   pdl_entry();
   const int32_t* pos = at<const int32_t>(arena, p.pos);
+  const int32_t* slots = slots_of(p, arena);
   const int64_t es = p.dtype == DType::F32 ? 4 : 2, ws = int64_t(sizeof(W));
   const int64_t words = p.row * es / ws, stride = p.rows_stride * es / ws, offset = p.rows_offset * es / ws;
   const int64_t total = p.batch * p.n_new * words;
@@ -34,7 +43,7 @@ __global__ void kv_write_kernel(const KvWriteParams p, uint8_t* arena) {
   W* cache = at<W>(arena, p.cache);
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t w = t % words, bi = t / words;
-    if (W* dst = cache_row(p, pos, cache, bi, words)) dst[w] = rows[bi * stride + offset + w];
+    if (W* dst = cache_row(p, pos, slots, cache, bi, words)) dst[w] = rows[bi * stride + offset + w];
   }
 }
 
@@ -43,6 +52,7 @@ template <class T>
 __global__ void kv_write_rope_kernel(const KvWriteParams p, uint8_t* arena) {
   pdl_entry();
   const int32_t* pos = at<const int32_t>(arena, p.pos);
+  const int32_t* slots = slots_of(p, arena);
   const int half = p.n_rot / 2, per_head = half + (p.head_dim - p.n_rot);
   const int64_t rotated_items = int64_t(p.rope_heads) * per_head;
   const int64_t per_row = rotated_items + (p.row - int64_t(p.rope_heads) * p.head_dim);
@@ -51,7 +61,7 @@ __global__ void kv_write_rope_kernel(const KvWriteParams p, uint8_t* arena) {
   T* cache = at<T>(arena, p.cache);
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t e = t % per_row, bi = t / per_row;
-    T* dst = cache_row(p, pos, cache, bi, p.row);
+    T* dst = cache_row(p, pos, slots, cache, bi, p.row);
     if (!dst) continue;
     const T* src = rows + bi * p.rows_stride + p.rows_offset;
     if (e >= rotated_items) {  // past the rotated heads

@@ -1,0 +1,84 @@
+// The executables of one decoder model over one KV-cache pool: prefill
+// graphs (one sequence, a power-of-two bucket of tokens) and decode steps
+// (a bucket of sequences, one token each), compiled on first use on one
+// arena, so the weights and the pool exist once whatever shapes run. Every
+// graph takes each row's cache slot and position as inputs (device memory
+// the kernels read), so a recorded graph serves any sequences at any
+// positions and is never recorded again.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "models/llama.h"
+#include "rlx/session.h"
+
+namespace rlx {
+
+struct PoolRunnerOptions {
+  Device device = Device::Cpu;
+  DType dtype = DType::F32;
+  int threads = 0;
+  ExecMode mode = ExecMode::Auto;
+  int64_t cache_len = 0;      // tokens per slot
+  int sequences = 1;          // slots for sequences
+  int64_t prefill_chunk = 512;  // the largest prefill bucket
+};
+
+class PoolRunner {
+ public:
+  PoolRunner(const LlamaWeights& weights, const QuantizedWeights& quantized, const PoolRunnerOptions& o);
+  ~PoolRunner();
+
+  int64_t cache_len() const { return o_.cache_len; }
+  int sequences() const { return o_.sequences; }
+  int64_t vocab() const { return cfg_.vocab_size; }
+
+  // The next token's argmax, and its logits (f32 [vocab]) when asked for.
+  struct Choice {
+    int32_t argmax = -1;
+    std::vector<float> logits;
+  };
+  // How many of n tokens one prefill run at position `start` takes.
+  int64_t prefill_take(int64_t start, int64_t n) const;
+  // tokens (at most prefill_take(start, size)) into `slot` at start...; the
+  // choice after the last of them.
+  Choice prefill(int slot, const std::vector<int32_t>& tokens, int64_t start, bool logits);
+  struct DecodeRow {
+    int slot;
+    int32_t token;
+    int64_t pos;  // where the token goes (the tokens the slot already holds)
+  };
+  // One decode run for every row (at most sequences()); a choice per row.
+  std::vector<Choice> decode(const std::vector<DecodeRow>& rows, bool logits);
+
+  uint64_t prefill_runs() const { return prefill_runs_; }
+  uint64_t decode_runs() const { return decode_runs_; }
+  uint64_t arena_bytes() const;
+  uint64_t kv_pool_bytes() const;
+  uint64_t weight_bytes() const;
+  int compiled_graphs() const { return int(exes_.size()); }
+  // The decode executable of a batch bucket (compiled on first use), for
+  // tests that assert how it ran.
+  Executable& decode_executable(int64_t batch, bool logits);
+  int64_t decode_bucket(int64_t rows) const;
+  std::string backend_summary();
+
+ private:
+  Executable& executable(int64_t batch, int64_t seq, bool logits);
+  Graph graph(int64_t batch, int64_t seq, bool logits) const;
+
+  const LlamaWeights& weights_;
+  const QuantizedWeights& quantized_;
+  LlamaConfig cfg_;
+  PoolRunnerOptions o_;
+  int64_t pool_slots_ = 0;  // sequences, plus one that padding rows of a decode bucket write
+  CompileOptions co_;
+  std::map<std::tuple<int64_t, int64_t, bool>, std::unique_ptr<Executable>> exes_;
+  Executable* with_params_ = nullptr;
+  uint64_t prefill_runs_ = 0, decode_runs_ = 0;
+};
+
+}  // namespace rlx
