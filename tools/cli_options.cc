@@ -1,5 +1,10 @@
 #include "tools/cli_options.h"
 
+#include <filesystem>
+#include <vector>
+
+#include "rlx/error.h"
+
 rlx::DType dtype_option(const std::string& s) {
   if (s == "f32") return rlx::DType::F32;
   if (s == "f16") return rlx::DType::F16;
@@ -33,4 +38,34 @@ void check_batch_seq(int64_t batch, int64_t seq) {
   check_count("--seq", seq, 1, 65536);
   RLX_CHECK(batch * seq <= (int64_t(1) << 20),
             "--batch " << batch << " x --seq " << seq << " is more than 2^20 tokens in one run");
+}
+
+namespace {
+namespace fs = std::filesystem;
+
+std::string default_decoder_model() {
+  std::vector<fs::path> tried;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) tried.push_back(exe.parent_path() / ".." / "models" / kDefaultDecoderModel);
+  tried.push_back(fs::path("models") / kDefaultDecoderModel);
+  std::string where;
+  for (const auto& p : tried) {
+    if (fs::is_regular_file(p)) return p.string();
+    where += " " + p.string();
+  }
+  RLX_FAIL("no model found (looked in:" << where << "); run scripts/setup, or pass --model FILE.gguf");
+}
+
+}  // namespace
+
+std::string decoder_model_path(const std::string& m) {
+  if (m.empty()) return default_decoder_model();
+  if (!fs::is_directory(m) || fs::exists(fs::path(m) / "config.json")) return m;
+  std::vector<fs::path> found;
+  for (const auto& e : fs::directory_iterator(m))
+    if (e.path().extension() == ".gguf") found.push_back(e.path());
+  RLX_CHECK(found.size() == 1, "--model '" << m << "': expected one .gguf file in the directory, found "
+                                           << found.size() << " and no config.json");
+  return found[0].string();
 }

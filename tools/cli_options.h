@@ -14,3 +14,10 @@ rlx::ExecMode mode_option(const std::string& s);   // auto | perop | graph
 void check_batch_seq(int64_t batch, int64_t seq);
 // A count option (--runs, --warmup ...) in [lo, hi], else rlx::Error naming it.
 void check_count(const char* option, int64_t value, int64_t lo, int64_t hi);
+
+// The decoder model under models/ that `generate` and `chat` use by default.
+inline constexpr const char* kDefaultDecoderModel = "SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
+// --model as a model path: "" is the default model (beside the executable's
+// ../models or ./models); a directory holding exactly one .gguf file stands
+// for that file; a Hugging Face directory (config.json) is itself.
+std::string decoder_model_path(const std::string& model);

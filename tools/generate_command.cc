@@ -29,7 +29,6 @@
 namespace {
 
 namespace fs = std::filesystem;
-constexpr const char* kDefaultModel = "SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 struct GenerateArgs {
   std::string model, prompt, prompt_ids, device = "cpu", dtype = "f32", quantize;
@@ -37,33 +36,6 @@ struct GenerateArgs {
   bool chat = false, recompute = false, ignore_eos = false;
   rlx::SamplingOptions sampling;
 };
-
-std::string default_model() {
-  std::vector<fs::path> tried;
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) tried.push_back(exe.parent_path() / ".." / "models" / kDefaultModel);
-  tried.push_back(fs::path("models") / kDefaultModel);
-  std::string where;
-  for (const auto& p : tried) {
-    if (fs::is_regular_file(p)) return p.string();
-    where += " " + p.string();
-  }
-  RLX_FAIL("no model found (looked in:" << where << "); run scripts/setup, or pass --model FILE.gguf");
-}
-
-// A Hugging Face directory (config.json) as it is; a directory holding
-// exactly one .gguf file stands for that file.
-std::string model_file(const std::string& m) {
-  if (!fs::is_directory(m) || fs::exists(fs::path(m) / "config.json")) return m;
-  std::vector<fs::path> found;
-  for (const auto& e : fs::directory_iterator(m))
-    if (e.path().extension() == ".gguf") found.push_back(e.path());
-  RLX_CHECK(found.size() == 1, "--model '" << m << "': expected one .gguf file in the directory, found "
-                                           << found.size() << " and no config.json");
-  return found[0].string();
-}
-
 // Length of the longest prefix of s that does not end inside a UTF-8 sequence.
 size_t complete_utf8(const std::string& s) {
   size_t n = s.size();
@@ -195,7 +167,7 @@ void run_generate(const GenerateArgs& a) {
   RLX_CHECK(a.batch == 1 || a.n > 0, "--batch needs -n of at least 1");
   const bool as_ids = !a.prompt_ids.empty();
   const bool trace = rlx::parse_trace_env(std::getenv("RLX_TRACE")).decode;
-  const std::string path = model_file(a.model.empty() ? default_model() : a.model);
+  const std::string path = decoder_model_path(a.model);
   rlx::Sampler check(a.sampling);  // throws on bad options before the model loads
   auto t0 = clock::now();
   rlx::GeneratorOptions o;
@@ -273,7 +245,7 @@ void add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   auto* cmd = app.add_subcommand("generate", "Generate text with a LLaMA-family GGUF model");
   cmd->add_option("--model", a->model,
-                  "a .gguf file, a directory holding one, or a Hugging Face LLaMA directory (default: models/" + std::string(kDefaultModel) + ")");
+                  "a .gguf file, a directory holding one, or a Hugging Face LLaMA directory (default: models/" + std::string(kDefaultDecoderModel) + ")");
   cmd->add_option("--prompt", a->prompt, "the text to continue");
   cmd->add_option("--prompt-ids", a->prompt_ids,
                   "token ids to continue, comma-separated (prints ids; no tokenizer needed)");

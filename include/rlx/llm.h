@@ -60,6 +60,9 @@ struct SamplingParams {
   std::optional<uint64_t> seed;  // none: a random seed, reported in Generation::seed
 };
 
+// Throws rlx::Error naming the field when a value is out of range.
+void check_sampling(const SamplingParams& p);
+
 struct GenerateOptions {
   int max_tokens = 128;           // new tokens at most
   SamplingParams sampling;

@@ -67,3 +67,8 @@ struct Engine::Impl {
 };
 
 }  // namespace rlx
+
+namespace rlx {
+// The pool runner an engine steps (tests assert how its executables ran).
+inline PoolRunner& pool_runner_of(Engine& e) { return e.impl().runner; }
+}  // namespace rlx

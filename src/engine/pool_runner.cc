@@ -112,7 +112,7 @@ std::vector<PoolRunner::Choice> PoolRunner::decode(const std::vector<DecodeRow>&
   const int64_t n = int64_t(rows.size());
   RLX_CHECK(n >= 1 && n <= o_.sequences, "engine: a decode step of " << n << " rows (" << o_.sequences << " slots)");
   const int64_t b = decode_bucket(n);
-  std::vector<int32_t> ids(size_t(b), 0), pos(size_t(b), 0), slots(size_t(b), int32_t(o_.sequences)), last(size_t(b));
+  std::vector<int32_t> ids(size_t(b), 0), pos(size_t(b), 0), slots(size_t(b), int32_t(o_.sequences)), last(static_cast<size_t>(b));
   for (int64_t i = 0; i < b; ++i) last[size_t(i)] = int32_t(i);
   for (int64_t i = 0; i < n; ++i) {
     const DecodeRow& r = rows[size_t(i)];
@@ -130,7 +130,7 @@ std::vector<PoolRunner::Choice> PoolRunner::decode(const std::vector<DecodeRow>&
   ++decode_runs_;
   const std::vector<int32_t> chosen = out.at("next_token").to_i32();
   std::vector<float> all = logits ? out.at("logits").to_f32() : std::vector<float>();
-  std::vector<Choice> result(size_t(n));
+  std::vector<Choice> result(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     result[size_t(i)].argmax = chosen[size_t(i)];
     if (logits)

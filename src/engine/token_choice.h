@@ -11,9 +11,6 @@
 
 namespace rlx {
 
-// Throws naming the field when a value is out of range.
-void check_sampling(const SamplingParams& p);
-
 class TokenChoice {
  public:
   TokenChoice(const SamplingParams& p, uint64_t seed);

@@ -9,12 +9,9 @@
 #include <string>
 #include <vector>
 
-namespace rlx {
+#include "rlx/chat.h"  // ChatMessage
 
-struct ChatMessage {
-  std::string role;  // "system", "user" or "assistant"
-  std::string content;
-};
+namespace rlx {
 
 enum class ChatFormat {
   ChatML,   // <|im_start|>role\n...<|im_end|>\n (SmolLM2, Qwen2.5, ...)

@@ -19,3 +19,17 @@ echo "$out"
 echo "$out" | grep -Eq '^dim 384 norm 1\.0000 first -?[0-9]+\.[0-9]+$'
 # The first component is a real number, not an unwritten zero.
 ! echo "$out" | grep -Eq 'first -?0\.000000$'
+# Text generation through the installed package: the default decoder model
+# answers through its chat template.
+gen_model=$src/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf
+test -f "$tmp/prefix/include/rlx/llm.h"
+test -f "$tmp/prefix/lib/cmake/rlx/rlxConfigVersion.cmake"
+if [ -f "$gen_model" ]; then
+  cmake -S "$src/examples/generate_text" -B "$tmp/gen" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+  cmake --build "$tmp/gen" >/dev/null
+  gen=$("$tmp/gen/generate_text" "$gen_model" "What is the capital of France?" 24)
+  echo "$gen"
+  # Some text, then the last line: a finish reason and a positive token count.
+  [ "$(echo "$gen" | head -c 200 | tr -d '[:space:]' | wc -c)" -gt 10 ]
+  echo "$gen" | tail -1 | grep -Eq '^finish (stop|eos|length), [1-9][0-9]* tokens, rlx 0\.2\.0$'
+fi

@@ -182,11 +182,10 @@ TEST(Engine, StopTextSplitAcrossTokensEndsTheReply) {
   // A stop string made of the end of one token's text and the start of the next.
   std::string stop;
   size_t at_token = 0;
-  std::string before;
-  for (size_t i = 5; i + 1 < full.ids.size() && stop.empty(); ++i) {
+  for (size_t i = 3; i + 1 < full.ids.size() && stop.empty(); ++i) {
     const std::string a = llm.tokenizer().token_text(full.ids[i]), b = llm.tokenizer().token_text(full.ids[i + 1]);
-    if (a.size() >= 2 && b.size() >= 2) {
-      stop = a.substr(a.size() - 2) + b.substr(0, 2);
+    if (!a.empty() && !b.empty() && a.back() != ' ' && b[0] != ' ') {
+      stop = a.substr(a.size() - 1) + b.substr(0, 1);
       at_token = i + 1;
     }
   }

@@ -1,0 +1,144 @@
+// The engine under load, through the public API only (rlx/llm.h): a model
+// loaded once, then
+//   - batch 1: one sequence after a PROMPT-token prompt, NEW tokens;
+//   - together: SEQS sequences with different PROMPT-token prompts arriving
+//     at once, NEW tokens each, greedy;
+//   - staggered: the same, one arriving every STAGGER/SEQS steps over the
+//     first STAGGER steps; every sequence must get the tokens it got in the
+//     together run (which equal what each gets alone: tests/unit/engine_test.cc);
+// and the load time, the weights, KV pool and arena bytes.
+//   rlx_engine_bench MODEL [--device cuda] [--dtype f16] [--seqs 32] [--prompt 512] [--new 128]
+//                          [--ctx 2048] [--stagger 64] [--alone K]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "rlx/llm.h"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+
+// Prompt s: PROMPT ids, different for every s (any ids serve: the weights are random).
+std::vector<int32_t> prompt_ids(int s, int len, int64_t vocab) {
+  std::vector<int32_t> ids(size_t(len));
+  for (int i = 0; i < len; ++i) ids[size_t(i)] = int32_t(1 + (int64_t(s) * 7919 + int64_t(i) * 31) % (vocab - 1));
+  return ids;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s MODEL [--device cpu|cuda] [--dtype f32|f16|bf16] [--seqs N] [--prompt N] "
+                 "[--new N] [--ctx N] [--stagger N] [--alone K] [--quantize q8_0|q4_0]\n", argv[0]);
+    return 2;
+  }
+  rlx::LlmOptions o;
+  int seqs = 32, prompt = 512, fresh = 128, stagger = 64, alone = 2;
+  o.ctx_size = 2048;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--device") o.device = v == "cuda" ? rlx::Device::Cuda : rlx::Device::Cpu;
+    else if (k == "--dtype") o.dtype = v == "f16" ? rlx::DType::F16 : v == "bf16" ? rlx::DType::BF16 : rlx::DType::F32;
+    else if (k == "--seqs") seqs = std::atoi(v.c_str());
+    else if (k == "--prompt") prompt = std::atoi(v.c_str());
+    else if (k == "--new") fresh = std::atoi(v.c_str());
+    else if (k == "--ctx") o.ctx_size = std::atoll(v.c_str());
+    else if (k == "--stagger") stagger = std::atoi(v.c_str());
+    else if (k == "--alone") alone = std::atoi(v.c_str());
+    else if (k == "--quantize") o.quantize = v == "q4_0" ? rlx::QuantType::Q4_0 : rlx::QuantType::Q8_0;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  o.max_sequences = seqs;
+  try {
+    auto t0 = clock_type::now();
+    rlx::LLM llm(argv[1], o);
+    rlx::GenerateOptions g;
+    g.max_tokens = fresh;
+    g.ignore_eos = true;
+    // Compile the graphs the runs use before timing anything.
+    {
+      auto s = llm.new_sequence();
+      llm.generate(*s, prompt_ids(0, prompt, llm.vocab_size()), g);
+    }
+    const double load_s = since(t0);
+    std::printf("load + compile + first run: %.2f s (%s)\n", load_s, llm.backend_summary().c_str());
+
+    // Batch 1.
+    {
+      auto s = llm.new_sequence();
+      const uint64_t runs0 = llm.stats().decode_runs;
+      auto t = clock_type::now();
+      rlx::Generation r = llm.generate(*s, prompt_ids(1, prompt, llm.vocab_size()), g);
+      const double dt = since(t);
+      std::printf("batch 1, depth %d: %zu tokens in %.3f s (prefill included): %.0f tok/s, %llu decode runs\n",
+                  prompt, r.ids.size(), dt, double(r.ids.size()) / dt,
+                  (unsigned long long)(llm.stats().decode_runs - runs0));
+    }
+
+    // Together, then staggered.
+    std::vector<std::vector<int32_t>> together(size_t(seqs));
+    for (int pass = 0; pass < 2; ++pass) {
+      std::vector<std::unique_ptr<rlx::Sequence>> held;
+      std::vector<rlx::Generation> got(size_t(seqs));
+      int submitted = 0, done = 0, steps = 0;
+      const int every = pass == 0 ? 0 : std::max(1, stagger / seqs);
+      const rlx::EngineStats s0 = llm.stats();
+      auto t = clock_type::now();
+      double first_all = 0;
+      while (done < seqs) {
+        while (submitted < seqs && (every == 0 || steps >= submitted * every)) {
+          const int i = submitted++;
+          held.push_back(llm.new_sequence());
+          llm.engine().submit(*held.back(), prompt_ids(100 + i, prompt, llm.vocab_size()), g, {},
+                              [&, i](const rlx::Generation& r) {
+                                got[size_t(i)] = r;
+                                ++done;
+                              });
+        }
+        llm.engine().step();
+        ++steps;
+        if (submitted == seqs && first_all == 0) first_all = since(t);
+      }
+      const double dt = since(t);
+      const rlx::EngineStats s1 = llm.stats();
+      const uint64_t tokens = uint64_t(seqs) * uint64_t(fresh);
+      int same = 0;
+      for (int i = 0; i < seqs; ++i) {
+        if (pass == 0) together[size_t(i)] = got[size_t(i)].ids;
+        else same += got[size_t(i)].ids == together[size_t(i)];
+      }
+      std::printf("%s: %d sequences x %d prompt + %d new: %llu tokens in %.3f s: %.0f tok/s aggregate "
+                  "(prefill included); %llu prefill runs, %llu decode runs, %d steps%s\n",
+                  pass == 0 ? "together" : "staggered", seqs, prompt, fresh, (unsigned long long)tokens, dt,
+                  double(tokens) / dt, (unsigned long long)(s1.prefill_runs - s0.prefill_runs),
+                  (unsigned long long)(s1.decode_runs - s0.decode_runs), steps,
+                  pass == 0 ? "" : (same == seqs ? "; every sequence equals its together run"
+                                                 : "; MISMATCH against the together run"));
+      if (pass == 1 && same != seqs) return 1;
+    }
+    // A few sequences alone must equal their together run.
+    for (int i = 0; i < alone && i < seqs; ++i) {
+      auto s = llm.new_sequence();
+      rlx::Generation r = llm.generate(*s, prompt_ids(100 + i, prompt, llm.vocab_size()), g);
+      std::printf("sequence %d alone: %s\n", i, r.ids == together[size_t(i)] ? "equals its batched run" : "DIFFERS");
+      if (r.ids != together[size_t(i)]) return 1;
+    }
+    const rlx::EngineStats s = llm.stats();
+    std::printf("memory: weights %.1f MB, KV pool %.1f MB (%d slots x %lld tokens), arena %.1f MB; %d graphs compiled\n",
+                double(s.weight_bytes) / 1e6, double(s.kv_pool_bytes) / 1e6, llm.max_sequences(),
+                (long long)llm.ctx_size(), double(s.arena_bytes) / 1e6, s.compiled_graphs);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rlx_engine_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
