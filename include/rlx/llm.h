@@ -210,6 +210,10 @@ class LLM {
   std::vector<Generation> generate_batch(const std::vector<std::vector<int32_t>>& prompts,
                                          const GenerateOptions& o = {});
 
+  // Compiles now every graph that requests would otherwise compile on first
+  // use (prefill buckets, and the decode step at every batch bucket).
+  void prepare();
+
   Engine& engine();
   EngineStats stats() const;
   std::string backend_summary() const;  // how the decode step runs (device, mode)

@@ -89,6 +89,7 @@ int64_t LLM::ctx_size() const { return impl_->runner->cache_len(); }
 int LLM::max_sequences() const { return impl_->runner->sequences(); }
 const std::string& LLM::chat_template() const { return impl_->files.chat_template; }
 Engine& LLM::engine() { return *impl_->engine; }
+void LLM::prepare() { impl_->runner->prepare(); }
 EngineStats LLM::stats() const { return impl_->engine->stats(); }
 std::string LLM::backend_summary() const { return impl_->runner->backend_summary(); }
 

@@ -66,6 +66,20 @@ Executable& PoolRunner::executable(int64_t batch, int64_t seq, bool logits) {
   return *exes_.emplace(key, std::move(exe)).first->second;
 }
 
+void PoolRunner::prepare() {
+  for (int64_t b = kMinPrefillBucket;; b *= 2) {
+    const int64_t seq = std::min(b, o_.prefill_chunk);
+    if (seq > o_.cache_len) break;
+    executable(1, seq, false);
+    executable(1, seq, true);
+    if (seq == o_.prefill_chunk) break;
+  }
+  for (int64_t b = 1;; b *= 2) {
+    executable(std::min<int64_t>(b, o_.sequences), 1, false);
+    if (b >= o_.sequences) break;
+  }
+}
+
 int64_t PoolRunner::decode_bucket(int64_t rows) const {
   int64_t b = 1;
   while (b < rows) b *= 2;

@@ -54,6 +54,10 @@ class PoolRunner {
   // One decode run for every row (at most sequences()); a choice per row.
   std::vector<Choice> decode(const std::vector<DecodeRow>& rows, bool logits);
 
+  // Compiles every prefill bucket and decode bucket (the greedy graphs) now,
+  // so that no request waits for a compile.
+  void prepare();
+
   uint64_t prefill_runs() const { return prefill_runs_; }
   uint64_t decode_runs() const { return decode_runs_; }
   uint64_t arena_bytes() const;
