@@ -52,6 +52,10 @@ class Executable {
   // Shape must match; host data of another float dtype is converted.
   void set_param(const std::string& name, const HostTensor& t);
   void set_param_f32(const std::string& name, const float* data, size_t count);
+  // `bytes` of `dt` values (f32, f16 or bf16, e.g. a mapped file's tensor):
+  // written as they are when dt is the param's dtype, else converted in one
+  // pass.
+  void set_param_bytes(const std::string& name, DType dt, const void* data, size_t bytes);
   // Takes the params `other` has set: both share one arena (same layout).
   void share_params_with(const Executable& other);
   // Zeroes every state tensor (the KV cache). State starts zeroed and keeps

@@ -284,6 +284,15 @@ void LlamaGguf::load_into(Executable& exe, const Graph& g) const {
       set_quantized_weight_blocks(exe, s, file_->bytes(s.tensor));
       continue;
     }
+    // Float tensors go from the mapped file to the param as they are (or
+    // converted in one pass); the rest are dequantized first.
+    const GgmlType type = file_->tensor(s.tensor).type;
+    if (!s.quant && (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16)) {
+      const std::span<const uint8_t> b = file_->bytes(s.tensor);
+      const DType dt = type == GgmlType::F32 ? DType::F32 : type == GgmlType::F16 ? DType::F16 : DType::BF16;
+      exe.set_param_bytes(s.param, dt, b.data(), b.size());
+      continue;
+    }
     std::vector<float> v = file_->to_f32(s.tensor);
     if (s.quant) set_quantized_weight(exe, s, v);
     else exe.set_param_f32(s.param, v.data(), v.size());

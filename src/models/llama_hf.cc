@@ -79,7 +79,13 @@ void LlamaSafetensors::validate(const Graph& g) const {
 void LlamaSafetensors::load_into(Executable& exe, const Graph& g) const {
   for (const LlamaParamSource& s : llama_param_sources(g)) {
     const std::string name = llama_hf_name(s.tensor);
-    std::vector<float> v = file_of(name).to_f32(name);
+    const SafetensorsFile& f = file_of(name);
+    if (!s.quant) {  // from the mapped file as stored, or converted in one pass
+      const std::span<const uint8_t> b = f.bytes(name);
+      exe.set_param_bytes(s.param, f.info(name).dtype, b.data(), b.size());
+      continue;
+    }
+    std::vector<float> v = f.to_f32(name);
     if (s.quant) set_quantized_weight(exe, s, v);
     else exe.set_param_f32(s.param, v.data(), v.size());
   }

@@ -12,6 +12,35 @@
 
 namespace rlx {
 
+namespace {
+
+// n floats of one float dtype as another, the dtype switches outside the loop.
+void convert_floats(DType from, const void* src, DType to, void* dst, size_t n) {
+  auto with_load = [&](auto load) {
+    switch (to) {
+      case DType::F32:
+        for (size_t i = 0; i < n; ++i) static_cast<float*>(dst)[i] = load(i);
+        break;
+      case DType::F16:
+        for (size_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = float_to_half(load(i));
+        break;
+      case DType::BF16:
+        for (size_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = float_to_bf16(load(i));
+        break;
+      case DType::I32: break;
+    }
+  };
+  const auto* h = static_cast<const uint16_t*>(src);
+  switch (from) {
+    case DType::F32: return with_load([&](size_t i) { return static_cast<const float*>(src)[i]; });
+    case DType::F16: return with_load([&](size_t i) { return half_to_float(h[i]); });
+    case DType::BF16: return with_load([&](size_t i) { return bf16_to_float(h[i]); });
+    case DType::I32: return;
+  }
+}
+
+}  // namespace
+
 HostTensor HostTensor::from_f32(Shape shape, const std::vector<float>& v, DType dt) {
   RLX_CHECK(int64_t(v.size()) == rlx::numel(shape),
             "HostTensor: " << v.size() << " values for shape " << shape_str(shape));
@@ -183,12 +212,28 @@ void Executable::set_param(const std::string& name, const HostTensor& t) {
 }
 
 void Executable::set_param_f32(const std::string& name, const float* data, size_t count) {
-  for (const Binding& b : schedule_->param_bindings) {
+  set_param_bytes(name, DType::F32, data, count * sizeof(float));
+}
+
+void Executable::set_param_bytes(const std::string& name, DType dt, const void* data, size_t bytes) {
+  std::lock_guard<std::mutex> lock(run_mutex());
+  for (size_t i = 0; i < schedule_->param_bindings.size(); ++i) {
+    const Binding& b = schedule_->param_bindings[i];
     if (b.name != name) continue;
-    RLX_CHECK(int64_t(count) == rlx::numel(b.shape), "set_param '" << name << "': " << count
-                                                                   << " values for shape "
-                                                                   << shape_str(b.shape));
-    return set_param(name, HostTensor::from_f32(b.shape, std::vector<float>(data, data + count), DType::F32));
+    const size_t n = size_t(rlx::numel(b.shape));
+    RLX_CHECK(bytes == n * dtype_size(dt), "set_param '" << name << "': " << bytes << " bytes of "
+                                                         << dtype_name(dt) << " for shape " << shape_str(b.shape));
+    if (dt == b.dtype) {
+      backend_->write_binding(b, data);
+    } else {
+      RLX_CHECK(is_float(dt) && is_float(b.dtype), "set_param '" << name << "': cannot convert " << dtype_name(dt)
+                                                                 << " to " << dtype_name(b.dtype));
+      std::vector<uint8_t> c(n * dtype_size(b.dtype));
+      convert_floats(dt, data, b.dtype, c.data(), n);
+      backend_->write_binding(b, c.data());
+    }
+    param_set_[i] = true;
+    return;
   }
   set_param(name, HostTensor{});  // reports the unknown name
 }
