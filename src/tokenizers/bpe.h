@@ -1,5 +1,6 @@
 // Byte-level BPE (GPT-2, SmolLM2, StarCoder, Llama 3 style) as Hugging Face's
-// `tokenizers` does it: special tokens split out of the raw text first, then
+// `tokenizers` does it: special tokens split out of the raw text first (control
+// tokens only with EncodeOptions::parse_special), then
 // the pre-tokenizer (optional Digits split, then GPT-2's or Llama 3's regex), each piece's
 // bytes mapped to printable characters, merges applied by rank, pieces looked
 // up in the vocabulary. Decoding maps the characters back to bytes.
