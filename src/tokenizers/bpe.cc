@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "models/gguf.h"
 #include "rlx/error.h"
-#include "tokenizers/utf8.h"
 #include "tokenizers/byte_level.h"
+#include "tokenizers/merge.h"
 
 namespace rlx {
 namespace {
@@ -28,7 +29,7 @@ std::pair<std::string, std::string> split_merge(const std::string& m, const std:
 BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens,
                            const std::vector<std::pair<std::string, std::string>>& merges,
                            const std::vector<int32_t>& special, BpeOptions opts, int32_t bos_id,
-                           int32_t eos_id)
+                           int32_t eos_id, const std::vector<int32_t>& user_defined)
     : tokens_(std::move(tokens)), opts_(opts), bos_id_(bos_id), eos_id_(eos_id) {
   RLX_CHECK(!tokens_.empty() && tokens_.size() < size_t(std::numeric_limits<int32_t>::max()),
             "bpe: the vocabulary is empty or too large");
@@ -38,13 +39,17 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens,
   for (size_t i = 0; i < merges.size(); ++i)
     merge_rank_.emplace(merge_key(merges[i].first, merges[i].second), int32_t(i));
   special_.assign(tokens_.size(), false);
+  std::vector<bool> always(tokens_.size(), false);
+  for (int32_t id : user_defined) {
+    RLX_CHECK(id >= 0 && size_t(id) < tokens_.size(), "bpe: user-defined token id " << id << " is out of range");
+    always[size_t(id)] = true;
+  }
   for (int32_t id : special) {
     RLX_CHECK(id >= 0 && size_t(id) < tokens_.size(), "bpe: special token id " << id << " is out of range");
     special_[size_t(id)] = true;
-    if (!tokens_[size_t(id)].empty()) specials_.push_back({tokens_[size_t(id)], id});
+    specials_.add(tokens_[size_t(id)], id, !always[size_t(id)]);
   }
-  std::stable_sort(specials_.begin(), specials_.end(),
-                   [](auto& a, auto& b) { return a.first.size() > b.first.size(); });
+  specials_.finish();
   for (int32_t id : {bos_id_, eos_id_})
     RLX_CHECK(id < int32_t(tokens_.size()), "bpe: bos/eos id " << id << " is out of range");
 }
@@ -103,10 +108,12 @@ BpeTokenizer BpeTokenizer::from_tokenizer_json(const std::string& path) {
       tokens[size_t(id)] = tok;
     };
     for (auto& [tok, id] : m.at("vocab").items()) put(tok, id.get<int64_t>());
-    std::vector<int32_t> special;
+    std::vector<int32_t> special, user_defined;
     for (const auto& a : j.value("added_tokens", nlohmann::json::array())) {
       put(a.at("content").get<std::string>(), a.at("id").get<int64_t>());
       special.push_back(a.at("id").get<int32_t>());
+      // An added token that is not "special" is matched in any text.
+      if (!a.value("special", true)) user_defined.push_back(a.at("id").get<int32_t>());
     }
     std::vector<std::pair<std::string, std::string>> merges;
     for (const auto& mg : m.at("merges")) {
@@ -122,7 +129,7 @@ BpeTokenizer BpeTokenizer::from_tokenizer_json(const std::string& path) {
         if (tokens[i] == name) bos = int32_t(i);
       o.add_bos = bos >= 0;
     }
-    BpeTokenizer t(std::move(tokens), merges, special, o, bos, -1);
+    BpeTokenizer t(std::move(tokens), merges, special, o, bos, -1, user_defined);
     if (m.contains("unk_token") && m["unk_token"].is_string()) t.unk_id_ = t.id_of(m["unk_token"]);
     return t;
   } catch (const nlohmann::json::exception& e) {
@@ -137,29 +144,35 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& f) {
                                    << "'; only byte-level BPE ('gpt2') is read");
   const std::string pre = f.get_string("tokenizer.ggml.pre", "default");
   BpeOptions o;
-  if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "codeshell") {
+  // The names llama.cpp gives these rules (command-r splits as starcoder does,
+  // gpt-2 as gpt2).
+  if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "codeshell" || pre == "command-r") {
     o.split_digits = true;
   } else if (pre == "llama-bpe" || pre == "llama3") {
     o.split = BpeSplit::Llama3;
     o.ignore_merges = true;
-  } else if (pre != "gpt2" && pre != "default" && pre != "mpt" && pre != "olmo") {
+    o.add_bos = true;  // llama.cpp's default for Llama 3 when the file does not say
+  } else if (pre != "gpt2" && pre != "gpt-2" && pre != "default" && pre != "mpt" && pre != "olmo") {
     RLX_FAIL(where << ": pre-tokenizer '" << pre << "' is not supported");
   }
-  o.add_bos = f.get_bool("tokenizer.ggml.add_bos_token", false);
+  o.add_bos = f.get_bool("tokenizer.ggml.add_bos_token", o.add_bos);
+  o.add_eos = f.get_bool("tokenizer.ggml.add_eos_token", false);
   std::vector<std::string> tokens = f.get_string_array("tokenizer.ggml.tokens");
-  std::vector<int32_t> special;
+  std::vector<int32_t> special, user_defined;
   if (f.has("tokenizer.ggml.token_type")) {
     auto types = f.get_int_array("tokenizer.ggml.token_type");
     RLX_CHECK(types.size() == tokens.size(), where << ": tokenizer.ggml.token_type has " << types.size()
                                                    << " entries for " << tokens.size() << " tokens");
-    for (size_t i = 0; i < types.size(); ++i)
+    for (size_t i = 0; i < types.size(); ++i) {
       if (types[i] == 3 || types[i] == 4) special.push_back(int32_t(i));  // control, user-defined
+      if (types[i] == 4) user_defined.push_back(int32_t(i));
+    }
   }
   std::vector<std::pair<std::string, std::string>> merges;
   for (const auto& m : f.get_string_array("tokenizer.ggml.merges")) merges.push_back(split_merge(m, where));
   auto id = [&](const char* key) { return int32_t(f.get_int(key, -1)); };
   BpeTokenizer t(std::move(tokens), merges, special, o, id("tokenizer.ggml.bos_token_id"),
-                 id("tokenizer.ggml.eos_token_id"));
+                 id("tokenizer.ggml.eos_token_id"), user_defined);
   return t;
 }
 
@@ -185,34 +198,22 @@ void BpeTokenizer::bpe_piece(const std::string& mapped, std::vector<int32_t>& ou
       return;
     }
   }
-  std::vector<std::string> sym;
-  for (size_t i = 0; i < mapped.size();) {
-    size_t n = std::min(utf8_sequence_length(static_cast<unsigned char>(mapped[i])), mapped.size() - i);
-    sym.push_back(mapped.substr(i, n));
-    i += n;
-  }
   // Merge the lowest-ranked adjacent pair, leftmost first, until none applies.
-  while (sym.size() > 1) {
-    int32_t best = std::numeric_limits<int32_t>::max();
-    size_t at = 0;
-    for (size_t i = 0; i + 1 < sym.size(); ++i) {
-      auto it = merge_rank_.find(merge_key(sym[i], sym[i + 1]));
-      if (it != merge_rank_.end() && it->second < best) {
-        best = it->second;
-        at = i;
-      }
-    }
-    if (best == std::numeric_limits<int32_t>::max()) break;
-    sym[at] += sym[at + 1];
-    sym.erase(sym.begin() + std::ptrdiff_t(at) + 1);
-  }
-  for (const auto& s : sym) {
-    int32_t id = id_of(s);
+  std::string key;
+  auto rank = [&](std::string_view l, std::string_view r) -> std::optional<int32_t> {
+    key.assign(l).append(1, '\xff').append(r);
+    auto it = merge_rank_.find(key);
+    if (it == merge_rank_.end()) return std::nullopt;
+    return it->second;
+  };
+  std::string piece;
+  for (std::string_view s : merge_symbols<int32_t>(mapped, rank)) {
+    piece.assign(s);
+    int32_t id = id_of(piece);
     if (id >= 0) out.push_back(id);
     else if (unk_id_ >= 0) out.push_back(unk_id_);
   }
 }
-
 void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
   std::string buf;
@@ -239,27 +240,23 @@ void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out
   }
 }
 
-std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
+std::vector<int32_t> BpeTokenizer::encode(std::string_view text, const EncodeOptions& o) const {
   std::vector<int32_t> out;
-  if (opts_.add_bos && bos_id_ >= 0) out.push_back(bos_id_);
+  if (o.add_special && opts_.add_bos && bos_id_ >= 0) out.push_back(bos_id_);
   size_t plain = 0, i = 0;
   while (i < text.size()) {
-    const std::pair<std::string, int32_t>* hit = nullptr;
-    for (const auto& s : specials_)
-      if (text.compare(i, s.first.size(), s.first) == 0) {
-        hit = &s;
-        break;
-      }
-    if (!hit) {
+    auto [len, id] = specials_.longest_at(text, i, o.parse_special);
+    if (len == 0) {
       ++i;
       continue;
     }
     encode_plain(text.substr(plain, i - plain), out);
-    out.push_back(hit->second);
-    i += hit->first.size();
+    out.push_back(id);
+    i += len;
     plain = i;
   }
   encode_plain(text.substr(plain), out);
+  if (o.add_special && opts_.add_eos && eos_id_ >= 0) out.push_back(eos_id_);
   return out;
 }
 

@@ -1,5 +1,6 @@
 // Byte-level BPE (GPT-2, SmolLM2, StarCoder, Llama 3 style) as Hugging Face's
-// `tokenizers` does it: special tokens split out of the raw text first, then
+// `tokenizers` does it: special tokens split out of the raw text first (control
+// tokens only with EncodeOptions::parse_special), then
 // the pre-tokenizer (optional Digits split, then GPT-2's or Llama 3's regex), each piece's
 // bytes mapped to printable characters, merges applied by rank, pieces looked
 // up in the vocabulary. Decoding maps the characters back to bytes.
@@ -10,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tokenizers/special_tokens.h"
 #include "tokenizers/text_tokenizer.h"
 
 namespace rlx {
@@ -24,15 +26,19 @@ struct BpeOptions {
   BpeSplit split = BpeSplit::Gpt2;  // Gpt2: ByteLevel's use_regex; Llama3: a Split with its pattern
   bool ignore_merges = false;  // a piece already in the vocabulary is one token
   bool add_prefix_space = false;
-  bool add_bos = false;       // prepend bos_id when encoding
+  bool add_bos = false;       // prepend bos_id when encoding with add_special
+  bool add_eos = false;       // append eos_id when encoding with add_special
 };
 
 class BpeTokenizer : public TextTokenizer {
  public:
   // tokens[i] is id i; merges are pairs of tokens, highest priority first.
-  // special: ids matched verbatim in the raw text (control and added tokens).
+  // special: ids matched verbatim in the raw text (control and added tokens),
+  // with EncodeOptions::parse_special; those also in user_defined are matched
+  // without it too.
   BpeTokenizer(std::vector<std::string> tokens, const std::vector<std::pair<std::string, std::string>>& merges,
-               const std::vector<int32_t>& special, BpeOptions opts, int32_t bos_id, int32_t eos_id);
+               const std::vector<int32_t>& special, BpeOptions opts, int32_t bos_id, int32_t eos_id,
+               const std::vector<int32_t>& user_defined = {});
 
   // A Hugging Face tokenizer.json with a BPE model and a ByteLevel
   // pre-tokenizer; throws naming the file for anything else.
@@ -40,7 +46,10 @@ class BpeTokenizer : public TextTokenizer {
   // GGUF metadata with tokenizer.ggml.model = "gpt2".
   static BpeTokenizer from_gguf(const GgufFile& f);
 
-  std::vector<int32_t> encode(std::string_view text) const override;
+  using TextTokenizer::encode;
+  std::vector<int32_t> encode(std::string_view text, const EncodeOptions& o) const override;
+  // {add_special = true, parse_special = true}
+  EncodeOptions default_encode_options() const override { return {true, true}; }
   // The bytes ids stand for (special tokens as their text).
   std::string decode(const std::vector<int32_t>& ids) const override;
   std::string token_bytes(int32_t id) const override;
@@ -60,7 +69,7 @@ class BpeTokenizer : public TextTokenizer {
   std::vector<std::string> tokens_;
   std::unordered_map<std::string, int32_t> vocab_;
   std::unordered_map<std::string, int32_t> merge_rank_;  // left + '\xff' + right
-  std::vector<std::pair<std::string, int32_t>> specials_;  // longest first
+  SpecialTokens specials_;
   std::vector<bool> special_;
   BpeOptions opts_;
   int32_t bos_id_ = -1, eos_id_ = -1, unk_id_ = -1;

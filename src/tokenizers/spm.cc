@@ -1,11 +1,13 @@
 #include "tokenizers/spm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "models/gguf.h"
 #include "rlx/error.h"
-#include "tokenizers/utf8.h"
+#include "tokenizers/merge.h"
 
 namespace rlx {
 namespace {
@@ -50,7 +52,9 @@ SpmTokenizer SpmTokenizer::from_gguf(const GgufFile& f) {
     } else if (t.types_[i] == 2) {
       t.unk_id_ = int32_t(i);
     }
+    if (t.types_[i] == 2 || t.types_[i] == 3 || t.types_[i] == 4) t.specials_.add(p, int32_t(i), t.types_[i] != 4);
   }
+  t.specials_.finish();
   auto id = [&](const char* key) {
     int64_t v = f.get_int(key, -1);
     RLX_CHECK(v < int64_t(n), where << ": " << key << " " << v << " is out of range");
@@ -60,6 +64,7 @@ SpmTokenizer SpmTokenizer::from_gguf(const GgufFile& f) {
   t.eos_id_ = id("tokenizer.ggml.eos_token_id");
   if (f.has("tokenizer.ggml.unknown_token_id")) t.unk_id_ = id("tokenizer.ggml.unknown_token_id");
   t.add_bos_ = f.get_bool("tokenizer.ggml.add_bos_token", true);
+  t.add_eos_ = f.get_bool("tokenizer.ggml.add_eos_token", false);
   t.add_space_prefix_ = f.get_bool("tokenizer.ggml.add_space_prefix", true);
   return t;
 }
@@ -69,50 +74,60 @@ int32_t SpmTokenizer::id_of(const std::string& piece) const {
   return it == vocab_.end() ? -1 : it->second;
 }
 
-std::vector<int32_t> SpmTokenizer::encode(std::string_view text) const {
+std::vector<int32_t> SpmTokenizer::encode(std::string_view text, const EncodeOptions& o) const {
   std::vector<int32_t> out;
-  if (add_bos_ && bos_id_ >= 0) out.push_back(bos_id_);
-  if (text.empty()) return out;
+  if (o.add_special && add_bos_ && bos_id_ >= 0) out.push_back(bos_id_);
+  size_t plain = 0, i = 0;
+  while (i < text.size()) {
+    auto [len, id] = specials_.longest_at(text, i, o.parse_special);
+    if (len == 0) {
+      ++i;
+      continue;
+    }
+    encode_plain(text.substr(plain, i - plain), out);
+    out.push_back(id);
+    i += len;
+    plain = i;
+  }
+  encode_plain(text.substr(plain), out);
+  if (o.add_special && add_eos_ && eos_id_ >= 0) out.push_back(eos_id_);
+  return out;
+}
+
+void SpmTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
+  if (text.empty()) return;
+  // Every run of text starts with the prepended space: the text's start and
+  // the text after a special token alike.
   std::string s = add_space_prefix_ ? kSpace : "";
   for (char c : text) {
     if (c == ' ') s += kSpace;
     else s += c;
   }
-  std::vector<std::string> sym;
-  for (size_t i = 0; i < s.size();) {
-    size_t n = std::min(utf8_sequence_length(static_cast<unsigned char>(s[i])), s.size() - i);
-    sym.push_back(s.substr(i, n));
-    i += n;
-  }
-  // Merge the pair forming the highest-scored piece, leftmost on ties.
-  while (sym.size() > 1) {
-    int best_at = -1;
-    float best = 0.f;
-    for (size_t i = 0; i + 1 < sym.size(); ++i) {
-      auto it = vocab_.find(sym[i] + sym[i + 1]);
-      if (it == vocab_.end()) continue;
-      const float sc = scores_[size_t(it->second)];
-      if (best_at < 0 || sc > best) {
-        best = sc;
-        best_at = int(i);
-      }
-    }
-    if (best_at < 0) break;
-    sym[size_t(best_at)] += sym[size_t(best_at) + 1];
-    sym.erase(sym.begin() + best_at + 1);
-  }
-  for (const auto& p : sym) {
-    int32_t id = id_of(p);
+  // Merge the pair forming the highest-scored piece, leftmost on ties. The key
+  // is the negated score (lower merges first); a NaN score never merges, so
+  // the queue's order stays a strict weak order.
+  std::string joined;
+  auto score = [&](std::string_view l, std::string_view r) -> std::optional<float> {
+    joined.assign(l).append(r);
+    auto it = vocab_.find(joined);
+    if (it == vocab_.end()) return std::nullopt;
+    const float sc = scores_[size_t(it->second)];
+    if (std::isnan(sc)) return std::nullopt;
+    return -sc;
+  };
+  std::string piece;
+  for (std::string_view sv : merge_symbols<float>(s, score)) {
+    piece.assign(sv);
+    int32_t id = id_of(piece);
     if (id >= 0) {
       out.push_back(id);
       continue;
     }
-    for (unsigned char b : p) {  // byte fallback, else unknown
+    for (unsigned char b : piece) {  // byte fallback, else unknown
       if (byte_ids_[b] >= 0) out.push_back(byte_ids_[b]);
       else if (unk_id_ >= 0 && (out.empty() || out.back() != unk_id_)) out.push_back(unk_id_);
     }
   }
-  return out;
 }
 
 std::string SpmTokenizer::token_bytes(int32_t id) const {
