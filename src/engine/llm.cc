@@ -15,9 +15,10 @@ class TokenizerView : public Tokenizer {
  public:
   explicit TokenizerView(const TextTokenizer& t) : t_(t) {}
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const override {
-    (void)add_special;
-    (void)parse_special;
-    return t_.encode(text);
+    EncodeOptions o;
+    o.add_special = add_special;
+    o.parse_special = parse_special;
+    return t_.encode(text, o);
   }
   std::string decode(const std::vector<int32_t>& ids) const override { return t_.decode(ids); }
   std::string token_text(int32_t id) const override { return t_.token_bytes(id); }

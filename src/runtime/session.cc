@@ -221,7 +221,7 @@ void Executable::set_param_bytes(const std::string& name, DType dt, const void* 
     const Binding& b = schedule_->param_bindings[i];
     if (b.name != name) continue;
     const size_t n = size_t(rlx::numel(b.shape));
-    RLX_CHECK(bytes == n * dtype_size(dt), "set_param '" << name << "': " << bytes << " bytes of "
+    RLX_CHECK(bytes == n * dtype_size(dt), "set_param '" << name << "': " << bytes / dtype_size(dt) << " values of "
                                                          << dtype_name(dt) << " for shape " << shape_str(b.shape));
     if (dt == b.dtype) {
       backend_->write_binding(b, data);
