@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   add_forward_command(app);
   add_generate_command(app);
   add_chat_command(app);
+  add_serve_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

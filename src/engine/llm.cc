@@ -157,12 +157,7 @@ Generation LLM::generate(const std::vector<int32_t>& prompt, const GenerateOptio
   return generate(*seq, prompt, o, on_piece);
 }
 
-Generation LLM::chat(Sequence& seq, const std::vector<ChatMessage>& messages, const GenerateOptions& o,
-                     const StreamCallback& on_piece) {
-  const std::vector<int32_t> ids = chat_tokens(messages, true);
-  const std::vector<int32_t>& have = seq.tokens();
-  const size_t keep = size_t(std::mismatch(have.begin(), have.end(), ids.begin(), ids.end()).first - have.begin());
-  seq.truncate(int64_t(keep));
+GenerateOptions LLM::chat_options(const GenerateOptions& o) const {
   GenerateOptions with_end = o;
   const std::string end = chat_turn_end();
   if (!end.empty()) {
@@ -170,7 +165,16 @@ Generation LLM::chat(Sequence& seq, const std::vector<ChatMessage>& messages, co
     if (id >= 0) with_end.stop_ids.push_back(id);
     else with_end.stop.push_back(end);
   }
-  return generate(seq, std::vector<int32_t>(ids.begin() + int64_t(keep), ids.end()), with_end, on_piece);
+  return with_end;
+}
+
+Generation LLM::chat(Sequence& seq, const std::vector<ChatMessage>& messages, const GenerateOptions& o,
+                     const StreamCallback& on_piece) {
+  const std::vector<int32_t> ids = chat_tokens(messages, true);
+  const std::vector<int32_t>& have = seq.tokens();
+  const size_t keep = size_t(std::mismatch(have.begin(), have.end(), ids.begin(), ids.end()).first - have.begin());
+  seq.truncate(int64_t(keep));
+  return generate(seq, std::vector<int32_t>(ids.begin() + int64_t(keep), ids.end()), chat_options(o), on_piece);
 }
 
 std::vector<Generation> LLM::generate_batch(const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o) {

@@ -1,0 +1,40 @@
+// `rlx serve`: one decoder and/or one embedding model behind OpenAI- and
+// TEI-compatible HTTP routes (cpp-httplib). Runs until SIGINT/SIGTERM, then
+// refuses new requests, finishes those running and returns.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "rlx/options.h"
+#include "rlx/dtype.h"
+
+namespace rlx::server {
+
+struct ServeOptions {
+  std::string model;            // decoder: .gguf or Hugging Face directory ("" = none)
+  std::string embedding_model;  // Hugging Face BERT-family directory ("" = none)
+  std::string model_name, embedding_model_name;  // ids in /v1/models ("" = from the path)
+  std::string host = "127.0.0.1";
+  int port = 8080;              // 0: any free port (printed)
+  Device device = Device::Cpu;
+  DType dtype = DType::F32;
+  int threads = 0;
+  int64_t ctx_size = 4096;      // tokens per sequence
+  int parallel = 8;             // sequences decoded together (KV slots)
+  int64_t prefill_chunk = 512;
+  int64_t max_batch_tokens = 16384;  // embedding tokens per dynamic batch
+  int max_queue = 256;          // requests waiting beyond those running, per model
+  double time_limit_s = 600;    // per request, 0 = none
+  size_t max_body_bytes = 8u << 20;
+  int http_threads = 256;       // connections served at once
+  bool prepare = true;          // compile every graph before listening
+  // Called once listening, with the port (tests use it with port 0).
+  std::function<void(int port)> on_listening;
+};
+
+// Loads the models, listens and serves until a stop signal; returns the
+// process exit status.
+int serve(const ServeOptions& o);
+
+}  // namespace rlx::server

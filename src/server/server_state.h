@@ -1,0 +1,52 @@
+// What the routes of one server share: the models, their loops, metrics.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "rlx/embedder.h"
+#include "rlx/llm.h"
+#include "server/api_error.h"
+#include "server/embedding_loop.h"
+#include "server/generation_loop.h"
+#include "server/metrics.h"
+#include "server/server.h"
+
+namespace rlx::server {
+
+struct ServerState {
+  ServeOptions options;
+  std::unique_ptr<LLM> llm;
+  std::unique_ptr<Embedder> embedder;
+  std::unique_ptr<GenerationLoop> generation;
+  std::unique_ptr<EmbeddingLoop> embedding;
+  Metrics metrics;
+  std::string llm_name, embedder_name;
+  int64_t started_unix = 0;
+  std::atomic<uint64_t> next_id{1};
+
+  std::string new_id(const char* prefix);
+};
+
+// Error bodies: OpenAI's shape, or TEI's ({"error", "error_type"}) on its routes.
+enum class ErrorShape { OpenAI, Tei };
+
+void send_json(httplib::Response& res, int status, const nlohmann::json& body);
+void send_error(httplib::Response& res, const ApiError& e, ErrorShape shape);
+// JSON text with invalid UTF-8 replaced, never an exception.
+std::string dump_json(const nlohmann::json& j);
+
+// A route's handler with the errors it throws turned into answers (ApiError
+// as is, rlx::Error as 400, anything else 500) and counted in the metrics.
+using RouteHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
+httplib::Server::Handler route(ServerState& s, const std::string& name, ErrorShape shape, RouteHandler h);
+
+void add_openai_routes(httplib::Server& http, ServerState& s);
+void add_tei_routes(httplib::Server& http, ServerState& s);
+
+}  // namespace rlx::server

@@ -1,0 +1,108 @@
+// Text Embeddings Inference's routes: POST /embed, /tokenize; GET /health,
+// /info, /metrics.
+#include "server/request_parse.h"
+#include "server/server_state.h"
+#include "tokenizers/wordpiece.h"
+
+namespace rlx::server {
+namespace {
+
+using nlohmann::json;
+
+void require_embedder(const ServerState& s) {
+  if (!s.embedder) {
+    throw ApiError{400, "this server has no embedding model (start it with --embedding-model)", "Validation", "", ""};
+  }
+}
+
+void embed(ServerState& s, const httplib::Request& req, httplib::Response& res) {
+  require_embedder(s);
+  TeiEmbedRequest r = parse_tei_embed(parse_body(req.body));
+  const std::vector<int64_t> counts = s.embedding->token_counts(r.inputs);
+  int64_t tokens = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (!r.truncate && counts[i] > s.embedder->max_len()) {
+      throw ApiError{413, "inputs[" + std::to_string(i) + "] has " + std::to_string(counts[i]) +
+                              (counts[i] > s.embedder->max_len() + 2 ? "+" : "") + " tokens, more than the model's " +
+                              std::to_string(s.embedder->max_len()) + ": send truncate=true to cut it",
+                     "Validation", "inputs", ""};
+    }
+    tokens += std::min<int64_t>(counts[i], s.embedder->max_len());
+  }
+  if (!r.normalize && s.embedder->normalizes()) {
+    throw ApiError{400, "normalize=false: this model's modules.json ends in a Normalize module, so its "
+                        "embeddings are always normalized", "Validation", "normalize", ""};
+  }
+  std::vector<std::vector<float>> rows = s.embedding->embed(r.inputs, tokens);
+  if (r.normalize) {
+    for (auto& v : rows) l2_normalize(v);
+  }
+  send_json(res, 200, rows);
+}
+
+void tokenize(ServerState& s, const httplib::Request& req, httplib::Response& res) {
+  TokenizeRequest r = parse_tokenize(parse_body(req.body));
+  json out = json::array();
+  if (s.embedder) {
+    const WordPiece& t = s.embedder->tokenizer();
+    for (const std::string& text : r.inputs) {
+      std::vector<int32_t> ids = r.add_special_tokens ? t.encode(text, s.embedder->max_len()).ids : t.tokenize(text);
+      json toks = json::array();
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const bool special = r.add_special_tokens && (i == 0 || i + 1 == ids.size());
+        toks.push_back({{"id", ids[i]}, {"special", special}});
+      }
+      out.push_back(toks);
+    }
+  } else if (s.llm && s.llm->has_tokenizer()) {
+    const Tokenizer& t = s.llm->tokenizer();
+    for (const std::string& text : r.inputs) {
+      const std::vector<int32_t> ids = t.encode(text, r.add_special_tokens, false);
+      json toks = json::array();
+      for (int32_t id : ids) toks.push_back({{"id", id}, {"text", t.token_text(id)}, {"special", id == t.bos_id() || id == t.eos_id()}});
+      out.push_back(toks);
+    }
+  } else {
+    throw ApiError{400, "this server has no tokenizer to use", "Validation", "", ""};
+  }
+  send_json(res, 200, out);
+}
+
+json info(const ServerState& s) {
+  json j = {{"version", version()}, {"router", "rlx"},
+            {"max_client_batch_size", 2048}, {"max_batch_tokens", s.options.max_batch_tokens},
+            {"max_concurrent_requests", s.options.max_queue}};
+  if (s.embedder) {
+    j["model_id"] = s.embedder_name;
+    j["model_type"] = {{"embedding", {{"dim", s.embedder->dim()}, {"normalized", s.embedder->normalizes()}}}};
+    j["max_input_length"] = s.embedder->max_len();
+  }
+  if (s.llm) {
+    j["generation"] = {{"model_id", s.llm_name}, {"ctx_size", s.llm->ctx_size()},
+                       {"parallel", s.llm->max_sequences()}, {"backend", s.llm->backend_summary()}};
+    if (!s.embedder) j["model_id"] = s.llm_name;
+  }
+  return j;
+}
+
+}  // namespace
+
+void add_tei_routes(httplib::Server& http, ServerState& s) {
+  http.Get("/health", route(s, "/health", ErrorShape::Tei, [](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"status", "ok"}});
+  }));
+  http.Get("/info", route(s, "/info", ErrorShape::Tei, [&s](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, info(s));
+  }));
+  http.Get("/metrics", route(s, "/metrics", ErrorShape::Tei, [&s](const httplib::Request&, httplib::Response& res) {
+    res.set_content(s.metrics.text(), "text/plain; version=0.0.4");
+  }));
+  http.Post("/embed", route(s, "/embed", ErrorShape::Tei, [&s](const httplib::Request& req, httplib::Response& res) {
+    embed(s, req, res);
+  }));
+  http.Post("/tokenize", route(s, "/tokenize", ErrorShape::Tei, [&s](const httplib::Request& req, httplib::Response& res) {
+    tokenize(s, req, res);
+  }));
+}
+
+}  // namespace rlx::server

@@ -1,0 +1,74 @@
+// `rlx serve`: the HTTP server (src/server/) with its options from the
+// command line.
+#include "rlx/error.h"
+#include "tools/cli_options.h"
+#include "tools/commands.h"
+#ifdef RLX_HAVE_SERVER
+#include "server/server.h"
+#endif
+
+namespace {
+
+struct ServeArgs {
+  std::string model, embedding_model, model_name, embedding_model_name, host = "127.0.0.1";
+  std::string device = "cpu", dtype = "f32";
+  int port = 8080, threads = 0, parallel = 8, max_queue = 256, http_threads = 256;
+  int64_t ctx = 4096, max_batch_tokens = 16384, prefill_chunk = 512;
+  double time_limit = 600;
+  size_t max_body_mb = 8;
+  bool no_prepare = false;
+};
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand("serve", "Serve a decoder and/or an embedding model over HTTP (OpenAI and TEI routes)");
+  cmd->add_option("--model", a->model, "decoder: a .gguf file, a directory holding one, or a Hugging Face directory");
+  cmd->add_option("--embedding-model", a->embedding_model, "a Hugging Face BERT-family directory");
+  cmd->add_option("--model-name", a->model_name, "the decoder's id in /v1/models (default: the file's name)");
+  cmd->add_option("--embedding-model-name", a->embedding_model_name, "the embedding model's id (default: the directory's name)");
+  cmd->add_option("--host", a->host, "address to listen on");
+  cmd->add_option("--port", a->port, "port to listen on (0: any free port)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--device", a->device, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)");
+  cmd->add_option("--ctx-size", a->ctx, "tokens each sequence can hold (prompt and reply)");
+  cmd->add_option("--parallel", a->parallel, "sequences decoded together (KV slots)");
+  cmd->add_option("--prefill-chunk", a->prefill_chunk, "most prompt tokens prefilled in one step");
+  cmd->add_option("--max-batch-tokens", a->max_batch_tokens, "embedding tokens gathered into one batch");
+  cmd->add_option("--max-queue", a->max_queue, "requests waiting per model beyond those running; more get 503");
+  cmd->add_option("--time-limit", a->time_limit, "seconds a request may take (0 = none)");
+  cmd->add_option("--max-body-mb", a->max_body_mb, "largest request body, in MiB");
+  cmd->add_option("--http-threads", a->http_threads, "connections served at once");
+  cmd->add_flag("--no-prepare", a->no_prepare, "compile graphs on first use instead of before listening");
+  cmd->callback([a] {
+#ifdef RLX_HAVE_SERVER
+    rlx::server::ServeOptions o;
+    RLX_CHECK(!a->model.empty() || !a->embedding_model.empty(), "rlx serve needs --model, --embedding-model or both");
+    if (!a->model.empty()) o.model = decoder_model_path(a->model);
+    o.embedding_model = a->embedding_model;
+    o.model_name = a->model_name;
+    o.embedding_model_name = a->embedding_model_name;
+    o.host = a->host;
+    o.port = a->port;
+    o.device = device_option(a->device);
+    o.dtype = dtype_option(a->dtype);
+    o.threads = a->threads;
+    o.ctx_size = a->ctx;
+    o.parallel = a->parallel;
+    o.prefill_chunk = a->prefill_chunk;
+    o.max_batch_tokens = a->max_batch_tokens;
+    o.max_queue = a->max_queue;
+    o.time_limit_s = a->time_limit;
+    RLX_CHECK(a->max_body_mb >= 1 && a->max_body_mb <= 1024, "--max-body-mb must be in [1, 1024]");
+    o.max_body_bytes = a->max_body_mb << 20;
+    o.http_threads = a->http_threads;
+    o.prepare = !a->no_prepare;
+    const int rc = rlx::server::serve(o);
+    if (rc != 0) std::exit(rc);
+#else
+    RLX_FAIL("this rlx was built without the HTTP server (cpp-httplib was not found: run scripts/setup)");
+#endif
+  });
+}
