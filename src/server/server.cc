@@ -1,7 +1,9 @@
 #include "server/server.h"
 
-#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <atomic>
 #include <chrono>
@@ -57,6 +59,13 @@ httplib::Server::Handler route(ServerState& s, const std::string& name, ErrorSha
 }
 
 namespace {
+
+int stop_pipe[2] = {-1, -1};
+
+void on_stop_signal(int sig) {
+  const unsigned char b = static_cast<unsigned char>(sig);
+  (void)!write(stop_pipe[1], &b, 1);
+}
 
 std::string name_of(const std::string& path) {
   std::filesystem::path p(path);
@@ -126,13 +135,16 @@ int serve(const ServeOptions& o) {
   RLX_CHECK(o.http_threads >= 2, "--http-threads must be >= 2");
   RLX_CHECK(o.max_batch_tokens >= 1, "--max-batch-tokens must be >= 1");
   RLX_CHECK(o.time_limit_s >= 0, "--time-limit must be >= 0");
-  // Stop signals are taken by one thread (sigwait), never mid-request; a
-  // client that vanishes is a failed write, not SIGPIPE.
-  sigset_t stops;
-  sigemptyset(&stops);
-  sigaddset(&stops, SIGINT);
-  sigaddset(&stops, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stops, nullptr);
+  // A stop signal (on whichever thread it lands: the BLAS and OpenMP
+  // threads predate any mask) only writes its number to a pipe; one thread
+  // reads it and stops the server between requests. A client that vanishes
+  // is a failed write, not SIGPIPE.
+  RLX_CHECK(pipe(stop_pipe) == 0, "cannot make the stop pipe");
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   ServerState s;
@@ -177,17 +189,22 @@ int serve(const ServeOptions& o) {
 
   std::atomic<bool> stopping{false};
   std::thread stopper([&] {
-    int sig = 0;
-    sigwait(&stops, &sig);
+    unsigned char sig = 0;
+    while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {}
     stopping = true;
-    std::fprintf(stderr, "rlx serve: %s: finishing running requests, refusing new ones\n",
-                 sig == SIGINT ? "SIGINT" : "SIGTERM");
+    if (sig != 0) {
+      std::fprintf(stderr, "rlx serve: %s: finishing running requests, refusing new ones\n",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM");
+    }
     if (s.generation) s.generation->drain();
     if (s.embedding) s.embedding->drain();
     http.stop();
   });
   const bool listened = http.listen_after_bind();
-  if (!stopping.load()) pthread_kill(stopper.native_handle(), SIGTERM);  // the listener failed: end the waiter
+  if (!stopping.load()) {  // the listener failed: end the waiter
+    const unsigned char zero = 0;
+    (void)!write(stop_pipe[1], &zero, 1);
+  }
   stopper.join();
   RLX_CHECK(listened || stopping.load(), "the listener on " << o.host << ":" << port << " failed");
   std::fprintf(stderr, "rlx serve: stopped\n");
