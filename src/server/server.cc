@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,6 +60,14 @@ httplib::Server::Handler route(ServerState& s, const std::string& name, ErrorSha
 }
 
 namespace {
+
+// Debian's cpp-httplib listens with a backlog of 5, so a burst of new
+// connections (many clients at once) overflows the accept queue and some are
+// reset; listen() again on the bound socket raises the backlog.
+class Listener : public httplib::Server {
+ public:
+  void raise_backlog() { ::listen(svr_sock_, SOMAXCONN); }
+};
 
 int stop_pipe[2] = {-1, -1};
 
@@ -153,7 +162,7 @@ int serve(const ServeOptions& o) {
   load_models(s);
   add_gauges(s);
 
-  httplib::Server http;
+  Listener http;
   const int threads = o.http_threads;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   http.set_tcp_nodelay(true);  // a streamed token leaves at once
@@ -184,6 +193,7 @@ int serve(const ServeOptions& o) {
     RLX_CHECK(http.bind_to_port(o.host, port), "cannot listen on " << o.host << ":" << port
                                                                     << " (in use, or not an address of this machine)");
   }
+  http.raise_backlog();
   std::fprintf(stderr, "rlx serve: listening on http://%s:%d\n", o.host.c_str(), port);
   if (o.on_listening) o.on_listening(port);
 
