@@ -9,6 +9,7 @@ without a network; sentences are 8-40 random vocabulary words.
 """
 import argparse
 import asyncio
+import base64
 import json
 import os
 import random
@@ -18,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import numpy as np
 
 
 def make_model(config_dir, out):
@@ -63,7 +66,6 @@ def main():
     model = make_model(a.config_dir, os.path.join(tmp, "minilm-random"))
     texts = sentences(a.config_dir, a.sentences)
 
-    import numpy as np
     import torch
     from sentence_transformers import SentenceTransformer
     st = SentenceTransformer(model, device="cuda")
@@ -90,24 +92,29 @@ def main():
                 time.sleep(0.2)
         chunks = [texts[i:i + a.per_request] for i in range(0, len(texts), a.per_request)]
 
-        async def run():
+        async def run(fmt):
             out = [None] * len(chunks)
             sem = asyncio.Semaphore(a.clients)
 
             async def one(i):
                 async with sem:
-                    out[i] = await post("127.0.0.1", a.port, {"input": chunks[i]})
+                    r = await post("127.0.0.1", a.port, {"input": chunks[i], "encoding_format": fmt})
+                    out[i] = [np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f4") if fmt == "base64"
+                              else np.asarray(d["embedding"], dtype=np.float32) for d in r["data"]]
 
             await asyncio.gather(*(one(i) for i in range(min(len(chunks), a.clients * 2))))  # warm-up: every bucket
             t0 = time.perf_counter()
             await asyncio.gather(*(one(i) for i in range(len(chunks))))
             return out, time.perf_counter() - t0
 
-        out, rlx_s = asyncio.run(run())
-        got = np.array([d["embedding"] for r in out for d in r["data"]], dtype=np.float32)
-        cos = (got * ref).sum(1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(ref, axis=1))
-        print(f"rlx serve /v1/embeddings, {a.clients} clients x {a.per_request}: {len(texts) / rlx_s:8.0f} sentences/s "
-              f"({rlx_s:.2f} s); ratio {st_s / rlx_s:.2f}x; cosine to sentence-transformers min {cos.min():.5f}", flush=True)
+        # base64 is what the official openai client asks for; float is JSON numbers.
+        for fmt in ("base64", "float"):
+            out, rlx_s = asyncio.run(run(fmt))
+            got = np.stack([v for r in out for v in r])
+            cos = (got * ref).sum(1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(ref, axis=1))
+            print(f"rlx serve /v1/embeddings ({fmt}), {a.clients} clients x {a.per_request}: "
+                  f"{len(texts) / rlx_s:8.0f} sentences/s ({rlx_s:.2f} s); ratio {st_s / rlx_s:.2f}x; "
+                  f"cosine to sentence-transformers min {cos.min():.5f}", flush=True)
     finally:
         proc.terminate()
         proc.wait(timeout=60)
