@@ -1,5 +1,7 @@
 // `rlx serve`: the HTTP server (src/server/) with its options from the
 // command line.
+#include <cstdlib>
+
 #include "rlx/error.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
@@ -11,7 +13,7 @@ namespace {
 
 struct ServeArgs {
   std::string model, embedding_model, model_name, embedding_model_name, host = "127.0.0.1";
-  std::string device = "cpu", dtype = "f32";
+  std::string device = "cpu", dtype = "f32", api_key;
   int port = 8080, threads = 0, parallel = 8, max_queue = 256, http_threads = 256;
   int64_t ctx = 4096, max_batch_tokens = 16384, prefill_chunk = 512;
   double time_limit = 600;
@@ -41,6 +43,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--time-limit", a->time_limit, "seconds a request may take (0 = none)");
   cmd->add_option("--max-body-mb", a->max_body_mb, "largest request body, in MiB");
   cmd->add_option("--http-threads", a->http_threads, "connections served at once");
+  cmd->add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' (default: RLX_API_KEY, else none)");
   cmd->add_flag("--no-prepare", a->no_prepare, "compile graphs on first use instead of before listening");
   cmd->callback([a] {
 #ifdef RLX_HAVE_SERVER
@@ -65,6 +68,8 @@ void add_serve_command(CLI::App& app) {
     o.max_body_bytes = a->max_body_mb << 20;
     o.http_threads = a->http_threads;
     o.prepare = !a->no_prepare;
+    o.api_key = a->api_key;
+    if (o.api_key.empty() && std::getenv("RLX_API_KEY")) o.api_key = std::getenv("RLX_API_KEY");
     const int rc = rlx::server::serve(o);
     if (rc != 0) std::exit(rc);
 #else

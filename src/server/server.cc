@@ -182,6 +182,19 @@ int serve(const ServeOptions& o) {
     send_error(res, e, openai ? ErrorShape::OpenAI : ErrorShape::Tei);
     s.metrics.request_done("other", res.status);
   });
+  if (!o.api_key.empty()) {
+    http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
+      if (req.path == "/health" || req.get_header_value("Authorization") == "Bearer " + s.options.api_key) {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
+      const bool openai = req.path.rfind("/v1/", 0) == 0;
+      send_error(res, ApiError{401, "a valid API key is needed: send the header 'Authorization: Bearer <key>'",
+                               "invalid_request_error", "", "invalid_api_key"},
+                 openai ? ErrorShape::OpenAI : ErrorShape::Tei);
+      s.metrics.request_done("unauthorized", 401);
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
   add_openai_routes(http, s);
   add_tei_routes(http, s);
 

@@ -29,6 +29,7 @@ struct ServeOptions {
   size_t max_body_bytes = 8u << 20;
   int http_threads = 256;       // connections served at once
   bool prepare = true;          // compile every graph before listening
+  std::string api_key;          // when set, every route but /health needs "Authorization: Bearer <key>"
   // Called once listening, with the port (tests use it with port 0).
   std::function<void(int port)> on_listening;
 };

@@ -113,3 +113,18 @@ def test_queue_full_answers_503_with_retry_after(small):
     assert results["waiting"][0] == 200 and results["waiting"][1]["usage"]["completion_tokens"] >= 1
     status, _ = get(small.url + "/health")
     assert status == 200
+
+
+def test_api_key_is_required_when_set():
+    s = Server("--model", DECODER, "--parallel", "1", "--ctx-size", "256", "--api-key", "sesame", "--no-prepare",
+               log_name="key")
+    try:
+        status, body = post(s.url + "/v1/completions", {"prompt": "Hi", "max_tokens": 1})
+        assert status == 401 and body["error"]["code"] == "invalid_api_key"
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=s.url + "/v1", api_key="wrong", max_retries=0).models.list()
+        ok = openai.OpenAI(base_url=s.url + "/v1", api_key="sesame", max_retries=0)
+        assert [m.id for m in ok.models.list().data] == [MODEL]
+        assert get(s.url + "/health")[0] == 200  # a load balancer's probe needs no key
+    finally:
+        s.stop()
