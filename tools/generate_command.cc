@@ -1,40 +1,47 @@
-// `rlx generate`: text from a LLaMA-family GGUF or Hugging Face directory, streamed as it is produced,
-// then prompt and decode speeds. Decoding advances on the device
-// (LlamaGenerator::next_token): the greedy choice (temperature 0) or a draw
-// with --temperature/--top-k/--top-p/--seed, one run per token with the token
-// read back; --recompute samples the logits on the host. --prompt-ids takes
-// and prints token ids, so a model directory without a tokenizer serves as a
-// decode benchmark. --batch B decodes B copies of the prompt together
-// (LlamaBatchGenerator: one prefill run, then one decode run per token for
-// all B), streams the first and counts all B in the decode speed.
+// `rlx generate`: text from a LLaMA-family GGUF or Hugging Face directory,
+// streamed as it is produced, then prompt and decode speeds. The prompt
+// comes from --prompt TEXT (`-` reads stdin), --file F or --prompt-ids
+// (which also prints ids, so a model directory without a tokenizer serves
+// as a decode benchmark). Generation runs on the engine (rlx/llm.h): one
+// sequence, or --batch B copies of the prompt decoded together (a
+// benchmark: the first streams, the decode speed counts all B). Exit status
+// 0 also when the context fills (a message says so), 1 on an error.
+// --recompute runs the full prefix per token (LlamaGenerator without a KV
+// cache), the reference the cached path is checked against.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <optional>
+#include <random>
+#include <sstream>
 
-#include "models/chat_template.h"
-#include "models/llama_batch_generator.h"
+#include "backends/trace.h"
 #include "models/llama_generator.h"
 #include "models/sampling.h"
-#include "backends/trace.h"
 #include "rlx/error.h"
+#include "rlx/llm.h"
 #include "tokenizers/utf8.h"
 #include "tools/cli_options.h"
-#include "tools/profile_range.h"
 #include "tools/commands.h"
+#include "tools/profile_range.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
 struct GenerateArgs {
-  std::string model, prompt, prompt_ids, device = "cpu", dtype = "f32", quantize;
+  std::string model, prompt, file, prompt_ids, device = "cpu", dtype = "f32", quantize;
   int n = 128, threads = 0, batch = 1;
+  int64_t ctx = 0, seed = -1;
   bool chat = false, recompute = false, ignore_eos = false;
-  rlx::SamplingOptions sampling;
+  std::vector<std::string> stop;
+  rlx::SamplingParams sampling;
 };
 // Length of the longest prefix of s that does not end inside a UTF-8 sequence.
 size_t complete_utf8(const std::string& s) {
@@ -72,171 +79,186 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// Streams generated tokens: ids (comma-separated) or text, holding back the
-// bytes of an unfinished UTF-8 character.
-class TokenPrinter {
- public:
-  TokenPrinter(const rlx::LlamaGenerator& gen, bool as_ids) : gen_(gen), as_ids_(as_ids) {}
-  void add(int32_t id) {
-    if (as_ids_) {
-      std::printf("%s%d", printed_++ ? "," : "", id);
-      std::fflush(stdout);
-      return;
-    }
-    pending_ += gen_.tokenizer().token_bytes(id);
-    size_t n = complete_utf8(pending_);
-    std::fwrite(pending_.data(), 1, n, stdout);
-    std::fflush(stdout);
-    pending_.erase(0, n);
-  }
-  void finish() {
-    std::fwrite(pending_.data(), 1, pending_.size(), stdout);
-    pending_.clear();
-    std::printf("\n");
-    std::fflush(stdout);
-  }
-
- private:
-  const rlx::LlamaGenerator& gen_;
-  bool as_ids_;
-  int printed_ = 0;
-  std::string pending_;
+struct Timing {
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last = start;
+  double prompt_s = 0, decode_s = 0;
+  int64_t pieces_with_ids = 0;
 };
 
-// --batch B: the prompt B times, decoded together; each step is one run for
-// all B sequences. A sequence ends at its end-of-sequence token (unless
-// --ignore-eos) and the loop when all have; the first one streams.
-void run_generate_batch(const GenerateArgs& a, rlx::LlamaGenerator& gen, const std::vector<int32_t>& ids,
-                        int64_t total, bool as_ids, std::chrono::steady_clock::time_point t0) {
-  using clock = std::chrono::steady_clock;
-  const int64_t B = a.batch;
-  rlx::LlamaBatchGenerator batch(gen, B, total);
-  batch.prepare(int64_t(ids.size()));
-  const double load_s = seconds_since(t0);
-  const int32_t im_end = a.chat ? gen.tokenizer().id_of("<|im_end|>") : -1;
-  auto ends = [&](int32_t t) { return !a.ignore_eos && (t == gen.eos_id() || (a.chat && t == im_end)); };
-  const int64_t n = total - int64_t(ids.size());
-  TokenPrinter print(gen, as_ids);
-  std::vector<bool> live(size_t(B), true);
-  int64_t live_count = B, decode_tokens = 0, steps = 0;
-  double prompt_s = 0, decode_s = 0;
-  for (int64_t i = 0; i < n && live_count > 0; ++i) {
-    auto t = clock::now();
-    std::vector<int32_t> next;
-    if (i == 0) {
-      next = batch.start(std::vector<std::vector<int32_t>>(size_t(B), ids));
-      prompt_s = seconds_since(t);
-    } else {
-      ProfileRange range("rlx decode");
-      next = batch.step();
-      decode_s += seconds_since(t);
-      ++steps;
-      decode_tokens += live_count;  // as at batch 1, a sequence's end-of-sequence token counts
-    }
-    for (int64_t b = 0; b < B; ++b) {
-      if (!live[size_t(b)]) continue;
-      if (ends(next[size_t(b)])) {
-        live[size_t(b)] = false;
-        --live_count;
-      } else if (b == 0) {
-        print.add(next[0]);
-      }
-    }
+std::string read_prompt_text(const GenerateArgs& a) {
+  if (!a.file.empty()) {
+    std::ifstream in(a.file, std::ios::binary);
+    RLX_CHECK(in, "--file: cannot read '" << a.file << "'");
+    return std::string(std::istreambuf_iterator<char>(in), {});
   }
-  print.finish();
-  const size_t prompt_tokens = ids.size() * size_t(B);
-  std::fprintf(stderr, "rlx: load + compile %.2f s; prompt %zu tokens (%lld x %zu), %.1f tok/s; decode %lld tokens "
-               "(%lld sequences %s %lld steps), %.2f tok/s (%s, KV cache, batch %lld: %llu prefill run, %llu decode "
-               "steps for all %lld sequences)\n",
-               load_s, prompt_tokens, static_cast<long long>(B), ids.size(),
-               prompt_s > 0 ? double(prompt_tokens) / prompt_s : 0.0, static_cast<long long>(decode_tokens),
-               static_cast<long long>(B), decode_tokens == B * steps ? "x" : "over", static_cast<long long>(steps),
-               decode_s > 0 ? double(decode_tokens) / decode_s : 0.0, a.device.c_str(), static_cast<long long>(B),
-               static_cast<unsigned long long>(batch.prefill_runs()),
-               static_cast<unsigned long long>(batch.decode_steps()), static_cast<long long>(B));
+  if (a.prompt == "-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
+  return a.prompt;
 }
 
-void run_generate(const GenerateArgs& a) {
-  using clock = std::chrono::steady_clock;
-  RLX_CHECK(a.n >= 0, "-n must be >= 0");
-  RLX_CHECK(a.prompt.empty() != a.prompt_ids.empty(), "give one of --prompt TEXT and --prompt-ids 1,2,3");
-  RLX_CHECK(!a.chat || a.prompt_ids.empty(), "--chat needs --prompt TEXT");
-  RLX_CHECK(a.batch >= 1, "--batch must be >= 1");
-  RLX_CHECK(a.batch == 1 || (!a.recompute && a.sampling.temperature <= 0.f),
-            "--batch decodes greedily over the KV cache: not with --recompute or --temperature");
-  RLX_CHECK(a.batch == 1 || a.n > 0, "--batch needs -n of at least 1");
-  const bool as_ids = !a.prompt_ids.empty();
-  const bool trace = rlx::parse_trace_env(std::getenv("RLX_TRACE")).decode;
-  const std::string path = decoder_model_path(a.model);
-  rlx::Sampler check(a.sampling);  // throws on bad options before the model loads
-  auto t0 = clock::now();
+rlx::GenerateOptions generate_options(const GenerateArgs& a, rlx::LLM& llm) {
+  rlx::GenerateOptions g;
+  g.max_tokens = a.n;
+  g.ignore_eos = a.ignore_eos;
+  g.stop = a.stop;
+  g.sampling = a.sampling;
+  if (a.seed >= 0) g.sampling.seed = uint64_t(a.seed);
+  return a.chat ? llm.chat_options(g) : g;
+}
+
+// --batch B: the prompt B times through the engine together (greedy).
+void run_batch(const GenerateArgs& a, rlx::LLM& llm, const std::vector<int32_t>& ids, bool as_ids, double load_s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const rlx::EngineStats before = llm.stats();
+  std::vector<rlx::Generation> out =
+      llm.generate_batch(std::vector<std::vector<int32_t>>(size_t(a.batch), ids), generate_options(a, llm));
+  const double s = seconds_since(t0);
+  const rlx::EngineStats st = llm.stats();
+  const rlx::Generation& first = out[0];
+  if (as_ids) {
+    for (size_t i = 0; i < first.ids.size(); ++i) {
+      if (first.finish == rlx::FinishReason::Eos && i + 1 == first.ids.size()) break;
+      std::printf("%s%d", i ? "," : "", first.ids[i]);
+    }
+  } else {
+    std::fwrite(first.text.data(), 1, first.text.size(), stdout);
+  }
+  std::printf("\n");
+  int64_t tokens = 0;
+  for (const auto& g : out) tokens += int64_t(g.ids.size());
+  std::fprintf(stderr, "rlx: load %.2f s; prompt %lld tokens (%d x %zu); %lld tokens in %.2f s, %.1f tok/s with the prefill "
+               "(%s, engine, batch %d: %llu prefill runs, %llu decode steps for all %d sequences)\n",
+               load_s, (long long)(ids.size() * size_t(a.batch)), a.batch, ids.size(), (long long)tokens, s,
+               s > 0 ? double(tokens) / s : 0.0, a.device.c_str(), a.batch,
+               (unsigned long long)(st.prefill_runs - before.prefill_runs),
+               (unsigned long long)(st.decode_runs - before.decode_runs), a.batch);
+}
+
+// --recompute: the whole prefix per token, no KV cache (the reference).
+void run_recompute(const GenerateArgs& a, const std::string& path) {
   rlx::GeneratorOptions o;
   o.device = device_option(a.device);
   o.dtype = dtype_option(a.dtype);
   o.threads = a.threads;
-  o.kv_cache = !a.recompute;
-  o.sampling = a.sampling;
+  o.kv_cache = false;
+  o.sampling.temperature = a.sampling.temperature;
+  o.sampling.top_k = a.sampling.top_k;
+  o.sampling.top_p = a.sampling.top_p;
+  o.sampling.seed = a.seed >= 0 ? uint64_t(a.seed) : 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  rlx::LlamaGenerator gen(path, o);
+  std::vector<int32_t> ids = !a.prompt_ids.empty() ? parse_ids(a.prompt_ids, gen.config().vocab_size)
+                                                   : gen.tokenizer().encode(read_prompt_text(a));
+  RLX_CHECK(!ids.empty(), "the prompt is empty");
+  const int64_t total = std::min<int64_t>(int64_t(ids.size()) + a.n, gen.config().max_positions);
+  gen.reserve(total);
+  gen.prepare();
+  std::fprintf(stderr, "rlx: load %.2f s\n", seconds_since(t0));
+  std::string pending;
+  int printed = 0;
+  while (int64_t(ids.size()) < total) {
+    const int32_t next = gen.next_token(ids);
+    if (!a.ignore_eos && next == gen.eos_id()) break;
+    ids.push_back(next);
+    if (!a.prompt_ids.empty()) {
+      std::printf("%s%d", printed++ ? "," : "", next);
+    } else {
+      pending += gen.tokenizer().token_bytes(next);
+      const size_t n = complete_utf8(pending);
+      std::fwrite(pending.data(), 1, n, stdout);
+      pending.erase(0, n);
+    }
+    std::fflush(stdout);
+  }
+  std::fwrite(pending.data(), 1, pending.size(), stdout);
+  std::printf("\n");
+  std::fprintf(stderr, "rlx: full-prefix recompute: %llu decode steps\n", (unsigned long long)gen.decode_steps());
+}
+
+void run_generate(const GenerateArgs& a) {
+  RLX_CHECK(a.n >= 0, "-n must be >= 0");
+  const int sources = int(!a.prompt.empty()) + int(!a.file.empty()) + int(!a.prompt_ids.empty());
+  RLX_CHECK(sources == 1, "give one of --prompt TEXT (- for stdin), --file F and --prompt-ids 1,2,3");
+  RLX_CHECK(!a.chat || a.prompt_ids.empty(), "--chat needs a text prompt");
+  RLX_CHECK(a.batch >= 1 && a.batch <= 1024, "--batch must be in [1, 1024]");
+  RLX_CHECK(a.batch == 1 || (!a.recompute && a.sampling.temperature <= 0.f),
+            "--batch decodes greedily over the KV cache: not with --recompute or --temperature");
+  RLX_CHECK(a.batch == 1 || a.n > 0, "--batch needs -n of at least 1");
+  RLX_CHECK(a.ctx >= 0, "--ctx-size must be >= 0");
+  RLX_CHECK(a.sampling.top_p > 0.f && a.sampling.top_p <= 1.f, "--top-p must be in (0, 1]");
+  rlx::check_sampling(a.sampling);  // before the model loads
+  const std::string path = decoder_model_path(a.model);
+  if (a.recompute) return run_recompute(a, path);
+  const bool as_ids = !a.prompt_ids.empty();
+  const bool trace = rlx::parse_trace_env(std::getenv("RLX_TRACE")).decode;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  rlx::LlmOptions o;
+  o.device = device_option(a.device);
+  o.dtype = dtype_option(a.dtype);
+  o.threads = a.threads;
+  o.ctx_size = a.ctx;
+  o.max_sequences = a.batch;
   if (!a.quantize.empty()) {
     rlx::QuantType q;
     RLX_CHECK(rlx::parse_quant_type(a.quantize, &q), "--quantize must be q8_0 or q4_0, not '" << a.quantize << "'");
     o.quantize = q;
   }
-  rlx::LlamaGenerator gen(path, o);
+  rlx::LLM llm(path, o);
   std::vector<int32_t> ids;
   if (as_ids) {
-    ids = parse_ids(a.prompt_ids, gen.config().vocab_size);
+    ids = parse_ids(a.prompt_ids, llm.vocab_size());
   } else {
-    const std::string text = a.chat ? rlx::render_chat(gen.chat_template(), a.prompt) : a.prompt;
-    ids = gen.tokenizer().encode(text);
+    RLX_CHECK(llm.has_tokenizer(), "'" << path << "' has no tokenizer (no tokenizer.json): give --prompt-ids");
+    const std::string text = read_prompt_text(a);
+    ids = a.chat ? llm.chat_tokens({{"user", text}}) : llm.tokenizer().encode(text, true, false);
   }
-  RLX_CHECK(!ids.empty(), "the prompt is empty (give --prompt TEXT)");
-  const int64_t ctx = gen.config().max_positions;
-  RLX_CHECK(int64_t(ids.size()) < ctx, "the prompt has " << ids.size() << " tokens, the context is " << ctx);
-  const int64_t total = std::min<int64_t>(int64_t(ids.size()) + a.n, ctx);
-  if (a.batch > 1) return run_generate_batch(a, gen, ids, total, as_ids, t0);
-  gen.reserve(total);
-  gen.prepare();
-  const double load_s = seconds_since(t0);
+  RLX_CHECK(!ids.empty(), "the prompt is empty");
+  RLX_CHECK(int64_t(ids.size()) < llm.ctx_size(), "the prompt has " << ids.size() << " tokens; the context holds "
+                                                                      << llm.ctx_size() << " (--ctx-size)");
+  const double load_s = seconds_since(t0);  // graphs for other shapes compile on first use
+  if (a.batch > 1) return run_batch(a, llm, ids, as_ids, load_s);
 
-  const int32_t im_end = a.chat ? gen.tokenizer().id_of("<|im_end|>") : -1;
-  TokenPrinter print(gen, as_ids);
-  const size_t prompt_tokens = ids.size();
-  double prompt_s = 0, decode_s = 0;
-  int produced = 0;
-  while (int64_t(ids.size()) < total) {
-    auto t = clock::now();
-    // Decode steps (every token after the first) for a profiler:
-    // `ncu --nvtx --nvtx-include "rlx decode/"`.
-    std::optional<ProfileRange> range;
-    if (produced > 0) range.emplace("rlx decode");
-    const int32_t next = gen.next_token(ids);
-    const double step_s = seconds_since(t);
-    range.reset();
-    (produced == 0 ? prompt_s : decode_s) += step_s;
-    if (trace) {
-      // Host time: the step's wall time less the device's (launch, sync,
-      // reading the token back; all of it on the CPU backend).
-      const double dev_us = gen.last_device_us();
-      if (dev_us >= 0)
-        std::fprintf(stderr, "rlx decode: token %d id %d: step %.1f us, device %.1f us, host %.1f us\n", produced,
-                     next, step_s * 1e6, dev_us, step_s * 1e6 - dev_us);
-      else
-        std::fprintf(stderr, "rlx decode: token %d id %d: step %.1f us (host; no device timer)\n", produced, next,
-                     step_s * 1e6);
+  Timing t;
+  int64_t printed = 0;
+  const rlx::Generation g = llm.generate(ids, generate_options(a, llm), [&](const rlx::TextPiece& p) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!p.ids.empty()) {
+      const double step = std::chrono::duration<double>(now - t.last).count();
+      (t.pieces_with_ids == 0 ? t.prompt_s : t.decode_s) += step;
+      if (trace) {
+        for (int32_t id : p.ids)
+          std::fprintf(stderr, "rlx decode: token %lld id %d: step %.1f us (host wall time)\n",
+                       (long long)t.pieces_with_ids, id, step * 1e6 / double(p.ids.size()));
+      }
+      t.pieces_with_ids += int64_t(p.ids.size());
+      t.last = now;
     }
-    ++produced;
-    if (!a.ignore_eos && (next == gen.eos_id() || (a.chat && next == im_end))) break;
-    ids.push_back(next);
-    print.add(next);
+    if (as_ids) {
+      for (int32_t id : p.ids) {
+        if (id == llm.eos_id() && !a.ignore_eos) continue;
+        std::printf("%s%d", printed++ ? "," : "", id);
+      }
+    } else {
+      std::fwrite(p.text.data(), 1, p.text.size(), stdout);
+    }
+    std::fflush(stdout);
+    return true;
+  });
+  std::printf("\n");
+  std::fflush(stdout);
+  const int64_t produced = int64_t(g.ids.size());
+  const rlx::EngineStats st = llm.stats();
+  std::fprintf(stderr, "rlx: load %.2f s; prompt %zu tokens, %.1f tok/s; decode %lld tokens, %.2f tok/s "
+               "(%s, KV cache: %llu decode steps; finish %s)\n",
+               load_s, ids.size(), t.prompt_s > 0 ? double(ids.size()) / t.prompt_s : 0.0,
+               (long long)(produced > 1 ? produced - 1 : 0),
+               produced > 1 && t.decode_s > 0 ? double(produced - 1) / t.decode_s : 0.0, a.device.c_str(),
+               (unsigned long long)st.decode_runs, rlx::finish_reason_name(g.finish));
+  if (a.sampling.temperature > 0.f) std::fprintf(stderr, "rlx: seed %llu\n", (unsigned long long)g.seed);
+  if (g.context_full) {
+    std::fprintf(stderr, "rlx: the context is full (%lld tokens, --ctx-size): the reply stopped there\n",
+                 (long long)llm.ctx_size());
   }
-  print.finish();
-  std::fprintf(stderr, "rlx: load + compile %.2f s; prompt %zu tokens, %.1f tok/s; decode %d tokens, %.2f tok/s "
-               "(%s, %s: %llu decode steps, %llu from device state)\n",
-               load_s, prompt_tokens, prompt_s > 0 ? double(prompt_tokens) / prompt_s : 0.0,
-               produced > 1 ? produced - 1 : 0, produced > 1 && decode_s > 0 ? double(produced - 1) / decode_s : 0.0,
-               a.device.c_str(), a.recompute ? "full-prefix recompute" : "KV cache",
-               static_cast<unsigned long long>(gen.decode_steps() + gen.device_steps()),
-               static_cast<unsigned long long>(gen.device_steps()));
 }
 
 }  // namespace
@@ -246,25 +268,31 @@ void add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "Generate text with a LLaMA-family GGUF model");
   cmd->add_option("--model", a->model,
                   "a .gguf file, a directory holding one, or a Hugging Face LLaMA directory (default: models/" + std::string(kDefaultDecoderModel) + ")");
-  cmd->add_option("--prompt", a->prompt, "the text to continue");
+  cmd->add_option("--prompt", a->prompt, "the text to continue (- reads it from stdin)");
+  cmd->add_option("--file", a->file, "read the text to continue from this file");
   cmd->add_option("--prompt-ids", a->prompt_ids,
                   "token ids to continue, comma-separated (prints ids; no tokenizer needed)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "do not stop at the end-of-sequence token: always -n tokens");
   cmd->add_option("-n", a->n, "most tokens to generate");
+  cmd->add_option("--stop", a->stop, "text that ends the reply (not printed); may be given several times");
+  cmd->add_option("--ctx-size", a->ctx, "tokens the sequence can hold (0: the model's context, at most 4096)");
   cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy (the default)");
   cmd->add_option("--top-k", a->sampling.top_k, "sample among the k most likely tokens (0 = all)");
   cmd->add_option("--top-p", a->sampling.top_p, "sample among the most likely tokens holding this probability");
-  cmd->add_option("--seed", a->sampling.seed, "seed of the sampler");
-  cmd->add_option("--device", a->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--min-p", a->sampling.min_p, "drop tokens less likely than this times the most likely");
+  cmd->add_option("--repeat-penalty", a->sampling.repeat_penalty, "llama.cpp's repetition penalty (1 = none)");
+  cmd->add_option("--presence-penalty", a->sampling.presence_penalty, "subtracted once from a seen token's logit");
+  cmd->add_option("--frequency-penalty", a->sampling.frequency_penalty, "subtracted per occurrence");
+  cmd->add_option("--seed", a->seed, "seed of the sampler (default: random, printed)");
+  cmd->add_option("--device", a->device, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--quantize", a->quantize,
                   "q8_0 or q4_0: hold the matmul weights quantized (those a GGUF stores as Q8_0/Q4_0 always are)")
       ->check(CLI::IsMember({"q8_0", "q4_0"}));
   cmd->add_option("--batch", a->batch,
-                  "decode B copies of the prompt at once (greedy; a benchmark: streams the first, decode tok/s "
-                  "counts all B)");
+                  "decode B copies of the prompt at once (greedy; a benchmark: prints the first, tok/s counts all B)");
   cmd->add_flag("--recompute", a->recompute, "no KV cache: recompute the whole prefix per token (a reference)");
-  cmd->add_flag("--chat", a->chat, "wrap the prompt in the model's chat template (ChatML)");
+  cmd->add_flag("--chat", a->chat, "the prompt as a user turn in the model's chat template");
   cmd->callback([a] { run_generate(*a); });
 }
