@@ -49,8 +49,7 @@ class LlamaGenerator {
 
   const LlamaConfig& config() const { return model_->config(); }
   const GeneratorOptions& options() const { return o_; }
-  // Where the weights come from, for other executables of the same model
-  // (LlamaBatchGenerator).
+  // Where the weights come from, for other executables of the same model.
   const LlamaWeights& weights() const { return *model_; }
   // Throws when the model came without a tokenizer (a Hugging Face directory
   // without tokenizer.json: token ids in and out only).

@@ -1,5 +1,5 @@
-// Batched greedy decoding (LlamaBatchGenerator) against single-sequence
-// greedy decoding (LlamaGenerator::next_greedy) of the same model: prompts of
+// Batched greedy decoding (the engine) against single-sequence greedy
+// decoding (LlamaGenerator::next_greedy) of the same model: prompts of
 // different lengths from tests/data/tiny_llama.gguf, shared by the CPU and
 // the GPU suites.
 #pragma once
@@ -13,7 +13,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/llama_batch_generator.h"
 #include "models/llama_generator.h"
 #include "thunks/thunk.h"
 
