@@ -70,7 +70,15 @@ Graph build_bert_graph(const BertConfig& c, Pooling pooling, int64_t batch, int6
     x = b.norm(g.add(f, x), p + "output.LayerNorm", H, c.layer_norm_eps);
   }
   g.output("last_hidden_state", x);
-  if (!parts.pooled) return g;
+  if (c.classifier) {
+    // BertForSequenceClassification: tanh(pooler(x[:, 0])) then the classifier.
+    ValueId first = g.reshape(g.narrow(x, 1, 0, 1), {batch, H});
+    ValueId pooled = g.activation(b.dense(first, "pooler.dense", H, H), Activation::Tanh);
+    g.output("logits", b.dense(pooled, "classifier", c.num_labels, H));
+    return g;
+  }
+  // The other pooling modes run on the host, from last_hidden_state.
+  if (!parts.pooled || (pooling != Pooling::Cls && pooling != Pooling::Mean)) return g;
 
   ValueId pooled;
   if (pooling == Pooling::Cls) {
@@ -109,6 +117,10 @@ void BertWeights::check_sizes(const BertConfig& c) const {
   const std::string last = "encoder.layer." + std::to_string(c.num_hidden_layers - 1) + ".";
   expect(last + "intermediate.dense.weight", {c.intermediate_size, H});
   expect(last + "output.LayerNorm.weight", {H});
+  if (c.classifier) {
+    expect("pooler.dense.weight", {H, H});
+    expect("classifier.weight", {c.num_labels, H});
+  }
 }
 
 void BertWeights::validate(const Graph& g) const {

@@ -13,8 +13,11 @@ namespace rlx {
 
 // Graph for a fixed [batch, seq]. Inputs: input_ids, attention_mask and
 // token_type_ids, all i32 [batch, seq]. Outputs: last_hidden_state
-// [batch, seq, hidden] and embedding [batch, hidden] (pooled, not normalized).
-// Params are named like the Hugging Face tensors without the "bert." prefix.
+// [batch, seq, hidden] and, for mean or CLS pooling, embedding [batch, hidden]
+// (pooled, not normalized); a cross-encoder (cfg.classifier) gives logits
+// [batch, num_labels] instead of embedding.
+// Params are named like the Hugging Face tensors without the "bert." prefix
+// (the classifier's own "classifier.*" has none in the file either).
 // The parts around the encoder stack. A Hugging Face model has both; the
 // demo encoder (encoder_demo.h) has neither.
 struct BertGraphParts {
@@ -37,7 +40,9 @@ class BertWeights {
   void load_into(Executable& exe, const Graph& g) const;
 
  private:
-  std::string file_name(const std::string& param) const { return prefix_ + param; }
+  std::string file_name(const std::string& param) const {
+    return param.rfind("classifier.", 0) == 0 ? param : prefix_ + param;
+  }
   SafetensorsFile file_;
   std::string prefix_;
 };

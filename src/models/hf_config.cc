@@ -18,8 +18,22 @@ Activation parse_activation(const std::string& s, const std::string& where) {
   RLX_FAIL(where << "hidden_act '" << s << "' is not supported");
 }
 
-bool is_bert_architecture(const std::string& a) {
-  return a.rfind("Bert", 0) == 0;  // BertModel, BertForMaskedLM, BertForSequenceClassification...
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The heads whose encoder output is the embedding (the head is not run) and
+// the cross-encoder head; any other head would be silently dropped.
+bool is_encoder_head(const std::string& a) {
+  return ends_with(a, "Model") || ends_with(a, "ForMaskedLM") || ends_with(a, "ForPreTraining");
+}
+
+BertConfig::ScoreActivation parse_score_activation(const std::string& s, const std::string& where) {
+  // Written as a class path, e.g. "torch.nn.modules.activation.Sigmoid".
+  std::string last = s.substr(s.rfind('.') == std::string::npos ? 0 : s.rfind('.') + 1);
+  if (last == "Sigmoid") return BertConfig::ScoreActivation::Sigmoid;
+  if (last == "Identity") return BertConfig::ScoreActivation::Identity;
+  RLX_FAIL(where << "activation '" << s << "' is not supported (Sigmoid or Identity)");
 }
 
 }  // namespace
@@ -56,12 +70,16 @@ BertConfig load_bert_config(const std::string& dir_or_file) {
     JsonField a = j.at("architectures");
     for (size_t i = 0; i < a.size(); ++i) c.architectures.push_back(a.at(i).string());
   }
-  bool arch_ok = c.architectures.empty() || is_bert_architecture(c.architectures[0]);
-  std::string what = !c.architectures.empty() ? c.architectures[0] : c.model_type;
+  const std::string arch = c.architectures.empty() ? "" : c.architectures[0];
+  bool arch_ok = arch.empty() || (arch.rfind("Bert", 0) == 0 &&
+                                  (is_encoder_head(arch) || arch == "BertForSequenceClassification"));
+  std::string what = !arch.empty() ? arch : c.model_type;
   RLX_CHECK(c.model_type == "bert" && arch_ok,
             "'" << file.string() << "': unsupported architecture '" << (what.empty() ? "?" : what)
                 << "' (model_type '" << c.model_type
-                << "'); rlx loads BERT encoders (model_type 'bert')");
+                << "'); rlx loads BERT encoders (model_type 'bert': BertModel, BertForMaskedLM, "
+                   "BertForPreTraining) and BERT cross-encoders (BertForSequenceClassification)");
+  c.classifier = arch == "BertForSequenceClassification";
   std::string pos = j.string_or("position_embedding_type", "absolute");
   RLX_CHECK(pos == "absolute", "'" << file.string() << "': position_embedding_type '" << pos
                                    << "' is not supported (only 'absolute')");
@@ -78,10 +96,55 @@ BertConfig load_bert_config(const std::string& dir_or_file) {
       int(j.integer_or("max_position_embeddings", c.max_position_embeddings, 1, L.positions));
   c.type_vocab_size = int(j.integer_or("type_vocab_size", c.type_vocab_size, 1, L.type_vocab));
   c.pad_token_id = int(j.integer_or("pad_token_id", c.pad_token_id, 0, c.vocab_size - 1));
+  if (c.classifier) {
+    // id2label is what transformers writes; num_labels is accepted too.
+    if (j.has("id2label")) {
+      c.num_labels = 0;
+      j.at("id2label").object().for_each_member([&](const std::string&, const JsonField&) { ++c.num_labels; });
+      RLX_CHECK(c.num_labels >= 1, j.where() << "id2label is empty");
+    }
+    c.num_labels = int(j.integer_or("num_labels", c.num_labels, 1, L.hidden));
+    std::string ptype = j.string_or("problem_type", "");
+    RLX_CHECK(ptype.empty() || ptype == "regression" || ptype == "single_label_classification",
+              j.where() << "problem_type '" << ptype << "' is not supported for a cross-encoder");
+    c.score_activation = c.num_labels == 1 ? BertConfig::ScoreActivation::Sigmoid
+                                           : BertConfig::ScoreActivation::Identity;
+    if (j.has("sentence_transformers")) {
+      JsonField st = j.at("sentence_transformers").object();
+      if (st.has("activation_fn"))
+        c.score_activation = parse_score_activation(st.at("activation_fn").string(), st.where());
+    } else if (j.has("sbert_ce_default_activation_function")) {
+      c.score_activation =
+          parse_score_activation(j.at("sbert_ce_default_activation_function").string(), j.where());
+    }
+  }
   RLX_CHECK(c.hidden_size % c.num_attention_heads == 0,
             "'" << file.string() << "': hidden_size " << c.hidden_size
                 << " is not a multiple of num_attention_heads " << c.num_attention_heads);
   return c;
+}
+
+Pooling parse_pooling(const std::string& n, const std::string& what) {
+  if (n == "mean" || n == "mean_tokens") return Pooling::Mean;
+  if (n == "cls" || n == "cls_token") return Pooling::Cls;
+  if (n == "max" || n == "max_tokens") return Pooling::Max;
+  if (n == "mean_sqrt_len" || n == "mean_sqrt_len_tokens") return Pooling::MeanSqrtLen;
+  if (n == "weightedmean" || n == "weightedmean_tokens") return Pooling::WeightedMean;
+  if (n == "lasttoken" || n == "last_token") return Pooling::LastToken;
+  RLX_FAIL(what << " '" << n << "' is not a pooling mode (mean, cls, max, mean_sqrt_len, weightedmean, "
+                   "lasttoken)");
+}
+
+const char* pooling_name(Pooling p) {
+  switch (p) {
+    case Pooling::Mean: return "mean";
+    case Pooling::Cls: return "cls";
+    case Pooling::Max: return "max";
+    case Pooling::MeanSqrtLen: return "mean_sqrt_len";
+    case Pooling::WeightedMean: return "weightedmean";
+    case Pooling::LastToken: return "lasttoken";
+  }
+  return "?";
 }
 
 SentenceConfig load_sentence_config(const std::string& dir) {
@@ -103,16 +166,41 @@ SentenceConfig load_sentence_config(const std::string& dir) {
         nlohmann::json pdoc = read_json_file(pc);
         JsonField p(pdoc, pc.string());
         p.object();
-        bool cls = p.boolean_or("pooling_mode_cls_token", false);
-        bool mean = p.boolean_or("pooling_mode_mean_tokens", false);
-        for (const char* other : {"pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
-                                  "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken"})
-          RLX_CHECK(!p.boolean_or(other, false),
-                    "'" << pc.string() << "': " << other << " is not supported (mean or cls are)");
-        RLX_CHECK(cls != mean, "'" << pc.string() << "': exactly one of pooling_mode_mean_tokens and "
-                                                     "pooling_mode_cls_token must be set");
-        s.pooling = cls ? Pooling::Cls : Pooling::Mean;
+        const std::pair<const char*, Pooling> modes[] = {
+            {"pooling_mode_cls_token", Pooling::Cls},
+            {"pooling_mode_mean_tokens", Pooling::Mean},
+            {"pooling_mode_max_tokens", Pooling::Max},
+            {"pooling_mode_mean_sqrt_len_tokens", Pooling::MeanSqrtLen},
+            {"pooling_mode_weightedmean_tokens", Pooling::WeightedMean},
+            {"pooling_mode_lasttoken", Pooling::LastToken}};
+        int set = 0;
+        for (const auto& [key, mode] : modes)
+          if (p.boolean_or(key, false)) {
+            s.pooling = mode;
+            ++set;
+          }
+        // Several modes at once concatenate their vectors in sentence-transformers.
+        RLX_CHECK(set == 1, "'" << pc.string() << "': exactly one pooling_mode_* must be set, found "
+                                << set << " (concatenated pooling modes are not supported)");
+        s.include_prompt = p.boolean_or("include_prompt", true);
       }
+    }
+  }
+  fs::path cst = fs::path(dir) / "config_sentence_transformers.json";
+  if (fs::exists(cst)) {
+    nlohmann::json doc = read_json_file(cst);
+    JsonField j(doc, cst.string());
+    j.object();
+    if (j.has("prompts"))
+      j.at("prompts").object().for_each_member([&](const std::string& name, const JsonField& v) {
+        s.prompts.emplace_back(name, v.string());
+      });
+    s.default_prompt_name = j.string_or("default_prompt_name", "");
+    if (!s.default_prompt_name.empty()) {
+      bool known = false;
+      for (const auto& pr : s.prompts) known |= pr.first == s.default_prompt_name;
+      RLX_CHECK(known, j.where() << "default_prompt_name '" << s.default_prompt_name
+                                 << "' is not one of its prompts");
     }
   }
   fs::path sb = fs::path(dir) / "sentence_bert_config.json";

@@ -3,6 +3,7 @@
 #pragma once
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rlx/enums.h"
@@ -29,6 +30,14 @@ struct BertConfig {
   int max_position_embeddings = 512;
   int type_vocab_size = 2;
   int pad_token_id = 0;
+  // A *ForSequenceClassification checkpoint: a cross-encoder whose pooler
+  // and classifier give num_labels logits per text pair.
+  bool classifier = false;
+  int num_labels = 1;
+  // What sentence-transformers' CrossEncoder applies to the logits
+  // (config.json's sentence_transformers.activation_fn, or the older
+  // sbert_ce_default_activation_function): sigmoid for one label by default.
+  enum class ScoreActivation { Identity, Sigmoid } score_activation = ScoreActivation::Sigmoid;
   int head_dim() const { return hidden_size / num_attention_heads; }
 };
 
@@ -38,13 +47,24 @@ struct BertConfig {
 // encoder.
 BertConfig load_bert_config(const std::string& dir_or_file);
 
-enum class Pooling { Mean, Cls };
+// sentence-transformers' Pooling modes. Mean and Cls are computed in the
+// graph; the others on the host from last_hidden_state.
+enum class Pooling { Mean, Cls, Max, MeanSqrtLen, WeightedMean, LastToken };
+// "mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken" (and
+// sentence-transformers' spellings); throws naming `what` for anything else.
+Pooling parse_pooling(const std::string& name, const std::string& what);
+const char* pooling_name(Pooling p);
 
 struct SentenceConfig {
   bool present = false;       // modules.json was found
   Pooling pooling = Pooling::Mean;
   bool normalize = false;     // a Normalize module follows pooling
   int max_seq_length = 0;     // sentence_bert_config.json; 0 = not given
+  bool include_prompt = true;  // the pooling module's include_prompt
+  // config_sentence_transformers.json: named prompts ("query" -> "query: ")
+  // and the one applied when none is asked for ("" = none).
+  std::vector<std::pair<std::string, std::string>> prompts;
+  std::string default_prompt_name;
 };
 
 // Reads modules.json, the pooling module's config.json and

@@ -67,8 +67,15 @@ TEST(HfConfig, ClsPoolingWithoutNormalize) {
   EXPECT_EQ(s.pooling, Pooling::Cls);
   EXPECT_FALSE(s.normalize);
   write_text(d.path() / "1_Pooling/config.json", R"({"pooling_mode_max_tokens":true})");
+  EXPECT_EQ(load_sentence_config(d.path().string()).pooling, Pooling::Max);
+  write_text(d.path() / "1_Pooling/config.json", R"({"pooling_mode_lasttoken":true})");
+  EXPECT_EQ(load_sentence_config(d.path().string()).pooling, Pooling::LastToken);
+  // Two modes at once would concatenate in sentence-transformers.
+  write_text(d.path() / "1_Pooling/config.json",
+             R"({"pooling_mode_max_tokens":true,"pooling_mode_mean_tokens":true})");
   std::string msg = error_of([&] { load_sentence_config(d.path().string()); });
-  EXPECT_NE(msg.find("pooling_mode_max_tokens"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("concatenated pooling modes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1_Pooling"), std::string::npos) << msg;
 }
 
 TEST(HfConfig, ErrorsNameTheFile) {
