@@ -144,4 +144,12 @@ class Embedder {
 
 void l2_normalize(std::vector<float>& v);
 
+// A model directory, or a Hub id ("org/name", "org/name@revision") resolved
+// in the local Hugging Face cache (HF_HUB_CACHE, else $HF_HOME/hub, else
+// ~/.cache/huggingface/hub): the snapshot that refs/<revision> names. An
+// existing directory, or a string that is no Hub id, comes back unchanged;
+// an id that is not cached is an error listing the places looked in.
+std::string resolve_model_dir(const std::string& path_or_hub_id);
+bool is_hub_id(const std::string& s);
+
 }  // namespace rlx
