@@ -1,0 +1,201 @@
+// The embedder's controls on a random BERT of odd sizes against a plain
+// double-precision forward: every pooling mode (from 1_Pooling/config.json
+// and as an override), normalization on and off, Matryoshka truncation,
+// prompts from config_sentence_transformers.json, and the installed
+// tokenizer interface.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "models/embedder.h"
+#include "models/tiny_bert.h"  // tests/models
+
+namespace rlx {
+namespace {
+
+using test::TinyBert;
+
+// Texts of different lengths, so a batch pads most of them.
+const std::vector<std::vector<int>> kWords = {{3}, {0, 7, 11, 2, 19, 4, 4}, {22, 1}, {}, {5, 6, 8, 9, 10, 12, 13, 14, 15, 16, 17}};
+
+std::vector<std::string> texts_of(const std::vector<std::vector<int>>& words) {
+  std::vector<std::string> t;
+  for (const auto& w : words) t.push_back(TinyBert::text_of(w));
+  return t;
+}
+
+void expect_rows(const std::vector<std::vector<float>>& got, const std::vector<std::vector<double>>& want,
+                 double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t r = 0; r < got.size(); ++r) {
+    ASSERT_EQ(got[r].size(), want[r].size()) << what << " row " << r;
+    double err = 0, mag = 0;
+    for (size_t d = 0; d < got[r].size(); ++d) {
+      ASSERT_TRUE(std::isfinite(got[r][d])) << what << " row " << r;
+      err = std::max(err, std::fabs(got[r][d] - want[r][d]));
+      mag = std::max(mag, std::fabs(double(got[r][d])));
+    }
+    EXPECT_GT(mag, 1e-3) << what << " row " << r << " is all zeros";
+    EXPECT_LT(err, tol) << what << " row " << r;
+  }
+}
+
+std::vector<std::vector<double>> reference(const TinyBert& m, const std::vector<std::vector<int>>& words,
+                                           const std::string& mode, bool normalize, size_t dims = 0,
+                                           const std::vector<int>& prompt = {}) {
+  std::vector<std::vector<double>> out;
+  for (const auto& w : words) {
+    std::vector<int> all = prompt;
+    all.insert(all.end(), w.begin(), w.end());
+    auto ids = m.ids_of(all);
+    auto v = m.pool(m.hidden(ids, std::vector<int32_t>(ids.size(), 0)), mode);
+    if (dims) v.resize(dims);
+    out.push_back(normalize ? test::l2_normalized(v) : v);
+  }
+  return out;
+}
+
+TEST(EmbedderControls, EveryPoolingModeFromTheModelAndAsOverride) {
+  test::TempDir d;
+  TinyBert m({});
+  m.write(d.path());
+  const auto texts = texts_of(kWords);
+  for (const std::string mode : {"mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken"}) {
+    test::write_sentence_modules(d.path(), mode, false);
+    EmbedderOptions o;
+    o.max_batch = 4;  // two chunks: 4 + 1
+    Embedder e(d.path().string(), o);
+    EXPECT_EQ(e.info().pooling, mode);
+    EXPECT_FALSE(e.normalizes());
+    expect_rows(e.embed(texts), reference(m, kWords, mode, false), 2e-5, "model's " + mode);
+  }
+  // The model says mean; each override wins.
+  test::write_sentence_modules(d.path(), "mean", true);
+  const std::pair<PoolingMode, const char*> overrides[] = {
+      {PoolingMode::Cls, "cls"}, {PoolingMode::Max, "max"}, {PoolingMode::LastToken, "lasttoken"},
+      {PoolingMode::WeightedMean, "weightedmean"}, {PoolingMode::MeanSqrtLen, "mean_sqrt_len"}};
+  for (const auto& [mode, name] : overrides) {
+    EmbedderOptions o;
+    o.pooling = mode;
+    Embedder e(d.path().string(), o);
+    EXPECT_EQ(e.info().pooling, name);
+    expect_rows(e.embed(texts), reference(m, kWords, name, true), 2e-6, std::string("override ") + name);
+  }
+}
+
+TEST(EmbedderControls, NormalizeOverridesAndMatryoshkaDimensions) {
+  test::TempDir d;
+  TinyBert m({});
+  m.write(d.path());
+  test::write_sentence_modules(d.path(), "mean", true);
+  const auto texts = texts_of(kWords);
+  {
+    EmbedderOptions o;
+    o.normalize = NormalizeMode::Off;
+    Embedder e(d.path().string(), o);
+    EXPECT_FALSE(e.normalizes());
+    expect_rows(e.embed(texts), reference(m, kWords, "mean", false), 2e-5, "normalize off");
+  }
+  {
+    EmbedderOptions o;
+    o.truncate_dim = 7;
+    Embedder e(d.path().string(), o);
+    EXPECT_EQ(e.dim(), 7);
+    EXPECT_EQ(e.info().dim, 7);
+    auto got = e.embed(texts);
+    expect_rows(got, reference(m, kWords, "mean", true, 7), 2e-6, "truncate_dim 7, normalized after");
+    double n = 0;
+    for (float x : got[1]) n += double(x) * x;
+    EXPECT_NEAR(n, 1.0, 1e-5);
+  }
+  test::write_sentence_modules(d.path(), "cls", false);
+  {
+    EmbedderOptions o;
+    o.normalize = NormalizeMode::On;
+    o.truncate_dim = 19;
+    Embedder e(d.path().string(), o);
+    expect_rows(e.embed(texts), reference(m, kWords, "cls", true, 19), 2e-6, "normalize on, 19 dims");
+  }
+  EmbedderOptions bad;
+  bad.truncate_dim = 21;
+  std::string msg = test::error_of([&] { Embedder e(d.path().string(), bad); });
+  EXPECT_NE(msg.find("truncate_dim 21"), std::string::npos) << msg;
+}
+
+TEST(EmbedderControls, PromptsFromTheModelAsSentenceTransformersAppliesThem) {
+  test::TempDir d;
+  TinyBert m({});
+  m.write(d.path());
+  test::write_sentence_modules(d.path(), "mean", false);
+  // "query: " is two vocabulary words here, so the reference knows its ids.
+  const std::string query = TinyBert::word(20) + " " + TinyBert::word(21) + " ";
+  test::write_text(d.path() / "config_sentence_transformers.json",
+                   "{\"prompts\": {\"query\": \"" + query + "\", \"passage\": \"\"}, \"default_prompt_name\": null}");
+  const auto texts = texts_of(kWords);
+  {
+    Embedder e(d.path().string());
+    EXPECT_EQ(e.prompt("query"), query);
+    ASSERT_EQ(e.info().prompts.size(), 2u);
+    expect_rows(e.embed(texts), reference(m, kWords, "mean", false), 2e-5, "no prompt by default");
+    EmbedCall call;
+    call.prompt_name = "query";
+    expect_rows(e.embed(texts, call), reference(m, kWords, "mean", false, 0, {20, 21}), 2e-5, "per-call prompt");
+    call = {};
+    call.prompt = TinyBert::word(9) + " ";
+    expect_rows(e.embed(texts, call), reference(m, kWords, "mean", false, 0, {9}), 2e-5, "literal prompt");
+    call = {};
+    call.prompt_name = "title";
+    std::string msg = test::error_of([&] { e.embed(texts, call); });
+    EXPECT_NE(msg.find("no prompt named 'title'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("passage, query"), std::string::npos) << msg;
+  }
+  {
+    EmbedderOptions o;
+    o.prompt_name = "query";
+    Embedder e(d.path().string(), o);
+    expect_rows(e.embed(texts), reference(m, kWords, "mean", false, 0, {20, 21}), 2e-5, "option prompt");
+  }
+  test::write_text(d.path() / "config_sentence_transformers.json",
+                   "{\"prompts\": {\"query\": \"" + query + "\"}, \"default_prompt_name\": \"query\"}");
+  {
+    Embedder e(d.path().string());
+    expect_rows(e.embed(texts), reference(m, kWords, "mean", false, 0, {20, 21}), 2e-5, "default prompt");
+    EmbedderOptions o;
+    o.prompt = "";  // an explicit empty prompt turns the default off
+    Embedder off(d.path().string(), o);
+    expect_rows(off.embed(texts), reference(m, kWords, "mean", false), 2e-5, "default prompt off");
+  }
+  test::write_text(d.path() / "config_sentence_transformers.json",
+                   R"({"prompts": {"query": "q: "}, "default_prompt_name": "doc"})");
+  std::string msg = test::error_of([&] { Embedder e(d.path().string()); });
+  EXPECT_NE(msg.find("default_prompt_name 'doc'"), std::string::npos) << msg;
+}
+
+TEST(EmbedderControls, TokenizerAndInfoThroughTheInstalledInterfaces) {
+  test::TempDir d;
+  TinyBert m({});
+  m.write(d.path());
+  Embedder e(d.path().string());
+  const EmbeddingTokenizer& t = e.tokenizer();
+  EXPECT_EQ(t.kind(), "wordpiece");
+  TokenizedText enc = t.encode(TinyBert::text_of({4, 1, 9}), 64);
+  EXPECT_EQ(enc.ids, m.ids_of({4, 1, 9}));
+  EXPECT_EQ(t.decode(enc.ids), TinyBert::text_of({4, 1, 9}));
+  EXPECT_EQ(t.token_text(m.id(3)), TinyBert::word(3));
+  EXPECT_EQ(t.token_id(TinyBert::word(3)), m.id(3));
+  EXPECT_EQ(t.token_id("absent-token"), -1);
+  EXPECT_EQ(t.vocab_size(), size_t(m.vocab()));
+  const EmbedderInfo& i = e.info();
+  EXPECT_EQ(i.model_type, "bert");
+  EXPECT_EQ(i.architecture, "BertModel");
+  EXPECT_EQ(i.hidden_size, 20);
+  EXPECT_EQ(i.num_layers, 2);
+  EXPECT_EQ(i.num_heads, 4);
+  EXPECT_EQ(i.intermediate_size, 27);
+  EXPECT_EQ(i.max_position_embeddings, 40);
+  EXPECT_FALSE(i.cross_encoder);
+  EXPECT_EQ(i.pooling, "mean");
+}
+
+}  // namespace
+}  // namespace rlx
