@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <numeric>
 
@@ -81,7 +82,7 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
     : dir_(dir),
       cfg_(load_bert_config(dir)),
       sentence_(load_sentence_config(dir)),
-      tokenizer_(load_wordpiece_tokenizer(dir)),
+      tokenizer_(load_embedding_tokenizer(dir, cfg_.family)),
       weights_((std::filesystem::path(dir) / "model.safetensors").string()),
       opts_(opts) {
   RLX_CHECK(opts_.max_batch >= 1 && opts_.max_batch <= EmbedderOptions::kMaxBatch &&
@@ -97,7 +98,7 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
   RLX_CHECK(opts_.max_len >= 0, "embedder: max_len " << opts_.max_len << " is negative");
   pooling_ = pooling_of(opts_.pooling, sentence_.pooling);
   normalize_ = opts_.normalize == NormalizeMode::Model ? sentence_.normalize : opts_.normalize == NormalizeMode::On;
-  max_len_ = cfg_.max_position_embeddings;
+  max_len_ = cfg_.max_tokens();
   if (sentence_.max_seq_length > 0) max_len_ = std::min(max_len_, sentence_.max_seq_length);
   if (opts_.max_len > 0) max_len_ = std::min(max_len_, opts_.max_len);
   RLX_CHECK(max_len_ >= 3, "embedder: max_len " << max_len_ << " leaves no room for a text");
@@ -184,9 +185,10 @@ void Embedder::Impl::run_chunk(const std::vector<const TokenizedText*>& encs,
     }
   }
   Shape shape{b.batch, b.seq};
-  auto result = exe.run({{"input_ids", HostTensor::from_i32(shape, ids)},
-                         {"attention_mask", HostTensor::from_i32(shape, mask)},
-                         {"token_type_ids", HostTensor::from_i32(shape, types)}});
+  std::map<std::string, HostTensor> in{{"input_ids", HostTensor::from_i32(shape, ids)},
+                                       {"attention_mask", HostTensor::from_i32(shape, mask)}};
+  if (cfg_.type_vocab_size > 0) in.emplace("token_type_ids", HostTensor::from_i32(shape, types));
+  auto result = exe.run(in);
   auto output = [&](const char* name, size_t per_row) {
     auto it = result.find(name);
     RLX_CHECK(it != result.end(), "embedder: the executable returned no '" << name << "'");

@@ -4,11 +4,14 @@
 #include <memory>
 #include <string>
 
+#include "models/hf_config.h"
 #include "rlx/embedder.h"
 
 namespace rlx {
 
-// tokenizer.json or vocab.txt (+ tokenizer_config.json) of a BERT-family model.
-std::unique_ptr<EmbeddingTokenizer> load_wordpiece_tokenizer(const std::string& dir);
+// BERT and DistilBERT: WordPiece from tokenizer.json or vocab.txt (+
+// tokenizer_config.json). RoBERTa: byte-level BPE from tokenizer.json with
+// its RobertaProcessing special tokens (<s> a </s></s> b </s>).
+std::unique_ptr<EmbeddingTokenizer> load_embedding_tokenizer(const std::string& dir, EncoderFamily family);
 
 }  // namespace rlx

@@ -58,6 +58,42 @@ fs::path confined_path(const fs::path& dir, const std::string& rel, const std::s
   return full;
 }
 
+namespace {
+
+struct FamilyInfo {
+  EncoderFamily family;
+  const char* model_type;
+  const char* arch_prefix;  // the architectures of the family start with it
+};
+constexpr FamilyInfo kFamilies[] = {{EncoderFamily::Bert, "bert", "Bert"},
+                                    {EncoderFamily::Roberta, "roberta", "Roberta"},
+                                    {EncoderFamily::DistilBert, "distilbert", "DistilBert"}};
+
+// The classification head of each family, read into c.
+void read_classifier(const JsonField& j, BertConfig& c, int64_t max_labels) {
+  // id2label is what transformers writes; num_labels is accepted too.
+  if (j.has("id2label")) {
+    c.num_labels = 0;
+    j.at("id2label").object().for_each_member([&](const std::string&, const JsonField&) { ++c.num_labels; });
+    RLX_CHECK(c.num_labels >= 1, j.where() << "id2label is empty");
+  }
+  c.num_labels = int(j.integer_or("num_labels", c.num_labels, 1, max_labels));
+  std::string ptype = j.string_or("problem_type", "");
+  RLX_CHECK(ptype.empty() || ptype == "regression" || ptype == "single_label_classification",
+            j.where() << "problem_type '" << ptype << "' is not supported for a cross-encoder");
+  c.score_activation =
+      c.num_labels == 1 ? BertConfig::ScoreActivation::Sigmoid : BertConfig::ScoreActivation::Identity;
+  if (j.has("sentence_transformers")) {
+    JsonField st = j.at("sentence_transformers").object();
+    if (st.has("activation_fn"))
+      c.score_activation = parse_score_activation(st.at("activation_fn").string(), st.where());
+  } else if (j.has("sbert_ce_default_activation_function")) {
+    c.score_activation = parse_score_activation(j.at("sbert_ce_default_activation_function").string(), j.where());
+  }
+}
+
+}  // namespace
+
 BertConfig load_bert_config(const std::string& dir_or_file) {
   fs::path file = fs::is_directory(dir_or_file) ? fs::path(dir_or_file) / "config.json"
                                                 : fs::path(dir_or_file);
@@ -71,53 +107,57 @@ BertConfig load_bert_config(const std::string& dir_or_file) {
     for (size_t i = 0; i < a.size(); ++i) c.architectures.push_back(a.at(i).string());
   }
   const std::string arch = c.architectures.empty() ? "" : c.architectures[0];
-  bool arch_ok = arch.empty() || (arch.rfind("Bert", 0) == 0 &&
-                                  (is_encoder_head(arch) || arch == "BertForSequenceClassification"));
+  const FamilyInfo* fam = nullptr;
+  for (const FamilyInfo& f : kFamilies)
+    if (c.model_type == f.model_type) fam = &f;
+  bool arch_ok = fam && (arch.empty() || (arch.rfind(fam->arch_prefix, 0) == 0 &&
+                                          (is_encoder_head(arch) || ends_with(arch, "ForSequenceClassification"))));
   std::string what = !arch.empty() ? arch : c.model_type;
-  RLX_CHECK(c.model_type == "bert" && arch_ok,
+  RLX_CHECK(arch_ok,
             "'" << file.string() << "': unsupported architecture '" << (what.empty() ? "?" : what)
                 << "' (model_type '" << c.model_type
-                << "'); rlx loads BERT encoders (model_type 'bert': BertModel, BertForMaskedLM, "
-                   "BertForPreTraining) and BERT cross-encoders (BertForSequenceClassification)");
-  c.classifier = arch == "BertForSequenceClassification";
-  std::string pos = j.string_or("position_embedding_type", "absolute");
-  RLX_CHECK(pos == "absolute", "'" << file.string() << "': position_embedding_type '" << pos
-                                   << "' is not supported (only 'absolute')");
+                << "'); rlx loads encoders of model_type 'bert', 'roberta' and 'distilbert' (*Model, "
+                   "*ForMaskedLM, *ForPreTraining) and their cross-encoders (*ForSequenceClassification)");
+  c.family = fam->family;
+  c.classifier = ends_with(arch, "ForSequenceClassification");
   const BertLimits L;
-  c.vocab_size = int(j.integer_or("vocab_size", c.vocab_size, 1, L.vocab));
-  c.hidden_size = int(j.integer_or("hidden_size", c.hidden_size, 1, L.hidden));
-  c.num_hidden_layers = int(j.integer_or("num_hidden_layers", c.num_hidden_layers, 1, L.layers));
-  c.num_attention_heads = int(j.integer_or("num_attention_heads", c.num_attention_heads, 1, L.heads));
-  c.intermediate_size = int(j.integer_or("intermediate_size", c.intermediate_size, 1, L.intermediate));
-  std::string act = j.string_or("hidden_act", "gelu");
-  c.hidden_act = parse_activation(act, j.where());
-  c.layer_norm_eps = float(j.number_or("layer_norm_eps", c.layer_norm_eps, 0.0, 1.0));
+  if (c.family == EncoderFamily::DistilBert) {
+    // DistilBERT's own key names; no token types, post-norm layers as BERT.
+    RLX_CHECK(!j.boolean_or("sinusoidal_pos_embds", false),
+              j.where() << "sinusoidal_pos_embds is not supported (learned positions are)");
+    c.vocab_size = int(j.integer_or("vocab_size", c.vocab_size, 1, L.vocab));
+    c.hidden_size = int(j.integer_or("dim", c.hidden_size, 1, L.hidden));
+    c.num_hidden_layers = int(j.integer_or("n_layers", 6, 1, L.layers));
+    c.num_attention_heads = int(j.integer_or("n_heads", c.num_attention_heads, 1, L.heads));
+    c.intermediate_size = int(j.integer_or("hidden_dim", c.intermediate_size, 1, L.intermediate));
+    c.hidden_act = parse_activation(j.string_or("activation", "gelu"), j.where());
+    c.layer_norm_eps = 1e-12f;
+    c.type_vocab_size = 0;
+  } else {
+    std::string pos = j.string_or("position_embedding_type", "absolute");
+    RLX_CHECK(pos == "absolute", "'" << file.string() << "': position_embedding_type '" << pos
+                                     << "' is not supported (only 'absolute')");
+    c.vocab_size = int(j.integer_or("vocab_size", c.vocab_size, 1, L.vocab));
+    c.hidden_size = int(j.integer_or("hidden_size", c.hidden_size, 1, L.hidden));
+    c.num_hidden_layers = int(j.integer_or("num_hidden_layers", c.num_hidden_layers, 1, L.layers));
+    c.num_attention_heads = int(j.integer_or("num_attention_heads", c.num_attention_heads, 1, L.heads));
+    c.intermediate_size = int(j.integer_or("intermediate_size", c.intermediate_size, 1, L.intermediate));
+    std::string act = j.string_or("hidden_act", "gelu");
+    c.hidden_act = parse_activation(act, j.where());
+    c.layer_norm_eps = float(j.number_or("layer_norm_eps", c.layer_norm_eps, 0.0, 1.0));
+    c.type_vocab_size = int(j.integer_or("type_vocab_size", c.type_vocab_size, 1, L.type_vocab));
+  }
   c.max_position_embeddings =
       int(j.integer_or("max_position_embeddings", c.max_position_embeddings, 1, L.positions));
-  c.type_vocab_size = int(j.integer_or("type_vocab_size", c.type_vocab_size, 1, L.type_vocab));
-  c.pad_token_id = int(j.integer_or("pad_token_id", c.pad_token_id, 0, c.vocab_size - 1));
-  if (c.classifier) {
-    // id2label is what transformers writes; num_labels is accepted too.
-    if (j.has("id2label")) {
-      c.num_labels = 0;
-      j.at("id2label").object().for_each_member([&](const std::string&, const JsonField&) { ++c.num_labels; });
-      RLX_CHECK(c.num_labels >= 1, j.where() << "id2label is empty");
-    }
-    c.num_labels = int(j.integer_or("num_labels", c.num_labels, 1, L.hidden));
-    std::string ptype = j.string_or("problem_type", "");
-    RLX_CHECK(ptype.empty() || ptype == "regression" || ptype == "single_label_classification",
-              j.where() << "problem_type '" << ptype << "' is not supported for a cross-encoder");
-    c.score_activation = c.num_labels == 1 ? BertConfig::ScoreActivation::Sigmoid
-                                           : BertConfig::ScoreActivation::Identity;
-    if (j.has("sentence_transformers")) {
-      JsonField st = j.at("sentence_transformers").object();
-      if (st.has("activation_fn"))
-        c.score_activation = parse_score_activation(st.at("activation_fn").string(), st.where());
-    } else if (j.has("sbert_ce_default_activation_function")) {
-      c.score_activation =
-          parse_score_activation(j.at("sbert_ce_default_activation_function").string(), j.where());
-    }
+  c.pad_token_id = int(j.integer_or("pad_token_id", c.family == EncoderFamily::Roberta ? 1 : 0, 0, c.vocab_size - 1));
+  // RoBERTa numbers positions from padding_idx + 1 (padding_idx = pad_token_id).
+  if (c.family == EncoderFamily::Roberta) {
+    c.position_offset = c.pad_token_id + 1;
+    RLX_CHECK(c.max_position_embeddings > c.position_offset,
+              j.where() << "max_position_embeddings " << c.max_position_embeddings
+                        << " leaves no position after the offset " << c.position_offset);
   }
+  if (c.classifier) read_classifier(j, c, L.hidden);
   RLX_CHECK(c.hidden_size % c.num_attention_heads == 0,
             "'" << file.string() << "': hidden_size " << c.hidden_size
                 << " is not a multiple of num_attention_heads " << c.num_attention_heads);

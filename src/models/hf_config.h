@@ -17,7 +17,12 @@ struct BertLimits {
       positions = 1 << 16, type_vocab = 1 << 16;
 };
 
+// Encoders with BERT's post-norm layers, told apart by their names,
+// positions and token types.
+enum class EncoderFamily { Bert, Roberta, DistilBert };
+
 struct BertConfig {
+  EncoderFamily family = EncoderFamily::Bert;
   std::string model_type;
   std::vector<std::string> architectures;
   int vocab_size = 30522;
@@ -28,8 +33,9 @@ struct BertConfig {
   Activation hidden_act = Activation::Gelu;
   float layer_norm_eps = 1e-12f;
   int max_position_embeddings = 512;
-  int type_vocab_size = 2;
+  int type_vocab_size = 2;  // 0: the family has no token types (DistilBERT)
   int pad_token_id = 0;
+  int position_offset = 0;  // position of the first token (RoBERTa: pad_token_id + 1)
   // A *ForSequenceClassification checkpoint: a cross-encoder whose pooler
   // and classifier give num_labels logits per text pair.
   bool classifier = false;
@@ -39,6 +45,8 @@ struct BertConfig {
   // sbert_ce_default_activation_function): sigmoid for one label by default.
   enum class ScoreActivation { Identity, Sigmoid } score_activation = ScoreActivation::Sigmoid;
   int head_dim() const { return hidden_size / num_attention_heads; }
+  // Tokens per text the position table holds.
+  int max_tokens() const { return max_position_embeddings - position_offset; }
 };
 
 // Reads <dir>/config.json (or the file itself). Throws rlx::Error naming the
