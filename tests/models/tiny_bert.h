@@ -4,6 +4,7 @@
 // padding, as the reference the embedder is compared against.
 #pragma once
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -15,6 +16,7 @@
 namespace rlx::test {
 
 struct TinyBertSpec {
+  std::string family = "bert";  // bert, roberta or distilbert
   int vocab_words = 23;  // "ba", "be", ... after the 5 special tokens
   int hidden = 20, heads = 4, layers = 2, intermediate = 27, positions = 40, type_vocab = 2;
   double eps = 1e-12;
@@ -28,6 +30,7 @@ using Tensors = std::map<std::string, std::pair<Shape, std::vector<float>>>;
 class TinyBert {
  public:
   explicit TinyBert(const TinyBertSpec& s) : s_(s) {
+    if (roberta()) s_.type_vocab = 1;
     const int H = s.hidden, I = s.intermediate;
     uint64_t seed = s.seed;
     auto rand = [&](const std::string& name, Shape shape, float lo, float hi) {
@@ -36,7 +39,7 @@ class TinyBert {
     const float a = 0.6f;
     rand("embeddings.word_embeddings.weight", {vocab(), H}, -1.f, 1.f);
     rand("embeddings.position_embeddings.weight", {s.positions, H}, -0.5f, 0.5f);
-    rand("embeddings.token_type_embeddings.weight", {s.type_vocab, H}, -0.5f, 0.5f);
+    if (!distil()) rand("embeddings.token_type_embeddings.weight", {s_.type_vocab, H}, -0.5f, 0.5f);
     rand("embeddings.LayerNorm.weight", {H}, 0.7f, 1.3f);
     rand("embeddings.LayerNorm.bias", {H}, -0.2f, 0.2f);
     for (int l = 0; l < s.layers; ++l) {
@@ -63,7 +66,11 @@ class TinyBert {
     }
   }
 
-  int vocab() const { return 5 + s_.vocab_words; }
+  bool roberta() const { return s_.family == "roberta"; }
+  bool distil() const { return s_.family == "distilbert"; }
+  // BERT's WordPiece: 5 special tokens then the words. RoBERTa's BPE: 4
+  // special tokens, 26 letters, "Ġ", then each word and "Ġ" + word.
+  int vocab() const { return roberta() ? 31 + 2 * s_.vocab_words : 5 + s_.vocab_words; }
   // Word k of the vocabulary: two or three lowercase letters, each one token.
   static std::string word(int k) {
     const char* c = "bcdfghjklmnpqrstvwxz";
@@ -72,26 +79,50 @@ class TinyBert {
     if (k >= 100) w += c[(k / 100) % 20];
     return w;
   }
-  int32_t id(int k) const { return 5 + k; }
-  static constexpr int32_t kPad = 0, kUnk = 1, kCls = 2, kSep = 3;
+  // The id of word k; for RoBERTa, `spaced` is the "Ġ" form a word after a space takes.
+  int32_t id(int k, bool spaced = false) const { return roberta() ? 31 + 2 * k + spaced : 5 + k; }
+  int32_t cls() const { return roberta() ? 0 : 2; }
+  int32_t sep() const { return roberta() ? 2 : 3; }
+  static constexpr int32_t kCls = 2, kSep = 3;  // BERT's
 
-  // Writes config.json, vocab.txt and model.safetensors ("bert." prefixed).
+  // Writes config.json, the tokenizer (vocab.txt, or tokenizer.json for
+  // RoBERTa) and model.safetensors with the family's names and prefix.
   void write(const std::filesystem::path& dir) const {
     std::filesystem::create_directories(dir);
-    std::string arch = s_.classifier ? "BertForSequenceClassification" : "BertModel";
-    write_text(dir / "config.json",
-               "{\"model_type\":\"bert\",\"architectures\":[\"" + arch + "\"],\"vocab_size\":" +
-                   std::to_string(vocab()) + ",\"hidden_size\":" + std::to_string(s_.hidden) +
-                   ",\"num_hidden_layers\":" + std::to_string(s_.layers) + ",\"num_attention_heads\":" +
-                   std::to_string(s_.heads) + ",\"intermediate_size\":" + std::to_string(s_.intermediate) +
-                   ",\"max_position_embeddings\":" + std::to_string(s_.positions) + ",\"type_vocab_size\":" +
-                   std::to_string(s_.type_vocab) + ",\"hidden_act\":\"gelu\",\"layer_norm_eps\":1e-12" +
-                   (s_.classifier ? ",\"id2label\":{\"0\":\"LABEL_0\"}" : "") + s_.extra_config + "}");
-    std::string vocab_txt = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
-    for (int k = 0; k < s_.vocab_words; ++k) vocab_txt += word(k) + "\n";
-    write_text(dir / "vocab.txt", vocab_txt);
+    const std::string cls_name = roberta() ? "Roberta" : distil() ? "DistilBert" : "Bert";
+    const std::string arch = cls_name + (s_.classifier ? "ForSequenceClassification" : "Model");
+    auto n = [](int v) { return std::to_string(v); };
+    std::string cfg = "{\"model_type\":\"" + s_.family + "\",\"architectures\":[\"" + arch +
+                      "\"],\"vocab_size\":" + n(vocab()) + ",\"max_position_embeddings\":" + n(s_.positions);
+    if (distil())
+      cfg += ",\"dim\":" + n(s_.hidden) + ",\"n_layers\":" + n(s_.layers) + ",\"n_heads\":" + n(s_.heads) +
+             ",\"hidden_dim\":" + n(s_.intermediate) + ",\"activation\":\"gelu\"";
+    else
+      cfg += ",\"hidden_size\":" + n(s_.hidden) + ",\"num_hidden_layers\":" + n(s_.layers) +
+             ",\"num_attention_heads\":" + n(s_.heads) + ",\"intermediate_size\":" + n(s_.intermediate) +
+             ",\"type_vocab_size\":" + n(s_.type_vocab) + ",\"hidden_act\":\"gelu\",\"layer_norm_eps\":1e-12" +
+             (roberta() ? ",\"pad_token_id\":1" : "");
+    cfg += (s_.classifier ? ",\"id2label\":{\"0\":\"LABEL_0\"}" : "") + s_.extra_config + "}";
+    write_text(dir / "config.json", cfg);
+    if (roberta()) {
+      write_text(dir / "tokenizer.json", bpe_tokenizer_json());
+    } else {
+      std::string vocab_txt = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+      for (int k = 0; k < s_.vocab_words; ++k) vocab_txt += word(k) + "\n";
+      write_text(dir / "vocab.txt", vocab_txt);
+    }
+    const std::string prefix = roberta() ? "roberta." : distil() ? "distilbert." : "bert.";
     Tensors file;
-    for (const auto& [name, t] : w_) file[(name.rfind("classifier.", 0) == 0 ? "" : "bert.") + name] = t;
+    for (const auto& [name, t] : w_) {
+      if (name.rfind("classifier.", 0) == 0) {
+        file[head_name(name)] = t;
+      } else if (name.rfind("pooler.", 0) == 0) {
+        if (roberta() || distil()) file[head_name(name)] = t;  // the head's hidden layer
+        else file[prefix + name] = t;
+      } else {
+        file[prefix + (distil() ? distil_name(name) : name)] = t;
+      }
+    }
     write_safetensors(dir / "model.safetensors", file);
   }
 
@@ -100,11 +131,12 @@ class TinyBert {
     const size_t S = ids.size(), H = size_t(s_.hidden), I = size_t(s_.intermediate);
     const size_t heads = size_t(s_.heads), hd = H / heads;
     std::vector<std::vector<double>> x(S, std::vector<double>(H));
+    const size_t offset = roberta() ? 2 : 0;  // padding_idx 1, plus one
     for (size_t t = 0; t < S; ++t)
       for (size_t d = 0; d < H; ++d)
         x[t][d] = at("embeddings.word_embeddings.weight", size_t(ids[t]) * H + d) +
-                  at("embeddings.position_embeddings.weight", t * H + d) +
-                  at("embeddings.token_type_embeddings.weight", size_t(types[t]) * H + d);
+                  at("embeddings.position_embeddings.weight", (t + offset) * H + d) +
+                  (distil() ? 0.0 : at("embeddings.token_type_embeddings.weight", size_t(types[t]) * H + d));
     norm(x, "embeddings.LayerNorm");
     for (int l = 0; l < s_.layers; ++l) {
       const std::string p = "encoder.layer." + std::to_string(l) + ".";
@@ -164,20 +196,32 @@ class TinyBert {
     return out;
   }
 
-  // The cross-encoder's logit: classifier(tanh(pooler(x[0]))).
+  // The cross-encoder's logit: classifier(act(hidden layer(x[0]))), tanh
+  // for BERT and RoBERTa, relu for DistilBERT.
   double logit(const std::vector<int32_t>& ids, const std::vector<int32_t>& types) const {
     auto x = hidden(ids, types);
     auto pooled = dense({x[0]}, "pooler.dense", size_t(s_.hidden))[0];
-    for (double& e : pooled) e = std::tanh(e);
+    for (double& e : pooled) e = distil() ? std::max(e, 0.0) : std::tanh(e);
     return dense({pooled}, "classifier", 1)[0][0];
   }
 
-  // [CLS] words [SEP] for words given by index.
+  // [CLS] words [SEP] (RoBERTa: <s> words </s>) for words given by index.
   std::vector<int32_t> ids_of(const std::vector<int>& words) const {
-    std::vector<int32_t> ids{kCls};
-    for (int k : words) ids.push_back(id(k));
-    ids.push_back(kSep);
+    std::vector<int32_t> ids{cls()};
+    for (size_t i = 0; i < words.size(); ++i) ids.push_back(id(words[i], i > 0));
+    ids.push_back(sep());
     return ids;
+  }
+  // A cross-encoder's pair: BERT [CLS] q [SEP] d [SEP] with types 0 then 1;
+  // RoBERTa <s> q </s></s> d </s>, all type 0; DistilBERT has no types.
+  std::pair<std::vector<int32_t>, std::vector<int32_t>> pair_ids(const std::vector<int>& q,
+                                                                 const std::vector<int>& doc) const {
+    std::vector<int32_t> ids = ids_of(q), types(ids.size(), 0);
+    if (roberta()) ids.push_back(sep());
+    for (size_t i = 0; i < doc.size(); ++i) ids.push_back(id(doc[i], i > 0));
+    ids.push_back(sep());
+    types.resize(ids.size(), s_.family == "bert" ? 1 : 0);
+    return {ids, types};
   }
   static std::string text_of(const std::vector<int>& words) {
     std::string s;
@@ -187,6 +231,58 @@ class TinyBert {
 
  private:
   double at(const std::string& name, size_t i) const { return w_.at(name).second.at(i); }
+
+  // Where BERT's names go in the other families' files.
+  std::string head_name(const std::string& name) const {
+    const bool weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
+    const std::string tail = weight ? ".weight" : ".bias";
+    const bool hidden = name.rfind("pooler.", 0) == 0;
+    if (roberta()) return std::string(hidden ? "classifier.dense" : "classifier.out_proj") + tail;
+    if (distil()) return std::string(hidden ? "pre_classifier" : "classifier") + tail;
+    return name;
+  }
+  static std::string distil_name(std::string name) {
+    const std::pair<const char*, const char*> map[] = {
+        {"encoder.layer.", "transformer.layer."},
+        {"attention.self.query", "attention.q_lin"},
+        {"attention.self.key", "attention.k_lin"},
+        {"attention.self.value", "attention.v_lin"},
+        {"attention.output.dense", "attention.out_lin"},
+        {"attention.output.LayerNorm", "sa_layer_norm"},
+        {"intermediate.dense", "ffn.lin1"},
+        {"output.dense", "ffn.lin2"},
+        {"output.LayerNorm", "output_layer_norm"}};
+    for (const auto& [from, to] : map)
+      if (auto at = name.find(from); at != std::string::npos) name.replace(at, std::strlen(from), to);
+    return name;
+  }
+  // A byte-level BPE tokenizer.json whose merges make each word one token,
+  // "Ġ" + word after a space; RobertaProcessing adds <s> and </s>.
+  std::string bpe_tokenizer_json() const {
+    const std::string G = "\xc4\xa0";  // "Ġ", the byte-level form of a space
+    std::string vocab = "\"<s>\":0,\"<pad>\":1,\"</s>\":2,\"<unk>\":3";
+    for (int c = 0; c < 26; ++c) vocab += ",\"" + std::string(1, char('a' + c)) + "\":" + std::to_string(4 + c);
+    vocab += ",\"" + G + "\":30";
+    std::string merges;
+    for (int k = 0; k < s_.vocab_words; ++k) {
+      const std::string w = word(k);
+      vocab += ",\"" + w + "\":" + std::to_string(id(k)) + ",\"" + G + w + "\":" + std::to_string(id(k, true));
+      merges += std::string(merges.empty() ? "" : ",") + "\"" + w.substr(0, 1) + " " + w.substr(1) + "\"";
+    }
+    for (int k = 0; k < s_.vocab_words; ++k) merges += ",\"" + G + " " + word(k) + "\"";
+    std::string added;
+    const char* specials[] = {"<s>", "<pad>", "</s>", "<unk>"};
+    for (int i = 0; i < 4; ++i)
+      added += std::string(i ? "," : "") + "{\"id\":" + std::to_string(i) + ",\"content\":\"" + specials[i] +
+               "\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,\"special\":true}";
+    return "{\"version\":\"1.0\",\"added_tokens\":[" + added +
+           "],\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+           "\"trim_offsets\":true,\"use_regex\":true},\"post_processor\":{\"type\":\"RobertaProcessing\","
+           "\"sep\":[\"</s>\",2],\"cls\":[\"<s>\",0],\"trim_offsets\":true,\"add_prefix_space\":false},"
+           "\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"dropout\":null,"
+           "\"unk_token\":null,\"continuing_subword_prefix\":\"\",\"end_of_word_suffix\":\"\","
+           "\"fuse_unk\":false,\"byte_fallback\":false,\"vocab\":{" + vocab + "},\"merges\":[" + merges + "]}}";
+  }
   std::vector<std::vector<double>> dense(const std::vector<std::vector<double>>& x, const std::string& name,
                                          size_t out) const {
     const size_t in = x[0].size();

@@ -14,16 +14,6 @@ namespace {
 
 using test::TinyBert;
 
-// [CLS] query [SEP] doc [SEP], types 0 then 1.
-std::pair<std::vector<int32_t>, std::vector<int32_t>> pair_ids(const TinyBert& m, const std::vector<int>& q,
-                                                               const std::vector<int>& doc) {
-  std::vector<int32_t> ids = m.ids_of(q), types(ids.size(), 0);
-  for (int k : doc) ids.push_back(m.id(k));
-  ids.push_back(TinyBert::kSep);
-  types.resize(ids.size(), 1);
-  return {ids, types};
-}
-
 const std::vector<int> kQuery = {2, 9, 14};
 const std::vector<std::vector<int>> kDocs = {{1, 2, 3, 4, 5, 6, 7, 8}, {14}, {}, {20, 9, 2, 0, 11}, {3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3}};
 
@@ -33,10 +23,13 @@ std::vector<std::string> doc_texts() {
   return t;
 }
 
-TEST(CrossEncoder, ScoresEachPairAsTheReferenceForward) {
+class CrossEncoderFamily : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CrossEncoderFamily, ScoresEachPairAsTheReferenceForward) {
   test::TempDir d;
   test::TinyBertSpec s;
   s.classifier = true;
+  s.family = GetParam();
   TinyBert m(s);
   m.write(d.path());
   EmbedderOptions o;
@@ -50,7 +43,7 @@ TEST(CrossEncoder, ScoresEachPairAsTheReferenceForward) {
   ASSERT_EQ(scores.size(), kDocs.size());
   double spread = 0;
   for (size_t i = 0; i < kDocs.size(); ++i) {
-    auto [ids, types] = pair_ids(m, kQuery, kDocs[i]);
+    auto [ids, types] = m.pair_ids(kQuery, kDocs[i]);
     double want = m.logit(ids, types);
     EXPECT_NEAR(logits[i], want, 2e-5) << "pair " << i;
     EXPECT_NEAR(scores[i], 1.0 / (1.0 + std::exp(-want)), 1e-5) << "pair " << i;
@@ -59,8 +52,10 @@ TEST(CrossEncoder, ScoresEachPairAsTheReferenceForward) {
   EXPECT_GT(spread, 1e-3) << "every pair scored the same: the documents were not read";
   std::string msg = test::error_of([&] { e.embed({"ba"}); });
   EXPECT_NE(msg.find("cross-encoder"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("BertForSequenceClassification"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("ForSequenceClassification"), std::string::npos) << msg;
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, CrossEncoderFamily, ::testing::Values("bert", "roberta", "distilbert"));
 
 TEST(CrossEncoder, LongPairsAreCutLongestFirst) {
   test::TempDir d;
@@ -76,8 +71,8 @@ TEST(CrossEncoder, LongPairsAreCutLongestFirst) {
   const std::vector<int> doc = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
   // Both long: the first side gets 4 (9 / 2), the second 5. Short query:
   // it stays whole, the document gets the rest.
-  auto both = pair_ids(m, {1, 2, 3, 4}, {10, 11, 12, 13, 14});
-  auto one = pair_ids(m, shortq, {10, 11, 12, 13, 14, 15, 16});
+  auto both = m.pair_ids({1, 2, 3, 4}, {10, 11, 12, 13, 14});
+  auto one = m.pair_ids(shortq, {10, 11, 12, 13, 14, 15, 16});
   EXPECT_EQ(e.tokenizer().encode_pair(TinyBert::text_of(q), TinyBert::text_of(doc), 12).ids, both.first);
   EXPECT_EQ(e.tokenizer().encode_pair(TinyBert::text_of(q), TinyBert::text_of(doc), 12).type_ids, both.second);
   auto got = e.logits(TinyBert::text_of(q), {TinyBert::text_of(doc)});
@@ -91,6 +86,22 @@ TEST(CrossEncoder, LongPairsAreCutLongestFirst) {
   EXPECT_NE(msg.find("document 1"), std::string::npos) << msg;
 }
 
+TEST(CrossEncoder, RobertaPairsAreCutLongestFirstAroundFourSpecialTokens) {
+  test::TempDir d;
+  test::TinyBertSpec s;
+  s.classifier = true;
+  s.family = "roberta";
+  TinyBert m(s);
+  m.write(d.path());
+  EmbedderOptions o;
+  o.max_len = 13;  // room for 9 tokens of text
+  Embedder e(d.path().string(), o);
+  const std::vector<int> q = {1, 2, 3, 4, 5, 6, 7}, doc = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+  auto want = m.pair_ids({1, 2, 3, 4}, {10, 11, 12, 13, 14});
+  EXPECT_EQ(e.tokenizer().encode_pair(TinyBert::text_of(q), TinyBert::text_of(doc), 13).ids, want.first);
+  EXPECT_NEAR(e.logits(TinyBert::text_of(q), {TinyBert::text_of(doc)})[0], m.logit(want.first, want.second), 2e-5);
+}
+
 TEST(CrossEncoder, ActivationFromConfigAndRefusedHeads) {
   test::TempDir d;
   test::TinyBertSpec s;
@@ -101,7 +112,7 @@ TEST(CrossEncoder, ActivationFromConfigAndRefusedHeads) {
   {
     Embedder e(d.path().string());
     EXPECT_EQ(e.info().score_activation, "identity");
-    auto [ids, types] = pair_ids(m, kQuery, kDocs[0]);
+    auto [ids, types] = m.pair_ids(kQuery, kDocs[0]);
     EXPECT_NEAR(e.score(TinyBert::text_of(kQuery), {TinyBert::text_of(kDocs[0])})[0], m.logit(ids, types), 2e-5);
   }
   test::write_text(d.path() / "config.json",

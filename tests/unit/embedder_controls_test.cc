@@ -83,6 +83,55 @@ TEST(EmbedderControls, EveryPoolingModeFromTheModelAndAsOverride) {
   }
 }
 
+class EncoderFamilies : public ::testing::TestWithParam<std::string> {};
+
+// Each family's names, positions, token types and tokenizer, on a padded
+// batch in two chunks, against the reference.
+TEST_P(EncoderFamilies, EmbeddingsMatchTheReferenceForward) {
+  test::TempDir d;
+  test::TinyBertSpec s;
+  s.family = GetParam();
+  TinyBert m(s);
+  m.write(d.path());
+  const auto texts = texts_of(kWords);
+  for (const std::string mode : {"mean", "cls", "max"}) {
+    test::write_sentence_modules(d.path(), mode, true);
+    EmbedderOptions o;
+    o.max_batch = 4;
+    Embedder e(d.path().string(), o);
+    EXPECT_EQ(e.info().model_type, s.family);
+    for (size_t i = 0; i < kWords.size(); ++i)
+      ASSERT_EQ(e.tokenizer().encode(texts[i], 64).ids, m.ids_of(kWords[i])) << s.family << " text " << i;
+    expect_rows(e.embed(texts), reference(m, kWords, mode, true), 2e-6, s.family + " " + mode);
+  }
+  // The longest text the positions allow, and one past it.
+  EmbedderOptions strict;
+  strict.truncate = false;
+  Embedder e(d.path().string(), strict);
+  const int longest = s.family == "roberta" ? 40 - 2 : 40;
+  EXPECT_EQ(e.max_len(), longest);
+  std::vector<int> words(size_t(longest - 2), 3);
+  expect_rows(e.embed({TinyBert::text_of(words)}), reference(m, {words}, "max", true), 2e-6, s.family + " longest");
+  words.push_back(4);
+  std::string msg = test::error_of([&] { e.embed({TinyBert::text_of(words)}); });
+  EXPECT_NE(msg.find("longer than the model's " + std::to_string(longest) + " tokens"), std::string::npos) << msg;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, EncoderFamilies, ::testing::Values("bert", "roberta", "distilbert"));
+
+TEST(EmbedderControls, UnsupportedFamiliesNameTheirModelType) {
+  test::TempDir d;
+  for (const auto& [type, arch] : std::vector<std::pair<std::string, std::string>>{
+           {"xlm-roberta", "XLMRobertaModel"}, {"nomic_bert", "NomicBertModel"},
+           {"modernbert", "ModernBertModel"}, {"new", "NewModel"}, {"qwen3", "Qwen3Model"}}) {
+    test::write_text(d.path() / "config.json",
+                     "{\"model_type\":\"" + type + "\",\"architectures\":[\"" + arch + "\"]}");
+    std::string msg = test::error_of([&] { Embedder e(d.path().string()); });
+    EXPECT_NE(msg.find("model_type '" + type + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(arch), std::string::npos) << msg;
+  }
+}
+
 TEST(EmbedderControls, NormalizeOverridesAndMatryoshkaDimensions) {
   test::TempDir d;
   TinyBert m({});
