@@ -1,44 +1,46 @@
 #include "tools/cli_inputs.h"
 
-#include <fstream>
 #include <iostream>
 
 #include "rlx/error.h"
 
-namespace {
-
-void read_lines(std::istream& in, std::vector<std::string>& out) {
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    out.push_back(line);  // blank lines too: one row per line
+CliInputs::CliInputs(const std::vector<std::string>& sentences, const std::string& file) {
+  if (file.empty() && sentences.size() == 1 && sentences[0] == "-") {
+    file_ = "stdin";
+    in_ = &std::cin;
+    return;
+  }
+  args_ = sentences;
+  if (file == "-") {
+    file_ = "stdin";
+    in_ = &std::cin;
+  } else if (!file.empty()) {
+    stream_.open(file, std::ios::binary);
+    RLX_CHECK(stream_, "cannot open --file '" << file << "'");
+    file_ = file;
+    in_ = &stream_;
   }
 }
 
-}  // namespace
+bool CliInputs::next(std::vector<std::string>& out, size_t n) {
+  out.clear();
+  while (out.size() < n && read_ < args_.size()) out.push_back(args_[read_++]);
+  std::string line;
+  while (out.size() < n && in_ && std::getline(*in_, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    out.push_back(std::move(line));  // blank lines too: one row per line
+    ++read_;
+  }
+  return !out.empty();
+}
 
 std::string CliInputs::where(size_t i) const {
-  if (i < positional) return "argument " + std::to_string(i + 1);
-  return "line " + std::to_string(i - positional + 1) + " of " + file;
+  if (i < args_.size()) return "argument " + std::to_string(i + 1);
+  return "line " + std::to_string(i - args_.size() + 1) + " of " + file_;
 }
 
-CliInputs read_cli_inputs(const std::vector<std::string>& sentences, const std::string& file) {
-  CliInputs in;
-  if (file.empty() && sentences.size() == 1 && sentences[0] == "-") {
-    in.file = "stdin";
-    read_lines(std::cin, in.texts);
-    return in;
-  }
-  in.texts = sentences;
-  in.positional = sentences.size();
-  if (file == "-") {
-    in.file = "stdin";
-    read_lines(std::cin, in.texts);
-  } else if (!file.empty()) {
-    std::ifstream f(file, std::ios::binary);
-    RLX_CHECK(f, "cannot open --file '" << file << "'");
-    in.file = file;
-    read_lines(f, in.texts);
-  }
-  return in;
+std::vector<std::string> read_all_inputs(CliInputs& in) {
+  std::vector<std::string> all, part;
+  while (in.next(part, 4096)) all.insert(all.end(), part.begin(), part.end());
+  return all;
 }

@@ -59,8 +59,13 @@ std::string first_few(const CliInputs& in, const std::vector<size_t>& rows) {
 }
 
 void run_embed(const EmbedArgs& a) {
-  CliInputs in = read_cli_inputs(a.sentences, a.file);
-  RLX_CHECK(!in.texts.empty(), "nothing to embed: give sentences, --file F, or - for stdin");
+  CliInputs in(a.sentences, a.file);
+  // Chunks of a few batches: rows go out as each completes and lines are
+  // read as they are needed, so memory does not grow with the input (except
+  // for --similarity, which needs every row).
+  const size_t step = size_t(std::max(a.batch, 1)) * 8;
+  std::vector<std::string> part;
+  RLX_CHECK(in.next(part, step), "nothing to embed: give sentences, --file F, or - for stdin");
   RLX_CHECK(!a.similarity || a.format != "jsonl", "--similarity needs --format json or compact, not jsonl");
 
   rlx::EmbedderOptions o;
@@ -95,18 +100,14 @@ void run_embed(const EmbedArgs& a) {
   if (!fs::is_directory(a.model) && rlx::is_hub_id(a.model)) h.model = a.model;
   auto out = make_embedding_output(a.format, a.output, h, std::cout);
 
-  // Chunks of a few batches: rows go out as each completes, so memory does
-  // not grow with the input (except for --similarity, which needs them all).
-  const size_t step = size_t(a.batch) * 8;
-  const bool progress = in.texts.size() > step;
   const bool tty = isatty(fileno(stderr));  // a terminal redraws one line; logs get one line per step
+  bool progress = false;
   std::vector<std::vector<float>> kept;
   std::vector<size_t> cut;
   size_t done = 0;
   auto t0 = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < in.texts.size(); i += step) {
-    std::vector<std::string> part(in.texts.begin() + long(i),
-                                  in.texts.begin() + long(std::min(in.texts.size(), i + step)));
+  for (bool more = true; more; more = in.next(part, step)) {
+    const size_t i = done;
     std::vector<uint8_t> truncated;
     rlx::EmbedCall call;
     call.truncated = &truncated;
@@ -120,11 +121,12 @@ void run_embed(const EmbedArgs& a) {
                                  << " rows before it were written");
       }
       if (truncated[r]) cut.push_back(i + r);
-      out->row(i + r, in.texts[i + r], got[r]);
+      out->row(i + r, part[r], got[r]);
       if (a.similarity) kept.push_back(std::move(got[r]));
       ++done;
     }
-    if (progress) std::fprintf(stderr, tty ? "\rrlx embed: %zu/%zu" : "rlx embed: %zu/%zu\n", done, in.texts.size());
+    progress |= done >= step;  // more than one chunk: report each
+    if (progress) std::fprintf(stderr, tty ? "\rrlx embed: %zu" : "rlx embed: %zu\n", done);
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (progress && tty) std::fputc('\n', stderr);
@@ -140,9 +142,9 @@ void run_embed(const EmbedArgs& a) {
     std::fprintf(stderr,
                  "rlx embed: warning: %zu of %zu sentences were longer than the model's %d tokens and "
                  "were truncated: %s (--no-truncate makes that an error)\n",
-                 cut.size(), in.texts.size(), embedder.max_len(), first_few(in, cut).c_str());
+                 cut.size(), done, embedder.max_len(), first_few(in, cut).c_str());
   std::fprintf(stderr, "rlx embed: %zu sentences in %.3f s (%.1f sentences/s), %s, %s\n",
-               in.texts.size(), secs, double(in.texts.size()) / std::max(secs, 1e-9),
+               done, secs, double(done) / std::max(secs, 1e-9),
                o.device == rlx::Device::Cuda ? "cuda" : "cpu", a.dtype.c_str());
 }
 

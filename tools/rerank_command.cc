@@ -24,8 +24,9 @@ struct RerankArgs {
 };
 
 void run_rerank(const RerankArgs& a) {
-  CliInputs in = read_cli_inputs(a.passages, a.file);
-  RLX_CHECK(!in.texts.empty(), "nothing to rank: give passages, --file F, or - for stdin");
+  CliInputs in(a.passages, a.file);
+  const std::vector<std::string> passages = read_all_inputs(in);
+  RLX_CHECK(!passages.empty(), "nothing to rank: give passages, --file F, or - for stdin");
   RLX_CHECK(!a.model.empty(), "--model is required: a cross-encoder directory or Hub id "
                               "(e.g. cross-encoder/ms-marco-MiniLM-L6-v2)");
   rlx::EmbedderOptions o;
@@ -43,23 +44,23 @@ void run_rerank(const RerankArgs& a) {
   RLX_CHECK(model.is_cross_encoder(), "--model '" << dir << "' is an embedding model ("
                                                   << model.info().architecture
                                                   << "), not a cross-encoder: use `rlx embed`");
-  std::vector<float> scores = a.raw ? model.logits(a.query, in.texts) : model.score(a.query, in.texts);
+  std::vector<float> scores = a.raw ? model.logits(a.query, passages) : model.score(a.query, passages);
   std::vector<size_t> order(scores.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return scores[x] > scores[y]; });
   if (a.top > 0 && size_t(a.top) < order.size()) order.resize(size_t(a.top));
   if (a.format == "json") {
     nlohmann::json results = nlohmann::json::array();
-    for (size_t i : order) results.push_back({{"index", i}, {"score", scores[i]}, {"text", in.texts[i]}});
+    for (size_t i : order) results.push_back({{"index", i}, {"score", scores[i]}, {"text", passages[i]}});
     nlohmann::json doc = {{"query", a.query}, {"results", results}};
     std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {  // compact: score, index, text per line
-    for (size_t i : order) std::cout << json_number(scores[i]) << "\t" << i << "\t" << in.texts[i] << "\n";
+    for (size_t i : order) std::cout << json_number(scores[i]) << "\t" << i << "\t" << passages[i] << "\n";
   }
   if (size_t cut = model.truncated_texts())
     std::fprintf(stderr, "rlx rerank: warning: %zu of %zu pairs were longer than the model's %d tokens and "
                          "were truncated (--no-truncate makes that an error)\n",
-                 cut, in.texts.size(), model.max_len());
+                 cut, passages.size(), model.max_len());
 }
 
 }  // namespace

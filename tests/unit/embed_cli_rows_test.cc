@@ -98,6 +98,34 @@ TEST(EmbedCliRows, OneRowPerLineBlankLongAndCrlfIncluded) {
   EXPECT_NE(r.err.find("line 6 of"), std::string::npos) << r.err;
 }
 
+// Read and written a chunk at a time (--batch 2: 16 lines a chunk); each
+// chunk sorts by length, so a misplaced row would show.
+TEST(EmbedCliRows, ManyChunksKeepInputOrder) {
+  Fixture f;
+  std::vector<std::string> lines;
+  std::string text;
+  for (int i = 0; i < 101; ++i) {
+    std::vector<int> words;
+    for (int k = 0; k < (i * 7) % 13; ++k) words.push_back((i + k * 5) % 23);
+    lines.push_back(TinyBert::text_of(words));
+    text += lines.back() + "\n";
+  }
+  test::write_text(f.d.path() / "in.txt", text);
+  test::CliRun r = test::run_rlx("embed --device cpu --model " + f.model() + " --batch 2 --format jsonl - < " +
+                                 (f.d.path() / "in.txt").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto rows = jsonl(r.out);
+  ASSERT_EQ(rows.size(), lines.size());
+  Embedder e(f.model());
+  auto want = e.embed(lines);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ASSERT_EQ(rows[i]["index"].get<size_t>(), i);
+    expect_same(rows[i]["embedding"].get<std::vector<float>>(), want[i], "row " + std::to_string(i));
+  }
+  EXPECT_NE(r.err.find("rlx embed: 96"), std::string::npos) << "progress after each chunk:\n" << r.err;
+  EXPECT_NE(r.err.find("101 sentences in"), std::string::npos) << r.err;
+}
+
 TEST(EmbedCliRows, NpyOutputReadsBack) {
   Fixture f;
   const fs::path out = f.d.path() / "e.npy";
