@@ -125,6 +125,18 @@ TEST(CrossEncoder, ActivationFromConfigAndRefusedHeads) {
                    R"("sentence_transformers":{"activation_fn":"torch.nn.modules.activation.Softmax"}})");
   msg = test::error_of([&] { Embedder e(d.path().string()); });
   EXPECT_NE(msg.find("Softmax"), std::string::npos) << msg;
+  // A head whose weights do not fit the config is named, not dropped.
+  test::TinyBertSpec headless;
+  headless.classifier = true;
+  TinyBert hm(headless);
+  hm.write(d.path());
+  test::write_text(d.path() / "config.json",
+                   R"({"model_type":"bert","architectures":["BertForSequenceClassification"],"vocab_size":28,)"
+                   R"("hidden_size":20,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":27,)"
+                   R"("max_position_embeddings":40,"id2label":{"0":"a","1":"b"}})");
+  msg = test::error_of([&] { Embedder e(d.path().string()); });
+  EXPECT_NE(msg.find("classifier.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[1, 20]"), std::string::npos) << msg;
   // An embedding model cannot score.
   test::TinyBertSpec plain;
   TinyBert em(plain);
