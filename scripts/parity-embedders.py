@@ -13,7 +13,7 @@ its rows are compared with SentenceTransformer.encode / CrossEncoder.predict:
   rerank:     |score - CrossEncoder.predict| <= 1e-4 (f32) / 2e-2 (f16, bf16)
 
 Controls checked on the BERT model: every pooling mode (as the model's own
-and as --pooling), --no-normalize, --dimensions (Matryoshka), prompts
+and as --pooling), a Dense module, --no-normalize, --dimensions (Matryoshka), prompts
 (--prompt-name from config_sentence_transformers.json, and the default
 prompt), and a Hub id resolved from a cache laid out as huggingface_hub does.
 
@@ -112,12 +112,14 @@ def make_model(family, path, classifier=False, seed=0):
     return tok
 
 
-def make_sentence_model(family, path, pooling="mean", normalize=True, prompts=None, default_prompt=None):
+def make_sentence_model(family, path, pooling="mean", normalize=True, prompts=None, default_prompt=None, dense=0):
     from sentence_transformers import SentenceTransformer, models
     raw = path + "-hf"
     make_model(family, raw)
     word = models.Transformer(raw, max_seq_length=64)
     mods = [word, models.Pooling(word.get_word_embedding_dimension(), pooling_mode=pooling)]
+    if dense:
+        mods.append(models.Dense(word.get_word_embedding_dimension(), dense, activation_function=torch.nn.Tanh()))
     if normalize:
         mods.append(models.Normalize())
     st = SentenceTransformer(modules=mods, device="cpu", prompts=prompts or {}, default_prompt_name=default_prompt)
@@ -247,6 +249,10 @@ def main():
     nn_st = SentenceTransformer(modules=[st_norm[0], st_norm[1]], device="cpu")
     embed_check(t, a.rlx, "bert --no-normalize", base, nn_st.encode(TEXTS, convert_to_numpy=True), TEXTS, root,
                 devices, ["--no-normalize"])
+    dd = os.path.join(root, "bert-dense")
+    dst = make_sentence_model("bert", dd, pooling="cls", dense=17)
+    embed_check(t, a.rlx, "bert cls+Dense(17, tanh)+normalize", dd, dst.encode(TEXTS, convert_to_numpy=True), TEXTS,
+                root, devices)
     # A Hub id from a cache laid out as huggingface_hub lays it out.
     cache = os.path.join(root, "hub")
     snap = os.path.join(cache, "models--org--tiny-bert", "snapshots", "0123abcd")

@@ -12,6 +12,7 @@
 #include "models/bucket_cache.h"
 #include "models/embedding_tokenizer.h"
 #include "models/hf_config.h"
+#include "models/sentence_dense.h"
 #include "models/sentence_pooling.h"
 #include "rlx/error.h"
 
@@ -38,6 +39,8 @@ struct Embedder::Impl {
   std::unique_ptr<EmbeddingTokenizer> tokenizer_;
   BertWeights weights_;
   EmbedderOptions opts_;
+  std::vector<SentenceDense> dense_;  // after pooling, before Normalize
+  int pooled_dim_ = 0;                // values per embedding before truncate_dim
   Pooling pooling_ = Pooling::Mean;
   bool normalize_ = false;
   EmbedderInfo info_;
@@ -92,8 +95,16 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
   RLX_CHECK(int64_t(tokenizer_->vocab_size()) <= cfg_.vocab_size,
             "embedder: '" << dir << "': the tokenizer gives ids up to " << tokenizer_->vocab_size() - 1
                           << " but config.json's vocab_size is " << cfg_.vocab_size);
-  RLX_CHECK(opts_.truncate_dim >= 0 && opts_.truncate_dim <= cfg_.hidden_size,
-            "embedder: truncate_dim " << opts_.truncate_dim << " is outside [0, " << cfg_.hidden_size
+  pooled_dim_ = cfg_.hidden_size;
+  for (const std::string& d : sentence_.dense_dirs) {
+    dense_.emplace_back(d);
+    RLX_CHECK(dense_.back().in_features() == pooled_dim_,
+              "embedder: '" << d << "': the Dense module takes " << dense_.back().in_features()
+                            << " values, the module before it gives " << pooled_dim_);
+    pooled_dim_ = dense_.back().out_features();
+  }
+  RLX_CHECK(opts_.truncate_dim >= 0 && opts_.truncate_dim <= pooled_dim_,
+            "embedder: truncate_dim " << opts_.truncate_dim << " is outside [0, " << pooled_dim_
                                       << "] (the model's dimension)");
   RLX_CHECK(opts_.max_len >= 0, "embedder: max_len " << opts_.max_len << " is negative");
   pooling_ = pooling_of(opts_.pooling, sentence_.pooling);
@@ -121,7 +132,7 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
                                                                                           : "identity";
   info_.pooling = cfg_.classifier ? "" : pooling_name(pooling_);
   info_.normalize = !cfg_.classifier && normalize_;
-  info_.dim = cfg_.classifier ? 0 : opts_.truncate_dim > 0 ? opts_.truncate_dim : cfg_.hidden_size;
+  info_.dim = cfg_.classifier ? 0 : opts_.truncate_dim > 0 ? opts_.truncate_dim : pooled_dim_;
   info_.prompts = sentence_.prompts;
   info_.default_prompt_name = sentence_.default_prompt_name;
 
@@ -214,9 +225,11 @@ void Embedder::Impl::run_chunk(const std::vector<const TokenizedText*>& encs,
     for (size_t r = 0; r < encs.size(); ++r)
       pool_tokens(pooling_, hidden.data() + r * S * H, lengths[r], H, all.data() + r * H);
   }
-  const size_t D = opts_.truncate_dim > 0 ? size_t(opts_.truncate_dim) : H;
+  const size_t D = opts_.truncate_dim > 0 ? size_t(opts_.truncate_dim) : size_t(pooled_dim_);
   for (size_t r = 0; r < encs.size(); ++r) {
-    std::vector<float> v(all.begin() + long(r * H), all.begin() + long(r * H + D));
+    std::vector<float> v(all.begin() + long(r * H), all.begin() + long((r + 1) * H));
+    for (const SentenceDense& d : dense_) v = d.apply(v);
+    v.resize(D);
     if (normalize_) l2_normalize(v);
     take(r, std::move(v));
   }

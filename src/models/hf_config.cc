@@ -194,13 +194,27 @@ SentenceConfig load_sentence_config(const std::string& dir) {
     s.present = true;
     nlohmann::json doc = read_json_file(modules);
     JsonField m(doc, modules.string());
+    // The order sentence-transformers runs them in; anything else would be
+    // silently skipped, so it is refused.
+    int stage = 0;  // 0 Transformer, 1 Pooling, 2 Dense, 3 Normalize
     for (size_t i = 0; i < m.size(); ++i) {
       JsonField mod = m.at(i).object();
       std::string type = mod.at("type").string();
       std::string path = mod.string_or("path", "");
-      if (type.find("Normalize") != std::string::npos) {
+      const std::string name = type.substr(type.rfind('.') == std::string::npos ? 0 : type.rfind('.') + 1);
+      const int want = name == "Transformer" ? 0 : name == "Pooling" ? 1 : name == "Dense" ? 2
+                       : name == "Normalize" ? 3 : -1;
+      RLX_CHECK(want >= 0, mod.where() << "module type '" << type
+                                       << "' is not supported (Transformer, Pooling, Dense and Normalize are)");
+      RLX_CHECK(want > stage || (want == 2 && stage == 2) || (i == 0 && want == 0),
+                mod.where() << "module '" << type << "' comes after a module it must precede "
+                                                     "(the order is Transformer, Pooling, Dense, Normalize)");
+      stage = want;
+      if (name == "Normalize") {
         s.normalize = true;
-      } else if (type.find("Pooling") != std::string::npos) {
+      } else if (name == "Dense") {
+        s.dense_dirs.push_back(confined_path(dir, path, mod.where()).string());
+      } else if (name == "Pooling") {
         fs::path pc = confined_path(dir, path, mod.where()) / "config.json";
         if (!fs::exists(pc)) continue;  // sentence-transformers defaults to mean pooling
         nlohmann::json pdoc = read_json_file(pc);

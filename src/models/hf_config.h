@@ -67,6 +67,7 @@ struct SentenceConfig {
   bool present = false;       // modules.json was found
   Pooling pooling = Pooling::Mean;
   bool normalize = false;     // a Normalize module follows pooling
+  std::vector<std::string> dense_dirs;  // Dense modules after pooling, in order (their folders)
   int max_seq_length = 0;     // sentence_bert_config.json; 0 = not given
   bool include_prompt = true;  // the pooling module's include_prompt
   // config_sentence_transformers.json: named prompts ("query" -> "query: ")
@@ -77,7 +78,8 @@ struct SentenceConfig {
 
 // Reads modules.json, the pooling module's config.json and
 // sentence_bert_config.json when present; without modules.json the defaults
-// (mean pooling, no normalization) apply.
+// (mean pooling, no normalization) apply. The modules must be Transformer,
+// Pooling, any Dense, then Normalize; any other module is refused by name.
 SentenceConfig load_sentence_config(const std::string& dir);
 
 // dir / rel for a path named inside a model file, refused (rlx::Error

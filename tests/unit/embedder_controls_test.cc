@@ -220,6 +220,78 @@ TEST(EmbedderControls, PromptsFromTheModelAsSentenceTransformersAppliesThem) {
   EXPECT_NE(msg.find("default_prompt_name 'doc'"), std::string::npos) << msg;
 }
 
+// Transformer, Pooling, Dense (20 -> 11, tanh), Normalize, as LaBSE-style
+// models have them; a module rlx does not run is refused, never skipped.
+TEST(EmbedderControls, DenseModuleAfterPooling) {
+  test::TempDir d;
+  TinyBert m({});
+  m.write(d.path());
+  test::write_sentence_modules(d.path(), "cls", true);
+  test::write_text(d.path() / "modules.json",
+                   R"([{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},)"
+                   R"({"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.models.Pooling"},)"
+                   R"({"idx":2,"name":"2","path":"2_Dense","type":"sentence_transformers.models.Dense"},)"
+                   R"({"idx":3,"name":"3","path":"3_Normalize","type":"sentence_transformers.models.Normalize"}])");
+  const size_t in = 20, out = 11;
+  const std::vector<float> w = test::random_floats(out * in, 91, -0.4f, 0.4f), b = test::random_floats(out, 92, -0.2f, 0.2f);
+  test::write_text(d.path() / "2_Dense" / "config.json",
+                   R"({"in_features": 20, "out_features": 11, "bias": true, )"
+                   R"("activation_function": "torch.nn.modules.activation.Tanh"})");
+  test::write_safetensors(d.path() / "2_Dense" / "model.safetensors",
+                          {{"linear.weight", {{11, 20}, w}}, {"linear.bias", {{11}, b}}});
+  Embedder e(d.path().string());
+  EXPECT_EQ(e.dim(), 11);
+  const auto texts = texts_of(kWords);
+  std::vector<std::vector<double>> want;
+  for (const auto& pooled : reference(m, kWords, "cls", false)) {
+    std::vector<double> y(out);
+    for (size_t o = 0; o < out; ++o) {
+      double acc = b[o];
+      for (size_t i = 0; i < in; ++i) acc += double(w[o * in + i]) * pooled[i];
+      y[o] = std::tanh(acc);
+    }
+    want.push_back(test::l2_normalized(y));
+  }
+  expect_rows(e.embed(texts), want, 2e-6, "dense");
+  // Matryoshka applies to the Dense output.
+  EmbedderOptions o;
+  o.truncate_dim = 5;
+  Embedder cut(d.path().string(), o);
+  for (auto& v : want) v = [&] {
+    std::vector<double> t(v.begin(), v.begin() + 5);
+    return t;
+  }();
+  auto got = cut.embed(texts);
+  for (size_t r = 0; r < got.size(); ++r) {
+    double n = 0, dot = 0;
+    for (size_t k = 0; k < 5; ++k) n += want[r][k] * want[r][k];
+    for (size_t k = 0; k < 5; ++k) dot += got[r][k] * want[r][k] / std::sqrt(n);
+    EXPECT_NEAR(dot, 1.0, 1e-5) << "row " << r;
+  }
+
+  test::write_text(d.path() / "2_Dense" / "config.json", R"({"in_features": 19, "out_features": 11})");
+  std::string msg = test::error_of([&] { Embedder bad(d.path().string()); });
+  EXPECT_NE(msg.find("'linear.weight' has shape [11, 20], config.json needs [11, 19]"), std::string::npos) << msg;
+  // Weights that fit their config, but not the pooled vector.
+  test::write_safetensors(d.path() / "2_Dense" / "model.safetensors",
+                          {{"linear.weight", {{11, 19}, test::random_floats(11 * 19, 93)}},
+                           {"linear.bias", {{11}, b}}});
+  msg = test::error_of([&] { Embedder bad(d.path().string()); });
+  EXPECT_NE(msg.find("takes 19 values, the module before it gives 20"), std::string::npos) << msg;
+  test::write_text(d.path() / "modules.json",
+                   R"([{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},)"
+                   R"({"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.models.Pooling"},)"
+                   R"({"idx":2,"name":"2","path":"2_LayerNorm","type":"sentence_transformers.models.LayerNorm"}])");
+  msg = test::error_of([&] { Embedder bad(d.path().string()); });
+  EXPECT_NE(msg.find("module type 'sentence_transformers.models.LayerNorm' is not supported"), std::string::npos) << msg;
+  test::write_text(d.path() / "modules.json",
+                   R"([{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},)"
+                   R"({"idx":1,"name":"1","path":"2_Normalize","type":"sentence_transformers.models.Normalize"},)"
+                   R"({"idx":2,"name":"2","path":"1_Pooling","type":"sentence_transformers.models.Pooling"}])");
+  msg = test::error_of([&] { Embedder bad(d.path().string()); });
+  EXPECT_NE(msg.find("comes after a module it must precede"), std::string::npos) << msg;
+}
+
 TEST(EmbedderControls, TokenizerAndInfoThroughTheInstalledInterfaces) {
   test::TempDir d;
   TinyBert m({});
