@@ -34,8 +34,8 @@ struct Embedder::Impl {
   std::string prompt_for(const std::string& name, const std::optional<std::string>& text) const;
 
   std::string dir_;
-  BertConfig cfg_;
   SentenceConfig sentence_;
+  BertConfig cfg_;
   std::unique_ptr<EmbeddingTokenizer> tokenizer_;
   BertWeights weights_;
   EmbedderOptions opts_;
@@ -83,10 +83,10 @@ bool pooled_in_graph(Pooling p) { return p == Pooling::Mean || p == Pooling::Cls
 
 Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
     : dir_(dir),
-      cfg_(load_bert_config(dir)),
       sentence_(load_sentence_config(dir)),
-      tokenizer_(load_embedding_tokenizer(dir, cfg_.family)),
-      weights_((std::filesystem::path(dir) / "model.safetensors").string()),
+      cfg_(load_bert_config(sentence_.transformer_dir)),
+      tokenizer_(load_embedding_tokenizer(sentence_.transformer_dir, cfg_.family)),
+      weights_((std::filesystem::path(sentence_.transformer_dir) / "model.safetensors").string()),
       opts_(opts) {
   RLX_CHECK(opts_.max_batch >= 1 && opts_.max_batch <= EmbedderOptions::kMaxBatch &&
                 (opts_.max_batch & (opts_.max_batch - 1)) == 0,

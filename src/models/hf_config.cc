@@ -189,6 +189,7 @@ const char* pooling_name(Pooling p) {
 
 SentenceConfig load_sentence_config(const std::string& dir) {
   SentenceConfig s;
+  s.transformer_dir = dir;
   fs::path modules = fs::path(dir) / "modules.json";
   if (fs::exists(modules)) {
     s.present = true;
@@ -210,7 +211,10 @@ SentenceConfig load_sentence_config(const std::string& dir) {
                 mod.where() << "module '" << type << "' comes after a module it must precede "
                                                      "(the order is Transformer, Pooling, Dense, Normalize)");
       stage = want;
-      if (name == "Normalize") {
+      if (name == "Transformer") {
+        // Older models keep it in a folder of its own ("0_BERT", "0_Transformer").
+        if (!path.empty()) s.transformer_dir = confined_path(dir, path, mod.where()).string();
+      } else if (name == "Normalize") {
         s.normalize = true;
       } else if (name == "Dense") {
         s.dense_dirs.push_back(confined_path(dir, path, mod.where()).string());
@@ -258,6 +262,7 @@ SentenceConfig load_sentence_config(const std::string& dir) {
     }
   }
   fs::path sb = fs::path(dir) / "sentence_bert_config.json";
+  if (!fs::exists(sb)) sb = fs::path(s.transformer_dir) / "sentence_bert_config.json";
   if (fs::exists(sb)) {
     nlohmann::json doc = read_json_file(sb);
     JsonField j(doc, sb.string());

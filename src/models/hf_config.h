@@ -68,6 +68,7 @@ struct SentenceConfig {
   Pooling pooling = Pooling::Mean;
   bool normalize = false;     // a Normalize module follows pooling
   std::vector<std::string> dense_dirs;  // Dense modules after pooling, in order (their folders)
+  std::string transformer_dir;          // the Transformer module's folder: the model dir unless it names one
   int max_seq_length = 0;     // sentence_bert_config.json; 0 = not given
   bool include_prompt = true;  // the pooling module's include_prompt
   // config_sentence_transformers.json: named prompts ("query" -> "query: ")

@@ -292,6 +292,22 @@ TEST(EmbedderControls, DenseModuleAfterPooling) {
   EXPECT_NE(msg.find("comes after a module it must precede"), std::string::npos) << msg;
 }
 
+// Older sentence-transformers models keep the transformer in a folder of its own.
+TEST(EmbedderControls, TransformerInItsOwnFolder) {
+  test::TempDir d;
+  TinyBert m({});
+  m.write(d.path() / "0_Transformer");
+  test::write_text(d.path() / "0_Transformer" / "sentence_bert_config.json", R"({"max_seq_length": 9})");
+  test::write_sentence_modules(d.path(), "max", false);
+  test::write_text(d.path() / "modules.json",
+                   R"([{"idx":0,"name":"0","path":"0_Transformer","type":"sentence_transformers.models.Transformer"},)"
+                   R"({"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.models.Pooling"}])");
+  Embedder e(d.path().string());
+  EXPECT_EQ(e.max_len(), 9);
+  const auto texts = texts_of({{1, 2, 3}, {4}});
+  expect_rows(e.embed(texts), reference(m, {{1, 2, 3}, {4}}, "max", false), 2e-5, "0_Transformer");
+}
+
 TEST(EmbedderControls, TokenizerAndInfoThroughTheInstalledInterfaces) {
   test::TempDir d;
   TinyBert m({});
