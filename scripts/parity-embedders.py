@@ -45,13 +45,19 @@ DOCS = ["Paris is the capital of France.", "Berlin is in Germany.", "", "Cats sl
         " ".join(CORPUS) * 2]
 
 
-def wordpiece_tokenizer(path):
+def wordpiece_tokenizer(path, family):
     from tokenizers import BertWordPieceTokenizer
-    from transformers import BertTokenizerFast
+    from tokenizers.processors import BertProcessing
+    from transformers import BertTokenizerFast, DistilBertTokenizerFast
     tok = BertWordPieceTokenizer(lowercase=True)
     tok.train_from_iterator(CORPUS * 4, vocab_size=180, min_frequency=1,
                             special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-    fast = BertTokenizerFast(tokenizer_object=tok._tokenizer, unk_token="[UNK]", sep_token="[SEP]",
+    # Trained from nothing, the tokenizer has no post-processor yet: [CLS] a [SEP] (b [SEP]).
+    tok._tokenizer.post_processor = BertProcessing(("[SEP]", tok.token_to_id("[SEP]")),
+                                                   ("[CLS]", tok.token_to_id("[CLS]")))
+    # DistilBERT's tokenizer gives no token_type_ids, which its model does not take.
+    cls = DistilBertTokenizerFast if family == "distilbert" else BertTokenizerFast
+    fast = cls(tokenizer_object=tok._tokenizer, unk_token="[UNK]", sep_token="[SEP]",
                              pad_token="[PAD]", cls_token="[CLS]", mask_token="[MASK]", do_lower_case=True)
     fast.save_pretrained(path)
     return fast
@@ -87,7 +93,7 @@ def randomize(model, seed):
 
 def make_model(family, path, classifier=False, seed=0):
     import transformers as T
-    tok = bpe_tokenizer(path) if family == "roberta" else wordpiece_tokenizer(path)
+    tok = bpe_tokenizer(path) if family == "roberta" else wordpiece_tokenizer(path, family)
     v = len(tok)
     if family == "bert":
         cfg = T.BertConfig(vocab_size=v, hidden_size=36, num_hidden_layers=2, num_attention_heads=3,
