@@ -376,8 +376,8 @@ Encoding WordPiece::encode(std::string_view text, int max_len) const {
 Encoding WordPiece::encode_pair(std::string_view a, std::string_view b, int max_len) const {
   RLX_CHECK(max_len >= 3, "wordpiece: max_len " << max_len << " leaves no room for [CLS] and two [SEP]");
   const size_t room = size_t(max_len - 3);
-  // Neither side can keep more than `room`; one more shows whether any were dropped.
-  std::vector<int32_t> ta = tokenize(a, room + 1), tb = tokenize(b, room + 1);
+  // Whole: which side is longer decides the split, as in Hugging Face.
+  std::vector<int32_t> ta = tokenize(a), tb = tokenize(b);
   Encoding e;
   if (ta.size() + tb.size() > room) {
     // Hugging Face's longest_first: the shorter side keeps what it has
