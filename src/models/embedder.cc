@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <string_view>
 
 #include "models/bert.h"
 #include "models/bucket_cache.h"
@@ -78,6 +79,42 @@ Pooling pooling_of(PoolingMode m, Pooling model) {
 }
 
 bool pooled_in_graph(Pooling p) { return p == Pooling::Mean || p == Pooling::Cls; }
+
+// The length of the whitespace character (as Python's str.isspace) that
+// starts s at i, 0 for none.
+size_t space_at(std::string_view s, size_t i) {
+  const unsigned char c = static_cast<unsigned char>(s[i]);
+  if (c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f)) return 1;
+  auto is = [&](std::string_view seq) { return s.substr(i, seq.size()) == seq; };
+  if (is("\xc2\x85") || is("\xc2\xa0")) return 2;
+  if (is("\xe1\x9a\x80") || is("\xe3\x80\x80") || is("\xe2\x80\xa8") || is("\xe2\x80\xa9") ||
+      is("\xe2\x80\xaf") || is("\xe2\x81\x9f"))
+    return 3;
+  if (i + 2 < s.size() && c == 0xe2 && static_cast<unsigned char>(s[i + 1]) == 0x80 &&
+      static_cast<unsigned char>(s[i + 2]) >= 0x80 && static_cast<unsigned char>(s[i + 2]) <= 0x8a)
+    return 3;  // U+2000..U+200A
+  return 0;
+}
+
+// sentence-transformers strips each text (prompt included) before
+// tokenizing; with byte-level BPE a leading space would change the tokens.
+std::string strip_spaces(std::string_view s) {
+  size_t b = 0;
+  while (b < s.size()) {
+    size_t n = space_at(s, b);
+    if (!n) break;
+    b += n;
+  }
+  size_t e = s.size();
+  while (e > b) {
+    size_t k = e - 1;  // back to the start of the last character
+    while (k > b && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
+    size_t n = space_at(s, k);
+    if (!n || k + n != e) break;
+    e = k;
+  }
+  return std::string(s.substr(b, e - b));
+}
 
 }  // namespace
 
@@ -276,8 +313,7 @@ std::vector<std::vector<float>> Embedder::Impl::embed(const std::vector<std::str
   encs.reserve(texts.size());
   size_t cut = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
-    encs.push_back(prompt.empty() ? tokenizer_->encode(texts[i], max_len_)
-                                  : tokenizer_->encode(prompt + texts[i], max_len_));
+    encs.push_back(tokenizer_->encode(strip_spaces(prompt.empty() ? texts[i] : prompt + texts[i]), max_len_));
     RLX_CHECK(opts_.truncate || !encs.back().truncated,
               "embedder: text " << i << " is longer than the model's " << max_len_
                                 << " tokens (truncation is off)");

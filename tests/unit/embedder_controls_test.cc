@@ -104,6 +104,15 @@ TEST_P(EncoderFamilies, EmbeddingsMatchTheReferenceForward) {
       ASSERT_EQ(e.tokenizer().encode(texts[i], 64).ids, m.ids_of(kWords[i])) << s.family << " text " << i;
     expect_rows(e.embed(texts), reference(m, kWords, mode, true), 2e-6, s.family + " " + mode);
   }
+  // Stripped first as sentence-transformers does (for byte-level BPE a
+  // leading space would change the first token).
+  {
+    Embedder e(d.path().string());
+    auto padded = e.embed({" \t" + texts[1] + "  \xc2\xa0", texts[1]});
+    auto want = reference(m, {kWords[1]}, "max", true);
+    expect_rows({padded[0]}, want, 2e-6, s.family + " stripped");
+    EXPECT_EQ(padded[0], padded[1]);
+  }
   // The longest text the positions allow, and one past it.
   EmbedderOptions strict;
   strict.truncate = false;
