@@ -231,6 +231,7 @@ void add_bench_command(CLI::App& app) {
     if (!model->empty()) {
       rlx::BertConfig cfg = rlx::load_bert_config(*model);
       auto in = model_inputs(cfg.vocab_size, s->batch, s->seq, 7);
+      if (cfg.type_vocab_size == 0) in.erase("token_type_ids");  // DistilBERT has none
       auto load = [&](rlx::ExecMode m, const std::string& trace_json = "") {
         rlx::BertLoadOptions o;
         o.dtype = s->dtype;

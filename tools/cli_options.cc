@@ -1,5 +1,6 @@
 #include "tools/cli_options.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <vector>
 
@@ -58,6 +59,22 @@ std::string default_decoder_model() {
 }
 
 }  // namespace
+
+std::string default_embed_model_dir() {
+  if (const char* env = std::getenv("RLX_MODEL_DIR"); env && *env) return env;
+  std::vector<fs::path> tried;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) tried.push_back(exe.parent_path() / ".." / "models" / "all-MiniLM-L6-v2");
+  tried.push_back(fs::path("models") / "all-MiniLM-L6-v2");
+  for (const auto& p : tried)
+    if (fs::exists(p / "config.json")) return fs::weakly_canonical(p).string();
+  std::string where;
+  for (const auto& p : tried) where += " " + p.string();
+  RLX_FAIL("no model directory found (looked in:" << where
+                                                  << "); run scripts/setup, or pass --model DIR "
+                                                     "or set RLX_MODEL_DIR");
+}
 
 std::string decoder_model_path(const std::string& m) {
   if (m.empty()) return default_decoder_model();

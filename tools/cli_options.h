@@ -21,3 +21,7 @@ inline constexpr const char* kDefaultDecoderModel = "SmolLM2-135M-Instruct/SmolL
 // ../models or ./models); a directory holding exactly one .gguf file stands
 // for that file; a Hugging Face directory (config.json) is itself.
 std::string decoder_model_path(const std::string& model);
+
+// The embedding model `embed` uses without --model: $RLX_MODEL_DIR, then
+// models/all-MiniLM-L6-v2 beside the executable's ../models or ./models.
+std::string default_embed_model_dir();

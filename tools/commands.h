@@ -4,6 +4,7 @@
 
 void add_inspect_command(CLI::App& app);
 void add_embed_command(CLI::App& app);
+void add_rerank_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_forward_command(CLI::App& app);
 void add_generate_command(CLI::App& app);

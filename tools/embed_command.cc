@@ -6,53 +6,28 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "rlx/embedder.h"
 #include "rlx/error.h"
 #include "rlx/session.h"
+#include "tools/cli_inputs.h"
 #include "tools/cli_options.h"
 #include "tools/commands.h"
+#include "tools/embedding_output.h"
 
 namespace {
 namespace fs = std::filesystem;
 
 struct EmbedArgs {
-  std::string model, device = "auto", dtype = "f32", file, format = "json";
+  std::string model, device = "auto", dtype = "f32", file, format = "json", output;
+  std::string pooling = "model", prompt_name;
+  std::string prompt;
+  bool prompt_given = false, normalize = false, no_normalize = false;
   bool similarity = false, truncate = true;
-  int batch = 32;
-  int threads = 0;
+  int batch = 32, threads = 0, max_length = 0, dimensions = 0;
   std::vector<std::string> sentences;
 };
-
-// $RLX_MODEL_DIR, then next to the installed binary, then the working directory.
-std::string default_model_dir() {
-  if (const char* env = std::getenv("RLX_MODEL_DIR"); env && *env) return env;
-  std::vector<fs::path> tried;
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) tried.push_back(exe.parent_path() / ".." / "models" / "all-MiniLM-L6-v2");
-  tried.push_back(fs::path("models") / "all-MiniLM-L6-v2");
-  for (const auto& p : tried)
-    if (fs::exists(p / "config.json")) return fs::weakly_canonical(p).string();
-  std::string where;
-  for (const auto& p : tried) where += " " + p.string();
-  RLX_FAIL("no model directory found (looked in:" << where
-                                                  << "); run scripts/setup, or pass --model DIR "
-                                                     "or set RLX_MODEL_DIR");
-}
-
-std::vector<std::string> read_lines(std::istream& in) {
-  std::vector<std::string> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!line.empty()) out.push_back(line);
-  }
-  return out;
-}
 
 double cosine(const std::vector<float>& a, const std::vector<float>& b) {
   double ab = 0, aa = 0, bb = 0;
@@ -64,37 +39,34 @@ double cosine(const std::vector<float>& a, const std::vector<float>& b) {
   return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0.0;
 }
 
-// Short decimal form that still round-trips closely enough for embeddings.
-std::string num(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.7g", x);
-  return buf;
+rlx::PoolingMode pooling_option(const std::string& s) {
+  if (s == "model") return rlx::PoolingMode::Model;
+  if (s == "mean") return rlx::PoolingMode::Mean;
+  if (s == "cls") return rlx::PoolingMode::Cls;
+  if (s == "max") return rlx::PoolingMode::Max;
+  if (s == "mean_sqrt_len") return rlx::PoolingMode::MeanSqrtLen;
+  if (s == "weightedmean") return rlx::PoolingMode::WeightedMean;
+  if (s == "lasttoken") return rlx::PoolingMode::LastToken;
+  RLX_FAIL("--pooling must be model, mean, cls, max, mean_sqrt_len, weightedmean or lasttoken, not '" << s << "'");
 }
 
-std::string vec_json(const std::vector<float>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + num(v[i]);
-  return s + "]";
+// Names the first few inputs of a list, by where they came from.
+std::string first_few(const CliInputs& in, const std::vector<size_t>& rows) {
+  std::string s;
+  for (size_t k = 0; k < rows.size() && k < 5; ++k) s += (k ? ", " : "") + in.where(rows[k]);
+  if (rows.size() > 5) s += ", ...";
+  return s;
 }
 
 void run_embed(const EmbedArgs& a) {
-  std::vector<std::string> texts = a.sentences;
-  if (!a.file.empty()) {
-    if (a.file == "-") {
-      auto more = read_lines(std::cin);
-      texts.insert(texts.end(), more.begin(), more.end());
-    } else {
-      std::ifstream in(a.file);
-      RLX_CHECK(in, "cannot open --file '" << a.file << "'");
-      auto more = read_lines(in);
-      texts.insert(texts.end(), more.begin(), more.end());
-    }
-  } else if (texts.size() == 1 && texts[0] == "-") {
-    texts = read_lines(std::cin);
-  }
-  RLX_CHECK(!texts.empty(), "nothing to embed: give sentences, --file F, or - for stdin");
-  RLX_CHECK(a.format == "json" || a.format == "compact",
-            "--format must be json or compact, not '" << a.format << "'");
+  CliInputs in(a.sentences, a.file);
+  // Chunks of a few batches: rows go out as each completes and lines are
+  // read as they are needed, so memory does not grow with the input (except
+  // for --similarity, which needs every row).
+  const size_t step = size_t(std::max(a.batch, 1)) * 8;
+  std::vector<std::string> part;
+  RLX_CHECK(in.next(part, step), "nothing to embed: give sentences, --file F, or - for stdin");
+  RLX_CHECK(!a.similarity || a.format != "jsonl", "--similarity needs --format json or compact, not jsonl");
 
   rlx::EmbedderOptions o;
   o.threads = a.threads;
@@ -102,75 +74,77 @@ void run_embed(const EmbedArgs& a) {
   o.device = device_option(a.device);
   check_count("--batch", a.batch, 1, rlx::EmbedderOptions::kMaxBatch);
   o.max_batch = a.batch;
-  o.truncate = a.truncate;
-  const std::string dir = a.model.empty() ? default_model_dir() : a.model;
+  check_count("--max-length", a.max_length, 0, 1 << 20);
+  o.max_len = a.max_length;
+  check_count("--dimensions", a.dimensions, 0, 1 << 20);
+  o.truncate_dim = a.dimensions;
+  o.pooling = pooling_option(a.pooling);
+  RLX_CHECK(!(a.normalize && a.no_normalize), "give --normalize or --no-normalize, not both");
+  if (a.normalize) o.normalize = rlx::NormalizeMode::On;
+  if (a.no_normalize) o.normalize = rlx::NormalizeMode::Off;
+  o.prompt_name = a.prompt_name;
+  if (a.prompt_given) o.prompt = a.prompt;
+  // The CLI checks truncation itself, to name the line and keep the rows before it.
+  o.truncate = true;
+  const std::string dir = a.model.empty() ? default_embed_model_dir() : rlx::resolve_model_dir(a.model);
   RLX_CHECK(fs::is_directory(dir), "--model '" << dir << "' is not a directory (expected a Hugging Face "
-                                                   "model directory with config.json and model.safetensors)");
+                                                   "model directory with config.json and model.safetensors, "
+                                                   "or a Hub id such as sentence-transformers/all-MiniLM-L6-v2)");
   rlx::Embedder embedder(dir, o);
+  RLX_CHECK(!embedder.is_cross_encoder(), "--model '" << dir << "' is a cross-encoder ("
+                                                      << embedder.info().architecture
+                                                      << "): it scores pairs, use `rlx rerank`");
 
-  // Chunks of a few batches, so progress can be reported on big inputs.
-  const size_t step = size_t(a.batch) * 8;
-  const bool progress = texts.size() > step;
+  EmbeddingHeader h{fs::path(dir).filename().string(), embedder.dim(), embedder.normalizes(), a.similarity};
+  // A Hub snapshot's folder is a commit hash: name the model by its id.
+  if (!fs::is_directory(a.model) && rlx::is_hub_id(a.model)) h.model = a.model;
+  auto out = make_embedding_output(a.format, a.output, h, std::cout);
+
   const bool tty = isatty(fileno(stderr));  // a terminal redraws one line; logs get one line per step
-  std::vector<std::vector<float>> emb;
-  emb.reserve(texts.size());
+  bool progress = false;
+  std::vector<std::vector<float>> kept;
+  std::vector<size_t> cut;
+  size_t done = 0;
   auto t0 = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < texts.size(); i += step) {
-    std::vector<std::string> part(texts.begin() + long(i),
-                                  texts.begin() + long(std::min(texts.size(), i + step)));
-    auto got = embedder.embed(part);
-    for (auto& v : got) emb.push_back(std::move(v));
-    if (progress) std::fprintf(stderr, tty ? "\rrlx embed: %zu/%zu" : "rlx embed: %zu/%zu\n", emb.size(), texts.size());
+  for (bool more = true; more; more = in.next(part, step)) {
+    const size_t i = done;
+    std::vector<uint8_t> truncated;
+    rlx::EmbedCall call;
+    call.truncated = &truncated;
+    auto got = embedder.embed(part, call);
+    for (size_t r = 0; r < got.size(); ++r) {
+      if (truncated[r] && !a.truncate) {
+        out->finish({});
+        if (progress && tty) std::fputc('\n', stderr);
+        RLX_FAIL(in.where(i + r) << " is longer than the model's " << embedder.max_len()
+                                 << " tokens (--no-truncate); the " << done
+                                 << " rows before it were written");
+      }
+      if (truncated[r]) cut.push_back(i + r);
+      out->row(i + r, part[r], got[r]);
+      if (a.similarity) kept.push_back(std::move(got[r]));
+      ++done;
+    }
+    progress |= done >= step;  // more than one chunk: report each
+    if (progress) std::fprintf(stderr, tty ? "\rrlx embed: %zu" : "rlx embed: %zu\n", done);
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (progress && tty) std::fputc('\n', stderr);
 
   std::vector<std::vector<double>> sim;
   if (a.similarity) {
-    sim.assign(emb.size(), std::vector<double>(emb.size()));
-    for (size_t i = 0; i < emb.size(); ++i)
-      for (size_t j = 0; j < emb.size(); ++j) sim[i][j] = cosine(emb[i], emb[j]);
+    sim.assign(kept.size(), std::vector<double>(kept.size()));
+    for (size_t i = 0; i < kept.size(); ++i)
+      for (size_t j = 0; j < kept.size(); ++j) sim[i][j] = cosine(kept[i], kept[j]);
   }
-
-  if (a.format == "json") {
-    std::cout << "{\n  \"model\": " << nlohmann::json(fs::path(dir).filename().string()).dump()
-              << ",\n  \"dim\": " << embedder.dim() << ",\n  \"normalized\": "
-              << (embedder.normalizes() ? "true" : "false") << ",\n  \"embeddings\": [\n";
-    for (size_t i = 0; i < emb.size(); ++i)
-      std::cout << "    {\"text\": " << nlohmann::json(texts[i]).dump(-1, ' ', false,
-                                                                        nlohmann::json::error_handler_t::replace)
-                << ", \"embedding\": " << vec_json(emb[i]) << "}" << (i + 1 < emb.size() ? "," : "")
-                << "\n";
-    std::cout << "  ]";
-    if (a.similarity) {
-      std::cout << ",\n  \"similarity\": [\n";
-      for (size_t i = 0; i < sim.size(); ++i) {
-        std::cout << "    [";
-        for (size_t j = 0; j < sim.size(); ++j) std::cout << (j ? ", " : "") << num(sim[i][j]);
-        std::cout << "]" << (i + 1 < sim.size() ? "," : "") << "\n";
-      }
-      std::cout << "  ]";
-    }
-    std::cout << "\n}\n";
-  } else if (a.similarity) {  // compact: the similarity matrix, one row per line
-    for (const auto& row : sim) {
-      for (size_t j = 0; j < row.size(); ++j) {
-        char buf[16];
-        std::snprintf(buf, sizeof buf, "%s%.4f", j ? " " : "", row[j]);
-        std::cout << buf;
-      }
-      std::cout << "\n";
-    }
-  } else {  // compact: one JSON array per line
-    for (const auto& v : emb) std::cout << vec_json(v) << "\n";
-  }
-  if (size_t cut = embedder.truncated_texts())
+  out->finish(sim);
+  if (!cut.empty())
     std::fprintf(stderr,
                  "rlx embed: warning: %zu of %zu sentences were longer than the model's %d tokens and "
-                 "were truncated (--no-truncate makes that an error)\n",
-                 cut, texts.size(), embedder.max_len());
+                 "were truncated: %s (--no-truncate makes that an error)\n",
+                 cut.size(), done, embedder.max_len(), first_few(in, cut).c_str());
   std::fprintf(stderr, "rlx embed: %zu sentences in %.3f s (%.1f sentences/s), %s, %s\n",
-               texts.size(), secs, double(texts.size()) / std::max(secs, 1e-9),
+               done, secs, double(done) / std::max(secs, 1e-9),
                o.device == rlx::Device::Cuda ? "cuda" : "cpu", a.dtype.c_str());
 }
 
@@ -181,17 +155,34 @@ void add_embed_command(CLI::App& app) {
   auto a = std::make_shared<EmbedArgs>();
   cmd->add_option("sentences", a->sentences, "sentences to embed ('-' reads lines from stdin)");
   cmd->add_option("--model", a->model,
-                  "model directory (default: $RLX_MODEL_DIR, else models/all-MiniLM-L6-v2 next to "
-                  "the binary or in the working directory)");
+                  "model directory or Hub id in the Hugging Face cache (default: $RLX_MODEL_DIR, else "
+                  "models/all-MiniLM-L6-v2 next to the binary or in the working directory)");
   cmd->add_option("--device", a->device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
-  cmd->add_option("--file", a->file, "read one sentence per line from a file ('-' = stdin)");
+  cmd->add_option("--file", a->file, "read one sentence per line from a file ('-' = stdin); one row per line, "
+                                     "blank lines included");
   cmd->add_flag("--similarity", a->similarity, "also print the cosine similarity matrix");
-  cmd->add_option("--format", a->format, "json or compact")->check(CLI::IsMember({"json", "compact"}));
+  cmd->add_option("--format", a->format, "json, jsonl or compact")
+      ->check(CLI::IsMember({"json", "jsonl", "compact"}));
+  cmd->add_option("--output,-o", a->output, "write to a file instead of stdout; F.npy writes NumPy's format "
+                                            "(float32 [n, dim])");
   cmd->add_option("--batch", a->batch, "largest batch per run (a power of two, at most 1024)");
+  cmd->add_option("--max-length", a->max_length, "tokens per sentence, [CLS]/[SEP] included (0 = the model's)");
   cmd->add_flag("--truncate,!--no-truncate", a->truncate,
                 "cut sentences longer than the model's limit, with a warning (the default); "
                 "--no-truncate makes them an error");
+  cmd->add_option("--pooling", a->pooling,
+                  "model (from 1_Pooling/config.json), mean, cls, max, mean_sqrt_len, weightedmean or lasttoken");
+  cmd->add_flag("--normalize", a->normalize,
+                "L2-normalize (default: when the model's modules.json ends in a Normalize module)");
+  cmd->add_flag("--no-normalize", a->no_normalize, "do not normalize, even where the model would");
+  cmd->add_option("--dimensions", a->dimensions, "keep the first N values (Matryoshka), then normalize if normalizing");
+  cmd->add_option("--prompt-name", a->prompt_name, "a prompt of config_sentence_transformers.json, e.g. query");
+  auto* prompt = cmd->add_option("--prompt", a->prompt,
+                                 "text put before every sentence (overrides --prompt-name; \"\" = none)");
   cmd->add_option("--threads", a->threads, "CPU threads (0 = physical cores)")->check(CLI::NonNegativeNumber);
-  cmd->callback([a] { run_embed(*a); });
+  cmd->callback([a, prompt] {
+    a->prompt_given = prompt->count() > 0;
+    run_embed(*a);
+  });
 }

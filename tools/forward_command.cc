@@ -52,7 +52,11 @@ void run_forward(const ForwardArgs& a) {
   auto ids = read_matrix(j, "input_ids", 0, cfg.vocab_size - 1, batch, seq);
   std::vector<int32_t> mask(ids.size(), 1), types(ids.size(), 0);
   if (j.has("attention_mask")) mask = read_matrix(j, "attention_mask", 0, 1, batch, seq);
-  if (j.has("token_type_ids")) types = read_matrix(j, "token_type_ids", 0, cfg.type_vocab_size - 1, batch, seq);
+  if (j.has("token_type_ids")) {
+    RLX_CHECK(cfg.type_vocab_size > 0, "'" << a.ids << "': token_type_ids given, but model_type '"
+                                           << cfg.model_type << "' has no token types");
+    types = read_matrix(j, "token_type_ids", 0, cfg.type_vocab_size - 1, batch, seq);
+  }
   check_batch_seq(batch, seq);
 
   rlx::BertLoadOptions o;
@@ -65,8 +69,8 @@ void run_forward(const ForwardArgs& a) {
 
   std::map<std::string, rlx::HostTensor> inputs{
       {"input_ids", rlx::HostTensor::from_i32({batch, seq}, ids)},
-      {"attention_mask", rlx::HostTensor::from_i32({batch, seq}, mask)},
-      {"token_type_ids", rlx::HostTensor::from_i32({batch, seq}, types)}};
+      {"attention_mask", rlx::HostTensor::from_i32({batch, seq}, mask)}};
+  if (cfg.type_vocab_size > 0) inputs.emplace("token_type_ids", rlx::HostTensor::from_i32({batch, seq}, types));
   const rlx::HostTensor first = exe->run(inputs).at("last_hidden_state");
   const rlx::HostTensor second = exe->run(inputs).at("last_hidden_state");
   RLX_CHECK(first.bytes.size() == second.bytes.size() &&

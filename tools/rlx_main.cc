@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   add_inspect_command(app);
   add_embed_command(app);
+  add_rerank_command(app);
   add_bench_command(app);
   add_forward_command(app);
   add_generate_command(app);

@@ -1,11 +1,15 @@
-// Sentence embeddings from a Hugging Face BERT-family directory (config.json,
-// tokenizer files, model.safetensors, sentence-transformers modules): the
-// tokenizer and the model, compiled per (batch, seq) bucket on first use.
+// Sentence embeddings and cross-encoder scores from a Hugging Face
+// BERT-family directory (config.json, tokenizer files, model.safetensors,
+// sentence-transformers modules): the tokenizer and the model, compiled per
+// (batch, seq) bucket on first use.
 #pragma once
 #include <compare>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "rlx/options.h"
@@ -13,8 +17,10 @@
 
 namespace rlx {
 
-class WordPiece;
-struct BertConfig;
+// sentence-transformers' pooling modes; Model keeps what 1_Pooling/config.json says.
+enum class PoolingMode { Model, Mean, Cls, Max, MeanSqrtLen, WeightedMean, LastToken };
+// Model: L2-normalize when modules.json ends in a Normalize module.
+enum class NormalizeMode { Model, On, Off };
 
 struct EmbedderOptions {
   DType dtype = DType::F32;
@@ -24,11 +30,68 @@ struct EmbedderOptions {
   bool truncate = true;  // false: a text longer than max_len is an error, not cut
   static constexpr int kMaxBatch = 1024;
   int threads = 0;     // CPU threads, 0 = physical cores
+  PoolingMode pooling = PoolingMode::Model;
+  NormalizeMode normalize = NormalizeMode::Model;
+  // Matryoshka: keep the first truncate_dim values (0 = all), then normalize
+  // if normalizing.
+  int truncate_dim = 0;
+  // The prompt put before every text, as sentence-transformers' encode():
+  // `prompt` when set (an empty string = none), else the prompt named
+  // `prompt_name` in config_sentence_transformers.json, else the model's
+  // default_prompt_name there.
+  std::string prompt_name;
+  std::optional<std::string> prompt;
+};
+
+// Per call: overrides EmbedderOptions' prompt (a server embeds queries and
+// passages with one Embedder), and reports which texts were cut.
+struct EmbedCall {
+  std::string prompt_name;
+  std::optional<std::string> prompt;
+  std::vector<uint8_t>* truncated = nullptr;  // when set: 1 per text that was cut, in order
 };
 
 struct Bucket {
   int64_t batch = 0, seq = 0;
   auto operator<=>(const Bucket&) const = default;
+};
+
+// Token ids with the model's special tokens ([CLS] ... [SEP] for BERT).
+struct TokenizedText {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> type_ids;
+  bool truncated = false;  // tokens were dropped to fit max_len
+};
+
+// The embedder's tokenizer, whichever kind the model uses.
+class EmbeddingTokenizer {
+ public:
+  virtual ~EmbeddingTokenizer() = default;
+  virtual std::string kind() const = 0;  // "wordpiece"
+  // At most max_len tokens in all, special tokens included.
+  virtual TokenizedText encode(std::string_view text, int max_len) const = 0;
+  // A text pair as a cross-encoder reads it, cut longest-first.
+  virtual TokenizedText encode_pair(std::string_view a, std::string_view b, int max_len) const = 0;
+  virtual std::string decode(const std::vector<int32_t>& ids) const = 0;  // without special tokens
+  virtual std::string token_text(int32_t id) const = 0;                   // "" when unknown
+  virtual int32_t token_id(const std::string& token) const = 0;           // -1 when absent
+  virtual size_t vocab_size() const = 0;
+  virtual int32_t pad_id() const = 0;
+};
+
+// What the model directory says, after EmbedderOptions' overrides.
+struct EmbedderInfo {
+  std::string model_type, architecture;  // config.json
+  int hidden_size = 0, num_layers = 0, num_heads = 0, intermediate_size = 0, vocab_size = 0,
+      max_position_embeddings = 0, type_vocab_size = 0;
+  bool cross_encoder = false;  // a *ForSequenceClassification model: score(), not embed()
+  int num_labels = 0;
+  std::string score_activation;  // "sigmoid" or "identity"
+  std::string pooling;           // "mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken"
+  bool normalize = false;
+  int dim = 0;  // values per embedding
+  std::vector<std::pair<std::string, std::string>> prompts;  // config_sentence_transformers.json
+  std::string default_prompt_name;
 };
 
 // Thread safety: embed() may be called on one Embedder from several threads
@@ -45,15 +108,28 @@ class Embedder {
   // One embedding per text, in order; L2-normalized when the model's
   // modules.json ends in a Normalize module. A text longer than max_len()
   // tokens is cut (counted in truncated_texts()), or an error when
-  // EmbedderOptions::truncate is false.
+  // EmbedderOptions::truncate is false. A cross-encoder refuses (score()).
   std::vector<std::vector<float>> embed(const std::vector<std::string>& texts);
+  std::vector<std::vector<float>> embed(const std::vector<std::string>& texts, const EmbedCall& call);
   size_t truncated_texts() const;  // texts cut so far
+
+  // Cross-encoders: one score per (query, document) pair, in order, with
+  // the activation sentence-transformers' CrossEncoder applies (sigmoid for
+  // one label unless config.json says otherwise); logits() without it.
+  // A model with more than one label, or an embedding model, refuses.
+  std::vector<float> score(const std::string& query, const std::vector<std::string>& documents);
+  std::vector<float> logits(const std::string& query, const std::vector<std::string>& documents);
+  bool is_cross_encoder() const;
+
+  // The prompt text a name stands for in config_sentence_transformers.json;
+  // throws listing the names there when absent.
+  std::string prompt(const std::string& name) const;
 
   int dim() const;
   int max_len() const;
   bool normalizes() const;
-  const WordPiece& tokenizer() const;  // full type: tokenizers/wordpiece.h (in-tree)
-  const BertConfig& config() const;    // full type: models/hf_config.h (in-tree)
+  const EmbeddingTokenizer& tokenizer() const;
+  const EmbedderInfo& info() const;
   size_t compiled_buckets() const;
   const std::vector<Bucket>& buckets_used() const;
 
@@ -67,5 +143,13 @@ class Embedder {
 };
 
 void l2_normalize(std::vector<float>& v);
+
+// A model directory, or a Hub id ("org/name", "org/name@revision") resolved
+// in the local Hugging Face cache (HF_HUB_CACHE, else $HF_HOME/hub, else
+// ~/.cache/huggingface/hub): the snapshot that refs/<revision> names. An
+// existing directory, or a string that is no Hub id, comes back unchanged;
+// an id that is not cached is an error listing the places looked in.
+std::string resolve_model_dir(const std::string& path_or_hub_id);
+bool is_hub_id(const std::string& s);
 
 }  // namespace rlx

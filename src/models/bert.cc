@@ -27,30 +27,52 @@ struct Builder {
 
 }  // namespace
 
+EncoderNames encoder_names(EncoderFamily f) {
+  EncoderNames n;
+  if (f == EncoderFamily::DistilBert) {
+    n.type = "";
+    n.layer = "transformer.layer.";
+    n.query = "attention.q_lin";
+    n.key = "attention.k_lin";
+    n.value = "attention.v_lin";
+    n.attn_out = "attention.out_lin";
+    n.attn_norm = "sa_layer_norm";
+    n.ffn_in = "ffn.lin1";
+    n.ffn_out = "ffn.lin2";
+    n.out_norm = "output_layer_norm";
+  }
+  return n;
+}
+
 Graph build_bert_graph(const BertConfig& c, Pooling pooling, int64_t batch, int64_t seq, DType dt,
                        const BertGraphParts& parts) {
   RLX_CHECK(is_float(dt), "bert: compute dtype must be f32, f16 or bf16");
   RLX_CHECK(batch > 0 && seq > 0, "bert: batch and seq must be positive");
-  RLX_CHECK(seq <= c.max_position_embeddings,
-            "bert: seq " << seq << " exceeds max_position_embeddings " << c.max_position_embeddings);
+  RLX_CHECK(seq <= c.max_tokens(),
+            "bert: seq " << seq << " exceeds max_position_embeddings " << c.max_position_embeddings
+                         << (c.position_offset ? " less the position offset " + std::to_string(c.position_offset) : ""));
   Graph g;
   Builder b{g, dt};
+  const EncoderNames nm = encoder_names(c.family);
+  const bool token_types = parts.token_types && !nm.type.empty();
   const int64_t H = c.hidden_size, I = c.intermediate_size;
   ValueId ids = g.input("input_ids", {batch, seq}, DType::I32);
   ValueId mask = g.input("attention_mask", {batch, seq}, DType::I32);
-  ValueId types = parts.token_types ? g.input("token_type_ids", {batch, seq}, DType::I32) : ValueId{};
+  ValueId types = token_types ? g.input("token_type_ids", {batch, seq}, DType::I32) : ValueId{};
+  // Right padding: every real token's position is its index (+ the offset);
+  // padded positions are masked, so their position does not matter.
   std::vector<uint8_t> pos_bytes(size_t(seq) * 4);
-  for (int32_t i = 0; i < int32_t(seq); ++i) std::memcpy(pos_bytes.data() + 4 * i, &i, 4);
+  for (int32_t i = 0; i < int32_t(seq); ++i) {
+    int32_t p = i + c.position_offset;
+    std::memcpy(pos_bytes.data() + 4 * i, &p, 4);
+  }
   ValueId positions = g.constant({seq}, DType::I32, std::move(pos_bytes), "position_ids");
 
-  ValueId x = g.gather(b.param("embeddings.word_embeddings.weight", {c.vocab_size, H}), ids);
-  x = g.add(x, g.gather(b.param("embeddings.position_embeddings.weight",
-                                {c.max_position_embeddings, H}),
+  ValueId x = g.gather(b.param(nm.word + ".weight", {c.vocab_size, H}), ids);
+  x = g.add(x, g.gather(b.param(nm.position + ".weight", {c.max_position_embeddings, H}),
                         positions));  // [seq, H] broadcasts over the batch
-  if (parts.token_types)
-    x = g.add(x, g.gather(b.param("embeddings.token_type_embeddings.weight", {c.type_vocab_size, H}),
-                          types));
-  x = b.norm(x, "embeddings.LayerNorm", H, c.layer_norm_eps);
+  if (token_types) x = g.add(x, g.gather(b.param(nm.type + ".weight", {c.type_vocab_size, H}), types));
+  x = b.norm(x, nm.embed_norm, H, c.layer_norm_eps);
 
   AttentionAttrs attn;
   attn.q_heads = attn.kv_heads = c.num_attention_heads;
@@ -58,19 +80,30 @@ Graph build_bert_graph(const BertConfig& c, Pooling pooling, int64_t batch, int6
   attn.scale = 1.f / std::sqrt(float(c.head_dim()));
   attn.mask = MaskKind::Padding;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
-    const std::string p = "encoder.layer." + std::to_string(l) + ".";
-    ValueId q = b.dense(x, p + "attention.self.query", H, H);
-    ValueId k = b.dense(x, p + "attention.self.key", H, H);
-    ValueId v = b.dense(x, p + "attention.self.value", H, H);
+    const std::string p = nm.layer + std::to_string(l) + ".";
+    ValueId q = b.dense(x, p + nm.query, H, H);
+    ValueId k = b.dense(x, p + nm.key, H, H);
+    ValueId v = b.dense(x, p + nm.value, H, H);
     ValueId ctx = g.attention(q, k, v, mask, attn);
-    ValueId o = b.dense(ctx, p + "attention.output.dense", H, H);
-    x = b.norm(g.add(o, x), p + "attention.output.LayerNorm", H, c.layer_norm_eps);
-    ValueId f = g.activation(b.dense(x, p + "intermediate.dense", I, H), c.hidden_act);
-    f = b.dense(f, p + "output.dense", H, I);
-    x = b.norm(g.add(f, x), p + "output.LayerNorm", H, c.layer_norm_eps);
+    ValueId o = b.dense(ctx, p + nm.attn_out, H, H);
+    x = b.norm(g.add(o, x), p + nm.attn_norm, H, c.layer_norm_eps);
+    ValueId f = g.activation(b.dense(x, p + nm.ffn_in, I, H), c.hidden_act);
+    f = b.dense(f, p + nm.ffn_out, H, I);
+    x = b.norm(g.add(f, x), p + nm.out_norm, H, c.layer_norm_eps);
   }
   g.output("last_hidden_state", x);
-  if (!parts.pooled) return g;
+  if (c.classifier) {
+    // Each family's head on the first token: BERT tanh(pooler) then
+    // classifier; RoBERTa tanh(classifier.dense) then classifier.out_proj;
+    // DistilBERT relu(pre_classifier) then classifier.
+    ValueId first = g.reshape(g.narrow(x, 1, 0, 1), {batch, H});
+    const ClassifierNames h = classifier_names(c.family);
+    ValueId pooled = g.activation(b.dense(first, h.hidden, H, H), h.act);
+    g.output("logits", b.dense(pooled, h.out, c.num_labels, H));
+    return g;
+  }
+  // The other pooling modes run on the host, from last_hidden_state.
+  if (!parts.pooled || (pooling != Pooling::Cls && pooling != Pooling::Mean)) return g;
 
   ValueId pooled;
   if (pooling == Pooling::Cls) {
@@ -85,10 +118,23 @@ Graph build_bert_graph(const BertConfig& c, Pooling pooling, int64_t batch, int6
   return g;
 }
 
+ClassifierNames classifier_names(EncoderFamily f) {
+  if (f == EncoderFamily::Roberta) return {"classifier.dense", "classifier.out_proj", Activation::Tanh};
+  if (f == EncoderFamily::DistilBert) return {"pre_classifier", "classifier", Activation::Relu};
+  return {"pooler.dense", "classifier", Activation::Tanh};
+}
+
 BertWeights::BertWeights(const std::string& path) : file_(path) {
-  if (!file_.has("embeddings.word_embeddings.weight") &&
-      file_.has("bert.embeddings.word_embeddings.weight"))
-    prefix_ = "bert.";
+  if (file_.has("embeddings.word_embeddings.weight")) return;
+  for (const char* p : {"bert.", "roberta.", "distilbert."})
+    if (file_.has(std::string(p) + "embeddings.word_embeddings.weight")) prefix_ = p;
+}
+
+std::string BertWeights::file_name(const std::string& param) const {
+  // The heads sit beside the encoder, outside its prefix.
+  for (const char* head : {"classifier.", "pre_classifier."})
+    if (param.rfind(head, 0) == 0) return param;
+  return prefix_ + param;
 }
 
 void BertWeights::check_sizes(const BertConfig& c) const {
@@ -103,12 +149,18 @@ void BertWeights::check_sizes(const BertConfig& c) const {
                                          << shape_str(want));
   };
   const int64_t H = c.hidden_size;
-  expect("embeddings.word_embeddings.weight", {c.vocab_size, H});
-  expect("embeddings.position_embeddings.weight", {c.max_position_embeddings, H});
-  expect("embeddings.token_type_embeddings.weight", {c.type_vocab_size, H});
-  const std::string last = "encoder.layer." + std::to_string(c.num_hidden_layers - 1) + ".";
-  expect(last + "intermediate.dense.weight", {c.intermediate_size, H});
-  expect(last + "output.LayerNorm.weight", {H});
+  const EncoderNames nm = encoder_names(c.family);
+  expect(nm.word + ".weight", {c.vocab_size, H});
+  expect(nm.position + ".weight", {c.max_position_embeddings, H});
+  if (!nm.type.empty()) expect(nm.type + ".weight", {c.type_vocab_size, H});
+  const std::string last = nm.layer + std::to_string(c.num_hidden_layers - 1) + ".";
+  expect(last + nm.ffn_in + ".weight", {c.intermediate_size, H});
+  expect(last + nm.out_norm + ".weight", {H});
+  if (c.classifier) {
+    const ClassifierNames h = classifier_names(c.family);
+    expect(h.hidden + ".weight", {H, H});
+    expect(h.out + ".weight", {c.num_labels, H});
+  }
 }
 
 void BertWeights::validate(const Graph& g) const {

@@ -13,10 +13,32 @@ namespace rlx {
 
 // Graph for a fixed [batch, seq]. Inputs: input_ids, attention_mask and
 // token_type_ids, all i32 [batch, seq]. Outputs: last_hidden_state
-// [batch, seq, hidden] and embedding [batch, hidden] (pooled, not normalized).
-// Params are named like the Hugging Face tensors without the "bert." prefix.
+// [batch, seq, hidden] and, for mean or CLS pooling, embedding [batch, hidden]
+// (pooled, not normalized); a cross-encoder (cfg.classifier) gives logits
+// [batch, num_labels] instead of embedding.
+// Params are named like the Hugging Face tensors without the "bert." prefix
+// (the classifier's own "classifier.*" has none in the file either).
 // The parts around the encoder stack. A Hugging Face model has both; the
 // demo encoder (encoder_demo.h) has neither.
+// A family's tensor names (without the model prefix): BERT's by default.
+struct EncoderNames {
+  std::string word = "embeddings.word_embeddings", position = "embeddings.position_embeddings",
+              type = "embeddings.token_type_embeddings",  // "" = no token types
+      embed_norm = "embeddings.LayerNorm";
+  std::string layer = "encoder.layer.";  // + index + "."
+  std::string query = "attention.self.query", key = "attention.self.key", value = "attention.self.value",
+              attn_out = "attention.output.dense", attn_norm = "attention.output.LayerNorm",
+              ffn_in = "intermediate.dense", ffn_out = "output.dense", out_norm = "output.LayerNorm";
+};
+EncoderNames encoder_names(EncoderFamily f);
+
+// The sequence-classification head: act(hidden(x[:, 0])) then out.
+struct ClassifierNames {
+  std::string hidden, out;
+  Activation act;
+};
+ClassifierNames classifier_names(EncoderFamily f);
+
 struct BertGraphParts {
   bool token_types = true;  // the token_type_ids input and its embedding table
   bool pooled = true;       // the `embedding` output
@@ -37,7 +59,7 @@ class BertWeights {
   void load_into(Executable& exe, const Graph& g) const;
 
  private:
-  std::string file_name(const std::string& param) const { return prefix_ + param; }
+  std::string file_name(const std::string& param) const;
   SafetensorsFile file_;
   std::string prefix_;
 };

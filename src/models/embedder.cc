@@ -3,14 +3,19 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <numeric>
+#include <string_view>
 
 #include "models/bert.h"
 #include "models/bucket_cache.h"
+#include "models/embedding_tokenizer.h"
 #include "models/hf_config.h"
+#include "models/sentence_dense.h"
+#include "models/sentence_pooling.h"
 #include "rlx/error.h"
-#include "tokenizers/wordpiece.h"
 
 namespace rlx {
 
@@ -18,14 +23,28 @@ namespace rlx {
 // none of the internal types.
 struct Embedder::Impl {
   Impl(const std::string& dir, const EmbedderOptions& opts);
-  void run_chunk(const std::vector<const Encoding*>& encs, std::vector<std::vector<float>*>& outs);
-  std::vector<std::vector<float>> embed(const std::vector<std::string>& texts);
+  // Runs one chunk of at most max_batch encodings; `take` gets each row's
+  // result: its pooled vector, or its logits for a cross-encoder.
+  void run_chunk(const std::vector<const TokenizedText*>& encs,
+                 const std::function<void(size_t, std::vector<float>)>& take);
+  // Sorted by length into chunks (little padding), results in input order.
+  std::vector<std::vector<float>> run_all(const std::vector<TokenizedText>& encs);
+  std::vector<std::vector<float>> embed(const std::vector<std::string>& texts, const EmbedCall& call);
+  std::vector<float> score(const std::string& query, const std::vector<std::string>& docs, bool activate);
+  std::string prompt_text(const std::string& name) const;
+  std::string prompt_for(const std::string& name, const std::optional<std::string>& text) const;
 
-  BertConfig cfg_;
+  std::string dir_;
   SentenceConfig sentence_;
-  WordPiece tokenizer_;
+  BertConfig cfg_;
+  std::unique_ptr<EmbeddingTokenizer> tokenizer_;
   BertWeights weights_;
   EmbedderOptions opts_;
+  std::vector<SentenceDense> dense_;  // after pooling, before Normalize
+  int pooled_dim_ = 0;                // values per embedding before truncate_dim
+  Pooling pooling_ = Pooling::Mean;
+  bool normalize_ = false;
+  EmbedderInfo info_;
   int max_len_ = 512;
   std::unique_ptr<BucketCache> buckets_;  // one arena and one copy of the weights for every bucket
   size_t truncated_ = 0;
@@ -44,48 +63,169 @@ Bucket Embedder::bucket_for(int64_t count, int64_t longest, int64_t max_seq, int
   return rlx::bucket_for(count, longest, max_seq, max_batch);
 }
 
+namespace {
+
+Pooling pooling_of(PoolingMode m, Pooling model) {
+  switch (m) {
+    case PoolingMode::Model: return model;
+    case PoolingMode::Mean: return Pooling::Mean;
+    case PoolingMode::Cls: return Pooling::Cls;
+    case PoolingMode::Max: return Pooling::Max;
+    case PoolingMode::MeanSqrtLen: return Pooling::MeanSqrtLen;
+    case PoolingMode::WeightedMean: return Pooling::WeightedMean;
+    case PoolingMode::LastToken: return Pooling::LastToken;
+  }
+  return model;
+}
+
+bool pooled_in_graph(Pooling p) { return p == Pooling::Mean || p == Pooling::Cls; }
+
+// The length of the whitespace character (as Python's str.isspace) that
+// starts s at i, 0 for none.
+size_t space_at(std::string_view s, size_t i) {
+  const unsigned char c = static_cast<unsigned char>(s[i]);
+  if (c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f)) return 1;
+  auto is = [&](std::string_view seq) { return s.substr(i, seq.size()) == seq; };
+  if (is("\xc2\x85") || is("\xc2\xa0")) return 2;
+  if (is("\xe1\x9a\x80") || is("\xe3\x80\x80") || is("\xe2\x80\xa8") || is("\xe2\x80\xa9") ||
+      is("\xe2\x80\xaf") || is("\xe2\x81\x9f"))
+    return 3;
+  if (i + 2 < s.size() && c == 0xe2 && static_cast<unsigned char>(s[i + 1]) == 0x80 &&
+      static_cast<unsigned char>(s[i + 2]) >= 0x80 && static_cast<unsigned char>(s[i + 2]) <= 0x8a)
+    return 3;  // U+2000..U+200A
+  return 0;
+}
+
+// sentence-transformers strips each text (prompt included) before
+// tokenizing; with byte-level BPE a leading space would change the tokens.
+std::string strip_spaces(std::string_view s) {
+  size_t b = 0;
+  while (b < s.size()) {
+    size_t n = space_at(s, b);
+    if (!n) break;
+    b += n;
+  }
+  size_t e = s.size();
+  while (e > b) {
+    size_t k = e - 1;  // back to the start of the last character
+    while (k > b && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
+    size_t n = space_at(s, k);
+    if (!n || k + n != e) break;
+    e = k;
+  }
+  return std::string(s.substr(b, e - b));
+}
+
+}  // namespace
+
 Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
-    : cfg_(load_bert_config(dir)),
+    : dir_(dir),
       sentence_(load_sentence_config(dir)),
-      tokenizer_(WordPiece::from_dir(dir)),
-      weights_((std::filesystem::path(dir) / "model.safetensors").string()),
+      cfg_(load_bert_config(sentence_.transformer_dir)),
+      tokenizer_(load_embedding_tokenizer(sentence_.transformer_dir, cfg_.family)),
+      weights_((std::filesystem::path(sentence_.transformer_dir) / "model.safetensors").string()),
       opts_(opts) {
   RLX_CHECK(opts_.max_batch >= 1 && opts_.max_batch <= EmbedderOptions::kMaxBatch &&
                 (opts_.max_batch & (opts_.max_batch - 1)) == 0,
             "embedder: max_batch " << opts_.max_batch << " must be a power of two in [1, "
                                    << EmbedderOptions::kMaxBatch << "]");
-  RLX_CHECK(tokenizer_.max_id() < cfg_.vocab_size,
-            "embedder: '" << dir << "': the tokenizer gives ids up to " << tokenizer_.max_id()
+  RLX_CHECK(int64_t(tokenizer_->vocab_size()) <= cfg_.vocab_size,
+            "embedder: '" << dir << "': the tokenizer gives ids up to " << tokenizer_->vocab_size() - 1
                           << " but config.json's vocab_size is " << cfg_.vocab_size);
-  max_len_ = cfg_.max_position_embeddings;
+  pooled_dim_ = cfg_.hidden_size;
+  for (const std::string& d : sentence_.dense_dirs) {
+    dense_.emplace_back(d);
+    RLX_CHECK(dense_.back().in_features() == pooled_dim_,
+              "embedder: '" << d << "': the Dense module takes " << dense_.back().in_features()
+                            << " values, the module before it gives " << pooled_dim_);
+    pooled_dim_ = dense_.back().out_features();
+  }
+  RLX_CHECK(opts_.truncate_dim >= 0 && opts_.truncate_dim <= pooled_dim_,
+            "embedder: truncate_dim " << opts_.truncate_dim << " is outside [0, " << pooled_dim_
+                                      << "] (the model's dimension)");
+  RLX_CHECK(opts_.max_len >= 0, "embedder: max_len " << opts_.max_len << " is negative");
+  pooling_ = pooling_of(opts_.pooling, sentence_.pooling);
+  normalize_ = opts_.normalize == NormalizeMode::Model ? sentence_.normalize : opts_.normalize == NormalizeMode::On;
+  max_len_ = cfg_.max_tokens();
   if (sentence_.max_seq_length > 0) max_len_ = std::min(max_len_, sentence_.max_seq_length);
   if (opts_.max_len > 0) max_len_ = std::min(max_len_, opts_.max_len);
+  RLX_CHECK(max_len_ >= 3, "embedder: max_len " << max_len_ << " leaves no room for a text");
+  // The default prompt must exist now, not at the first embed().
+  if (!cfg_.classifier) prompt_for(opts_.prompt_name, opts_.prompt);
+
+  info_.model_type = cfg_.model_type;
+  info_.architecture = cfg_.architectures.empty() ? "" : cfg_.architectures[0];
+  info_.hidden_size = cfg_.hidden_size;
+  info_.num_layers = cfg_.num_hidden_layers;
+  info_.num_heads = cfg_.num_attention_heads;
+  info_.intermediate_size = cfg_.intermediate_size;
+  info_.vocab_size = cfg_.vocab_size;
+  info_.max_position_embeddings = cfg_.max_position_embeddings;
+  info_.type_vocab_size = cfg_.type_vocab_size;
+  info_.cross_encoder = cfg_.classifier;
+  info_.num_labels = cfg_.classifier ? cfg_.num_labels : 0;
+  info_.score_activation = !cfg_.classifier ? ""
+                           : cfg_.score_activation == BertConfig::ScoreActivation::Sigmoid ? "sigmoid"
+                                                                                          : "identity";
+  info_.pooling = cfg_.classifier ? "" : pooling_name(pooling_);
+  info_.normalize = !cfg_.classifier && normalize_;
+  info_.dim = cfg_.classifier ? 0 : opts_.truncate_dim > 0 ? opts_.truncate_dim : pooled_dim_;
+  info_.prompts = sentence_.prompts;
+  info_.default_prompt_name = sentence_.default_prompt_name;
+
   // Fail on missing or misshapen weights now, not at the first bucket.
   weights_.check_sizes(cfg_);
-  weights_.validate(build_bert_graph(cfg_, sentence_.pooling, 1, 2, opts_.dtype));
+  weights_.validate(build_bert_graph(cfg_, pooling_, 1, 2, opts_.dtype));
   CompileOptions co;
   co.device = opts_.device;
   co.threads = opts_.threads;
   buckets_ = std::make_unique<BucketCache>(
       "embed",
-      [this](const Bucket& b) { return build_bert_graph(cfg_, sentence_.pooling, b.batch, b.seq, opts_.dtype); },
+      [this](const Bucket& b) { return build_bert_graph(cfg_, pooling_, b.batch, b.seq, opts_.dtype); },
       [this](Executable& exe, const Graph& g) { weights_.load_into(exe, g); }, co);
 }
 
-void Embedder::Impl::run_chunk(const std::vector<const Encoding*>& encs,
-                         std::vector<std::vector<float>*>& outs) {
+std::string Embedder::Impl::prompt_text(const std::string& name) const {
+  std::string names;
+  for (const auto& [n, text] : sentence_.prompts) {
+    if (n == name) return text;
+    names += (names.empty() ? "" : ", ") + n;
+  }
+  RLX_FAIL("embedder: '" << dir_ << "' has no prompt named '" << name << "' ("
+                         << (names.empty() ? "config_sentence_transformers.json gives none"
+                                           : "config_sentence_transformers.json gives: " + names)
+                         << ")");
+}
+
+std::string Embedder::Impl::prompt_for(const std::string& name, const std::optional<std::string>& text) const {
+  std::string p = text ? *text
+                  : !name.empty() ? prompt_text(name)
+                  : !sentence_.default_prompt_name.empty() ? prompt_text(sentence_.default_prompt_name)
+                                                           : "";
+  // sentence-transformers would leave the prompt out of the pooling.
+  RLX_CHECK(p.empty() || sentence_.include_prompt,
+            "embedder: '" << dir_ << "': the pooling module's include_prompt is false, which rlx does "
+                             "not support with a prompt");
+  return p;
+}
+
+void Embedder::Impl::run_chunk(const std::vector<const TokenizedText*>& encs,
+                               const std::function<void(size_t, std::vector<float>)>& take) {
   int64_t longest = 0;
-  for (const Encoding* e : encs) longest = std::max<int64_t>(longest, int64_t(e->size()));
+  for (const TokenizedText* e : encs) longest = std::max<int64_t>(longest, int64_t(e->ids.size()));
   Bucket b = bucket_for(int64_t(encs.size()), longest, max_len_, opts_.max_batch);
   Executable& exe = buckets_->get(b);
   const size_t S = size_t(b.seq);
-  std::vector<int32_t> ids(size_t(b.batch) * S, 0), mask(ids.size(), 0), types(ids.size(), 0);
+  std::vector<int32_t> ids(size_t(b.batch) * S, tokenizer_->pad_id()), mask(ids.size(), 0),
+      types(ids.size(), 0);
+  std::vector<size_t> lengths(size_t(b.batch), 1);
   for (size_t r = 0; r < size_t(b.batch); ++r) {
     if (r < encs.size()) {
-      const Encoding& e = *encs[r];
+      const TokenizedText& e = *encs[r];
       std::copy(e.ids.begin(), e.ids.end(), ids.begin() + long(r * S));
-      std::copy(e.attention_mask.begin(), e.attention_mask.end(), mask.begin() + long(r * S));
+      std::fill(mask.begin() + long(r * S), mask.begin() + long(r * S + e.ids.size()), 1);
       std::copy(e.type_ids.begin(), e.type_ids.end(), types.begin() + long(r * S));
+      lengths[r] = e.ids.size();
     } else {
       // Filler rows keep one token so no row is fully masked; their results are dropped.
       ids[r * S] = encs[0]->ids[0];
@@ -93,45 +233,57 @@ void Embedder::Impl::run_chunk(const std::vector<const Encoding*>& encs,
     }
   }
   Shape shape{b.batch, b.seq};
-  auto result = exe.run({{"input_ids", HostTensor::from_i32(shape, ids)},
-                         {"attention_mask", HostTensor::from_i32(shape, mask)},
-                         {"token_type_ids", HostTensor::from_i32(shape, types)}});
-  auto it = result.find("embedding");
-  RLX_CHECK(it != result.end(), "embedder: the executable returned no 'embedding'");
-  std::vector<float> all = it->second.to_f32();
+  std::map<std::string, HostTensor> in{{"input_ids", HostTensor::from_i32(shape, ids)},
+                                       {"attention_mask", HostTensor::from_i32(shape, mask)}};
+  if (cfg_.type_vocab_size > 0) in.emplace("token_type_ids", HostTensor::from_i32(shape, types));
+  auto result = exe.run(in);
+  auto output = [&](const char* name, size_t per_row) {
+    auto it = result.find(name);
+    RLX_CHECK(it != result.end(), "embedder: the executable returned no '" << name << "'");
+    std::vector<float> all = it->second.to_f32();
+    RLX_CHECK(all.size() == size_t(b.batch) * per_row,
+              "embedder: " << name << " has " << all.size() << " values, expected " << b.batch * per_row);
+    return all;
+  };
   const size_t H = size_t(cfg_.hidden_size);
-  RLX_CHECK(all.size() == size_t(b.batch) * H, "embedder: embedding has " << all.size()
-                                                   << " values, expected " << b.batch * H);
+  if (cfg_.classifier) {
+    const size_t L = size_t(cfg_.num_labels);
+    std::vector<float> all = output("logits", L);
+    for (size_t r = 0; r < encs.size(); ++r)
+      take(r, std::vector<float>(all.begin() + long(r * L), all.begin() + long((r + 1) * L)));
+    return;
+  }
+  std::vector<float> all;
+  if (pooled_in_graph(pooling_)) {
+    all = output("embedding", H);
+  } else {
+    std::vector<float> hidden = output("last_hidden_state", S * H);
+    all.resize(size_t(b.batch) * H);
+    for (size_t r = 0; r < encs.size(); ++r)
+      pool_tokens(pooling_, hidden.data() + r * S * H, lengths[r], H, all.data() + r * H);
+  }
+  const size_t D = opts_.truncate_dim > 0 ? size_t(opts_.truncate_dim) : size_t(pooled_dim_);
   for (size_t r = 0; r < encs.size(); ++r) {
-    outs[r]->assign(all.begin() + long(r * H), all.begin() + long((r + 1) * H));
-    if (sentence_.normalize) l2_normalize(*outs[r]);
+    std::vector<float> v(all.begin() + long(r * H), all.begin() + long((r + 1) * H));
+    for (const SentenceDense& d : dense_) v = d.apply(v);
+    v.resize(D);
+    if (normalize_) l2_normalize(v);
+    take(r, std::move(v));
   }
 }
 
-std::vector<std::vector<float>> Embedder::Impl::embed(const std::vector<std::string>& texts) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<std::vector<float>> out(texts.size());
-  if (texts.empty()) return out;
-  std::vector<Encoding> encs;
-  encs.reserve(texts.size());
-  size_t cut = 0;
-  for (size_t i = 0; i < texts.size(); ++i) {
-    encs.push_back(tokenizer_.encode(texts[i], max_len_));
-    RLX_CHECK(opts_.truncate || !encs.back().truncated,
-              "embedder: text " << i << " is longer than the model's " << max_len_
-                                << " tokens (truncation is off)");
-    cut += encs.back().truncated;
-  }
-  truncated_ += cut;
+std::vector<std::vector<float>> Embedder::Impl::run_all(const std::vector<TokenizedText>& encs) {
+  std::vector<std::vector<float>> out(encs.size());
+  if (encs.empty()) return out;
   // Similar lengths share a chunk, so padding stays small.
-  std::vector<size_t> order(texts.size());
+  std::vector<size_t> order(encs.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return encs[a].size() < encs[b].size(); });
+                   [&](size_t a, size_t b) { return encs[a].ids.size() < encs[b].ids.size(); });
   Bucket largest;
   for (size_t start = 0; start < order.size(); start += size_t(opts_.max_batch)) {
     size_t end = std::min(order.size(), start + size_t(opts_.max_batch));
-    Bucket b = bucket_for(int64_t(end - start), int64_t(encs[order[end - 1]].size()), max_len_,
+    Bucket b = bucket_for(int64_t(end - start), int64_t(encs[order[end - 1]].ids.size()), max_len_,
                           opts_.max_batch);
     largest = {std::max(largest.batch, b.batch), std::max(largest.seq, b.seq)};
   }
@@ -141,27 +293,87 @@ std::vector<std::vector<float>> Embedder::Impl::embed(const std::vector<std::str
   buckets_->reserve(largest);
   for (size_t start = 0; start < order.size(); start += size_t(opts_.max_batch)) {
     size_t end = std::min(order.size(), start + size_t(opts_.max_batch));
-    std::vector<const Encoding*> chunk;
-    std::vector<std::vector<float>*> dst;
-    for (size_t i = start; i < end; ++i) {
-      chunk.push_back(&encs[order[i]]);
-      dst.push_back(&out[order[i]]);
-    }
-    run_chunk(chunk, dst);
+    std::vector<const TokenizedText*> chunk;
+    for (size_t i = start; i < end; ++i) chunk.push_back(&encs[order[i]]);
+    run_chunk(chunk, [&](size_t r, std::vector<float> v) { out[order[start + r]] = std::move(v); });
   }
+  return out;
+}
+
+std::vector<std::vector<float>> Embedder::Impl::embed(const std::vector<std::string>& texts,
+                                                      const EmbedCall& call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  RLX_CHECK(!cfg_.classifier, "embedder: '" << dir_ << "' is a cross-encoder (" << info_.architecture
+                                            << "): it scores text pairs (score()), it gives no embeddings");
+  const bool per_call = call.prompt || !call.prompt_name.empty();
+  const std::string prompt = per_call ? prompt_for(call.prompt_name, call.prompt)
+                                      : prompt_for(opts_.prompt_name, opts_.prompt);
+  if (call.truncated) call.truncated->assign(texts.size(), 0);
+  std::vector<TokenizedText> encs;
+  encs.reserve(texts.size());
+  size_t cut = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    encs.push_back(tokenizer_->encode(strip_spaces(prompt.empty() ? texts[i] : prompt + texts[i]), max_len_));
+    RLX_CHECK(opts_.truncate || !encs.back().truncated,
+              "embedder: text " << i << " is longer than the model's " << max_len_
+                                << " tokens (truncation is off)");
+    cut += encs.back().truncated;
+    if (call.truncated) (*call.truncated)[i] = encs.back().truncated;
+  }
+  truncated_ += cut;
+  return run_all(encs);
+}
+
+std::vector<float> Embedder::Impl::score(const std::string& query, const std::vector<std::string>& docs,
+                                         bool activate) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  RLX_CHECK(cfg_.classifier, "embedder: '" << dir_ << "' is an embedding model ("
+                                           << (info_.architecture.empty() ? cfg_.model_type : info_.architecture)
+                                           << "), not a cross-encoder: it cannot score pairs");
+  RLX_CHECK(cfg_.num_labels == 1, "embedder: '" << dir_ << "' has " << cfg_.num_labels
+                                                << " labels; scoring needs a model with one");
+  std::vector<TokenizedText> encs;
+  encs.reserve(docs.size());
+  size_t cut = 0;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    encs.push_back(tokenizer_->encode_pair(query, docs[i], max_len_));
+    RLX_CHECK(opts_.truncate || !encs.back().truncated,
+              "embedder: the query with document " << i << " is longer than the model's " << max_len_
+                                                   << " tokens (truncation is off)");
+    cut += encs.back().truncated;
+  }
+  truncated_ += cut;
+  std::vector<std::vector<float>> logits = run_all(encs);
+  std::vector<float> out(docs.size());
+  const bool sigmoid = activate && cfg_.score_activation == BertConfig::ScoreActivation::Sigmoid;
+  for (size_t i = 0; i < docs.size(); ++i)
+    out[i] = sigmoid ? float(1.0 / (1.0 + std::exp(-double(logits[i][0])))) : logits[i][0];
   return out;
 }
 
 Embedder::Embedder(const std::string& dir, const EmbedderOptions& opts) : impl_(std::make_unique<Impl>(dir, opts)) {}
 Embedder::~Embedder() = default;
 
-std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& texts) { return impl_->embed(texts); }
+std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& texts) {
+  return impl_->embed(texts, {});
+}
+std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& texts, const EmbedCall& call) {
+  return impl_->embed(texts, call);
+}
+std::vector<float> Embedder::score(const std::string& query, const std::vector<std::string>& documents) {
+  return impl_->score(query, documents, true);
+}
+std::vector<float> Embedder::logits(const std::string& query, const std::vector<std::string>& documents) {
+  return impl_->score(query, documents, false);
+}
+bool Embedder::is_cross_encoder() const { return impl_->cfg_.classifier; }
+std::string Embedder::prompt(const std::string& name) const { return impl_->prompt_text(name); }
 size_t Embedder::truncated_texts() const { return impl_->truncated_; }
-int Embedder::dim() const { return impl_->cfg_.hidden_size; }
+int Embedder::dim() const { return impl_->info_.dim; }
 int Embedder::max_len() const { return impl_->max_len_; }
-bool Embedder::normalizes() const { return impl_->sentence_.normalize; }
-const WordPiece& Embedder::tokenizer() const { return impl_->tokenizer_; }
-const BertConfig& Embedder::config() const { return impl_->cfg_; }
+bool Embedder::normalizes() const { return impl_->info_.normalize; }
+const EmbeddingTokenizer& Embedder::tokenizer() const { return *impl_->tokenizer_; }
+const EmbedderInfo& Embedder::info() const { return impl_->info_; }
 size_t Embedder::compiled_buckets() const { return impl_->buckets_->compiled(); }
 const std::vector<Bucket>& Embedder::buckets_used() const { return impl_->buckets_->used(); }
 

@@ -18,8 +18,22 @@ Activation parse_activation(const std::string& s, const std::string& where) {
   RLX_FAIL(where << "hidden_act '" << s << "' is not supported");
 }
 
-bool is_bert_architecture(const std::string& a) {
-  return a.rfind("Bert", 0) == 0;  // BertModel, BertForMaskedLM, BertForSequenceClassification...
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The heads whose encoder output is the embedding (the head is not run) and
+// the cross-encoder head; any other head would be silently dropped.
+bool is_encoder_head(const std::string& a) {
+  return ends_with(a, "Model") || ends_with(a, "ForMaskedLM") || ends_with(a, "ForPreTraining");
+}
+
+BertConfig::ScoreActivation parse_score_activation(const std::string& s, const std::string& where) {
+  // Written as a class path, e.g. "torch.nn.modules.activation.Sigmoid".
+  std::string last = s.substr(s.rfind('.') == std::string::npos ? 0 : s.rfind('.') + 1);
+  if (last == "Sigmoid") return BertConfig::ScoreActivation::Sigmoid;
+  if (last == "Identity") return BertConfig::ScoreActivation::Identity;
+  RLX_FAIL(where << "activation '" << s << "' is not supported (Sigmoid or Identity)");
 }
 
 }  // namespace
@@ -44,6 +58,42 @@ fs::path confined_path(const fs::path& dir, const std::string& rel, const std::s
   return full;
 }
 
+namespace {
+
+struct FamilyInfo {
+  EncoderFamily family;
+  const char* model_type;
+  const char* arch_prefix;  // the architectures of the family start with it
+};
+constexpr FamilyInfo kFamilies[] = {{EncoderFamily::Bert, "bert", "Bert"},
+                                    {EncoderFamily::Roberta, "roberta", "Roberta"},
+                                    {EncoderFamily::DistilBert, "distilbert", "DistilBert"}};
+
+// The classification head of each family, read into c.
+void read_classifier(const JsonField& j, BertConfig& c, int64_t max_labels) {
+  // id2label is what transformers writes; num_labels is accepted too.
+  if (j.has("id2label")) {
+    c.num_labels = 0;
+    j.at("id2label").object().for_each_member([&](const std::string&, const JsonField&) { ++c.num_labels; });
+    RLX_CHECK(c.num_labels >= 1, j.where() << "id2label is empty");
+  }
+  c.num_labels = int(j.integer_or("num_labels", c.num_labels, 1, max_labels));
+  std::string ptype = j.string_or("problem_type", "");
+  RLX_CHECK(ptype.empty() || ptype == "regression" || ptype == "single_label_classification",
+            j.where() << "problem_type '" << ptype << "' is not supported for a cross-encoder");
+  c.score_activation =
+      c.num_labels == 1 ? BertConfig::ScoreActivation::Sigmoid : BertConfig::ScoreActivation::Identity;
+  if (j.has("sentence_transformers")) {
+    JsonField st = j.at("sentence_transformers").object();
+    if (st.has("activation_fn"))
+      c.score_activation = parse_score_activation(st.at("activation_fn").string(), st.where());
+  } else if (j.has("sbert_ce_default_activation_function")) {
+    c.score_activation = parse_score_activation(j.at("sbert_ce_default_activation_function").string(), j.where());
+  }
+}
+
+}  // namespace
+
 BertConfig load_bert_config(const std::string& dir_or_file) {
   fs::path file = fs::is_directory(dir_or_file) ? fs::path(dir_or_file) / "config.json"
                                                 : fs::path(dir_or_file);
@@ -56,66 +106,163 @@ BertConfig load_bert_config(const std::string& dir_or_file) {
     JsonField a = j.at("architectures");
     for (size_t i = 0; i < a.size(); ++i) c.architectures.push_back(a.at(i).string());
   }
-  bool arch_ok = c.architectures.empty() || is_bert_architecture(c.architectures[0]);
-  std::string what = !c.architectures.empty() ? c.architectures[0] : c.model_type;
-  RLX_CHECK(c.model_type == "bert" && arch_ok,
+  const std::string arch = c.architectures.empty() ? "" : c.architectures[0];
+  const FamilyInfo* fam = nullptr;
+  for (const FamilyInfo& f : kFamilies)
+    if (c.model_type == f.model_type) fam = &f;
+  bool arch_ok = fam && (arch.empty() || (arch.rfind(fam->arch_prefix, 0) == 0 &&
+                                          (is_encoder_head(arch) || ends_with(arch, "ForSequenceClassification"))));
+  std::string what = !arch.empty() ? arch : c.model_type;
+  RLX_CHECK(arch_ok,
             "'" << file.string() << "': unsupported architecture '" << (what.empty() ? "?" : what)
                 << "' (model_type '" << c.model_type
-                << "'); rlx loads BERT encoders (model_type 'bert')");
-  std::string pos = j.string_or("position_embedding_type", "absolute");
-  RLX_CHECK(pos == "absolute", "'" << file.string() << "': position_embedding_type '" << pos
-                                   << "' is not supported (only 'absolute')");
+                << "'); rlx loads encoders of model_type 'bert', 'roberta' and 'distilbert' (*Model, "
+                   "*ForMaskedLM, *ForPreTraining) and their cross-encoders (*ForSequenceClassification)");
+  c.family = fam->family;
+  c.classifier = ends_with(arch, "ForSequenceClassification");
   const BertLimits L;
-  c.vocab_size = int(j.integer_or("vocab_size", c.vocab_size, 1, L.vocab));
-  c.hidden_size = int(j.integer_or("hidden_size", c.hidden_size, 1, L.hidden));
-  c.num_hidden_layers = int(j.integer_or("num_hidden_layers", c.num_hidden_layers, 1, L.layers));
-  c.num_attention_heads = int(j.integer_or("num_attention_heads", c.num_attention_heads, 1, L.heads));
-  c.intermediate_size = int(j.integer_or("intermediate_size", c.intermediate_size, 1, L.intermediate));
-  std::string act = j.string_or("hidden_act", "gelu");
-  c.hidden_act = parse_activation(act, j.where());
-  c.layer_norm_eps = float(j.number_or("layer_norm_eps", c.layer_norm_eps, 0.0, 1.0));
+  if (c.family == EncoderFamily::DistilBert) {
+    // DistilBERT's own key names; no token types, post-norm layers as BERT.
+    RLX_CHECK(!j.boolean_or("sinusoidal_pos_embds", false),
+              j.where() << "sinusoidal_pos_embds is not supported (learned positions are)");
+    c.vocab_size = int(j.integer_or("vocab_size", c.vocab_size, 1, L.vocab));
+    c.hidden_size = int(j.integer_or("dim", c.hidden_size, 1, L.hidden));
+    c.num_hidden_layers = int(j.integer_or("n_layers", 6, 1, L.layers));
+    c.num_attention_heads = int(j.integer_or("n_heads", c.num_attention_heads, 1, L.heads));
+    c.intermediate_size = int(j.integer_or("hidden_dim", c.intermediate_size, 1, L.intermediate));
+    c.hidden_act = parse_activation(j.string_or("activation", "gelu"), j.where());
+    c.layer_norm_eps = 1e-12f;
+    c.type_vocab_size = 0;
+  } else {
+    std::string pos = j.string_or("position_embedding_type", "absolute");
+    RLX_CHECK(pos == "absolute", "'" << file.string() << "': position_embedding_type '" << pos
+                                     << "' is not supported (only 'absolute')");
+    c.vocab_size = int(j.integer_or("vocab_size", c.vocab_size, 1, L.vocab));
+    c.hidden_size = int(j.integer_or("hidden_size", c.hidden_size, 1, L.hidden));
+    c.num_hidden_layers = int(j.integer_or("num_hidden_layers", c.num_hidden_layers, 1, L.layers));
+    c.num_attention_heads = int(j.integer_or("num_attention_heads", c.num_attention_heads, 1, L.heads));
+    c.intermediate_size = int(j.integer_or("intermediate_size", c.intermediate_size, 1, L.intermediate));
+    std::string act = j.string_or("hidden_act", "gelu");
+    c.hidden_act = parse_activation(act, j.where());
+    c.layer_norm_eps = float(j.number_or("layer_norm_eps", c.layer_norm_eps, 0.0, 1.0));
+    c.type_vocab_size = int(j.integer_or("type_vocab_size", c.type_vocab_size, 1, L.type_vocab));
+  }
   c.max_position_embeddings =
       int(j.integer_or("max_position_embeddings", c.max_position_embeddings, 1, L.positions));
-  c.type_vocab_size = int(j.integer_or("type_vocab_size", c.type_vocab_size, 1, L.type_vocab));
-  c.pad_token_id = int(j.integer_or("pad_token_id", c.pad_token_id, 0, c.vocab_size - 1));
+  c.pad_token_id = int(j.integer_or("pad_token_id", c.family == EncoderFamily::Roberta ? 1 : 0, 0, c.vocab_size - 1));
+  // RoBERTa numbers positions from padding_idx + 1 (padding_idx = pad_token_id).
+  if (c.family == EncoderFamily::Roberta) {
+    c.position_offset = c.pad_token_id + 1;
+    RLX_CHECK(c.max_position_embeddings > c.position_offset,
+              j.where() << "max_position_embeddings " << c.max_position_embeddings
+                        << " leaves no position after the offset " << c.position_offset);
+  }
+  if (c.classifier) read_classifier(j, c, L.hidden);
   RLX_CHECK(c.hidden_size % c.num_attention_heads == 0,
             "'" << file.string() << "': hidden_size " << c.hidden_size
                 << " is not a multiple of num_attention_heads " << c.num_attention_heads);
   return c;
 }
 
+Pooling parse_pooling(const std::string& n, const std::string& what) {
+  if (n == "mean" || n == "mean_tokens") return Pooling::Mean;
+  if (n == "cls" || n == "cls_token") return Pooling::Cls;
+  if (n == "max" || n == "max_tokens") return Pooling::Max;
+  if (n == "mean_sqrt_len" || n == "mean_sqrt_len_tokens") return Pooling::MeanSqrtLen;
+  if (n == "weightedmean" || n == "weightedmean_tokens") return Pooling::WeightedMean;
+  if (n == "lasttoken" || n == "last_token") return Pooling::LastToken;
+  RLX_FAIL(what << " '" << n << "' is not a pooling mode (mean, cls, max, mean_sqrt_len, weightedmean, "
+                   "lasttoken)");
+}
+
+const char* pooling_name(Pooling p) {
+  switch (p) {
+    case Pooling::Mean: return "mean";
+    case Pooling::Cls: return "cls";
+    case Pooling::Max: return "max";
+    case Pooling::MeanSqrtLen: return "mean_sqrt_len";
+    case Pooling::WeightedMean: return "weightedmean";
+    case Pooling::LastToken: return "lasttoken";
+  }
+  return "?";
+}
+
 SentenceConfig load_sentence_config(const std::string& dir) {
   SentenceConfig s;
+  s.transformer_dir = dir;
   fs::path modules = fs::path(dir) / "modules.json";
   if (fs::exists(modules)) {
     s.present = true;
     nlohmann::json doc = read_json_file(modules);
     JsonField m(doc, modules.string());
+    // The order sentence-transformers runs them in; anything else would be
+    // silently skipped, so it is refused.
+    int stage = 0;  // 0 Transformer, 1 Pooling, 2 Dense, 3 Normalize
     for (size_t i = 0; i < m.size(); ++i) {
       JsonField mod = m.at(i).object();
       std::string type = mod.at("type").string();
       std::string path = mod.string_or("path", "");
-      if (type.find("Normalize") != std::string::npos) {
+      const std::string name = type.substr(type.rfind('.') == std::string::npos ? 0 : type.rfind('.') + 1);
+      const int want = name == "Transformer" ? 0 : name == "Pooling" ? 1 : name == "Dense" ? 2
+                       : name == "Normalize" ? 3 : -1;
+      RLX_CHECK(want >= 0, mod.where() << "module type '" << type
+                                       << "' is not supported (Transformer, Pooling, Dense and Normalize are)");
+      RLX_CHECK(want > stage || (want == 2 && stage == 2) || (i == 0 && want == 0),
+                mod.where() << "module '" << type << "' comes after a module it must precede "
+                                                     "(the order is Transformer, Pooling, Dense, Normalize)");
+      stage = want;
+      if (name == "Transformer") {
+        // Older models keep it in a folder of its own ("0_BERT", "0_Transformer").
+        if (!path.empty()) s.transformer_dir = confined_path(dir, path, mod.where()).string();
+      } else if (name == "Normalize") {
         s.normalize = true;
-      } else if (type.find("Pooling") != std::string::npos) {
+      } else if (name == "Dense") {
+        s.dense_dirs.push_back(confined_path(dir, path, mod.where()).string());
+      } else if (name == "Pooling") {
         fs::path pc = confined_path(dir, path, mod.where()) / "config.json";
         if (!fs::exists(pc)) continue;  // sentence-transformers defaults to mean pooling
         nlohmann::json pdoc = read_json_file(pc);
         JsonField p(pdoc, pc.string());
         p.object();
-        bool cls = p.boolean_or("pooling_mode_cls_token", false);
-        bool mean = p.boolean_or("pooling_mode_mean_tokens", false);
-        for (const char* other : {"pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
-                                  "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken"})
-          RLX_CHECK(!p.boolean_or(other, false),
-                    "'" << pc.string() << "': " << other << " is not supported (mean or cls are)");
-        RLX_CHECK(cls != mean, "'" << pc.string() << "': exactly one of pooling_mode_mean_tokens and "
-                                                     "pooling_mode_cls_token must be set");
-        s.pooling = cls ? Pooling::Cls : Pooling::Mean;
+        const std::pair<const char*, Pooling> modes[] = {
+            {"pooling_mode_cls_token", Pooling::Cls},
+            {"pooling_mode_mean_tokens", Pooling::Mean},
+            {"pooling_mode_max_tokens", Pooling::Max},
+            {"pooling_mode_mean_sqrt_len_tokens", Pooling::MeanSqrtLen},
+            {"pooling_mode_weightedmean_tokens", Pooling::WeightedMean},
+            {"pooling_mode_lasttoken", Pooling::LastToken}};
+        int set = 0;
+        for (const auto& [key, mode] : modes)
+          if (p.boolean_or(key, false)) {
+            s.pooling = mode;
+            ++set;
+          }
+        // Several modes at once concatenate their vectors in sentence-transformers.
+        RLX_CHECK(set == 1, "'" << pc.string() << "': exactly one pooling_mode_* must be set, found "
+                                << set << " (concatenated pooling modes are not supported)");
+        s.include_prompt = p.boolean_or("include_prompt", true);
       }
     }
   }
+  fs::path cst = fs::path(dir) / "config_sentence_transformers.json";
+  if (fs::exists(cst)) {
+    nlohmann::json doc = read_json_file(cst);
+    JsonField j(doc, cst.string());
+    j.object();
+    if (j.has("prompts"))
+      j.at("prompts").object().for_each_member([&](const std::string& name, const JsonField& v) {
+        s.prompts.emplace_back(name, v.string());
+      });
+    s.default_prompt_name = j.string_or("default_prompt_name", "");
+    if (!s.default_prompt_name.empty()) {
+      bool known = false;
+      for (const auto& pr : s.prompts) known |= pr.first == s.default_prompt_name;
+      RLX_CHECK(known, j.where() << "default_prompt_name '" << s.default_prompt_name
+                                 << "' is not one of its prompts");
+    }
+  }
   fs::path sb = fs::path(dir) / "sentence_bert_config.json";
+  if (!fs::exists(sb)) sb = fs::path(s.transformer_dir) / "sentence_bert_config.json";
   if (fs::exists(sb)) {
     nlohmann::json doc = read_json_file(sb);
     JsonField j(doc, sb.string());

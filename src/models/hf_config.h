@@ -3,6 +3,7 @@
 #pragma once
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rlx/enums.h"
@@ -16,7 +17,12 @@ struct BertLimits {
       positions = 1 << 16, type_vocab = 1 << 16;
 };
 
+// Encoders with BERT's post-norm layers, told apart by their names,
+// positions and token types.
+enum class EncoderFamily { Bert, Roberta, DistilBert };
+
 struct BertConfig {
+  EncoderFamily family = EncoderFamily::Bert;
   std::string model_type;
   std::vector<std::string> architectures;
   int vocab_size = 30522;
@@ -27,9 +33,20 @@ struct BertConfig {
   Activation hidden_act = Activation::Gelu;
   float layer_norm_eps = 1e-12f;
   int max_position_embeddings = 512;
-  int type_vocab_size = 2;
+  int type_vocab_size = 2;  // 0: the family has no token types (DistilBERT)
   int pad_token_id = 0;
+  int position_offset = 0;  // position of the first token (RoBERTa: pad_token_id + 1)
+  // A *ForSequenceClassification checkpoint: a cross-encoder whose pooler
+  // and classifier give num_labels logits per text pair.
+  bool classifier = false;
+  int num_labels = 1;
+  // What sentence-transformers' CrossEncoder applies to the logits
+  // (config.json's sentence_transformers.activation_fn, or the older
+  // sbert_ce_default_activation_function): sigmoid for one label by default.
+  enum class ScoreActivation { Identity, Sigmoid } score_activation = ScoreActivation::Sigmoid;
   int head_dim() const { return hidden_size / num_attention_heads; }
+  // Tokens per text the position table holds.
+  int max_tokens() const { return max_position_embeddings - position_offset; }
 };
 
 // Reads <dir>/config.json (or the file itself). Throws rlx::Error naming the
@@ -38,18 +55,32 @@ struct BertConfig {
 // encoder.
 BertConfig load_bert_config(const std::string& dir_or_file);
 
-enum class Pooling { Mean, Cls };
+// sentence-transformers' Pooling modes. Mean and Cls are computed in the
+// graph; the others on the host from last_hidden_state.
+enum class Pooling { Mean, Cls, Max, MeanSqrtLen, WeightedMean, LastToken };
+// "mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken" (and
+// sentence-transformers' spellings); throws naming `what` for anything else.
+Pooling parse_pooling(const std::string& name, const std::string& what);
+const char* pooling_name(Pooling p);
 
 struct SentenceConfig {
   bool present = false;       // modules.json was found
   Pooling pooling = Pooling::Mean;
   bool normalize = false;     // a Normalize module follows pooling
+  std::vector<std::string> dense_dirs;  // Dense modules after pooling, in order (their folders)
+  std::string transformer_dir;          // the Transformer module's folder: the model dir unless it names one
   int max_seq_length = 0;     // sentence_bert_config.json; 0 = not given
+  bool include_prompt = true;  // the pooling module's include_prompt
+  // config_sentence_transformers.json: named prompts ("query" -> "query: ")
+  // and the one applied when none is asked for ("" = none).
+  std::vector<std::pair<std::string, std::string>> prompts;
+  std::string default_prompt_name;
 };
 
 // Reads modules.json, the pooling module's config.json and
 // sentence_bert_config.json when present; without modules.json the defaults
-// (mean pooling, no normalization) apply.
+// (mean pooling, no normalization) apply. The modules must be Transformer,
+// Pooling, any Dense, then Normalize; any other module is refused by name.
 SentenceConfig load_sentence_config(const std::string& dir);
 
 // dir / rel for a path named inside a model file, refused (rlx::Error

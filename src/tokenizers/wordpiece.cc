@@ -1,5 +1,7 @@
 #include "tokenizers/wordpiece.h"
 
+#include <mutex>
+
 #include <utf8proc.h>
 
 #include <algorithm>
@@ -125,6 +127,7 @@ WordPiece::WordPiece(std::unordered_map<std::string, int32_t> vocab, WordPieceOp
   for (const auto& [tok, id] : vocab_) {
     RLX_CHECK(id >= 0, "wordpiece: token '" << tok << "' has the negative id " << id);
     max_id_ = std::max(max_id_, id);
+    by_id_.emplace(id, tok);
     size_t chars = 0;
     for (unsigned char c : tok) chars += (c & 0xC0) != 0x80;  // UTF-8 lead bytes
     longest_piece_ = std::max(longest_piece_, chars);
@@ -368,6 +371,64 @@ Encoding WordPiece::encode(std::string_view text, int max_len) const {
   e.type_ids.assign(e.ids.size(), 0);
   e.attention_mask.assign(e.ids.size(), 1);
   return e;
+}
+
+Encoding WordPiece::encode_pair(std::string_view a, std::string_view b, int max_len) const {
+  RLX_CHECK(max_len >= 3, "wordpiece: max_len " << max_len << " leaves no room for [CLS] and two [SEP]");
+  const size_t room = size_t(max_len - 3);
+  // Whole: which side is longer decides the split, as in Hugging Face.
+  std::vector<int32_t> ta = tokenize(a), tb = tokenize(b);
+  Encoding e;
+  if (ta.size() + tb.size() > room) {
+    // Hugging Face's longest_first: the shorter side keeps what it has
+    // unless it is over half, the longer side gets the rest.
+    e.truncated = true;
+    size_t n1 = ta.size(), n2 = tb.size();
+    const bool swap = n1 > n2;
+    if (swap) std::swap(n1, n2);
+    if (n1 > room / 2) {
+      n1 = room / 2;
+      n2 = n1 + room % 2;
+    } else {
+      n2 = room - n1;
+    }
+    if (swap) std::swap(n1, n2);
+    ta.resize(n1);
+    tb.resize(n2);
+  }
+  e.ids.push_back(cls_id_);
+  e.ids.insert(e.ids.end(), ta.begin(), ta.end());
+  e.ids.push_back(sep_id_);
+  e.type_ids.assign(e.ids.size(), 0);
+  e.ids.insert(e.ids.end(), tb.begin(), tb.end());
+  e.ids.push_back(sep_id_);
+  e.type_ids.resize(e.ids.size(), 1);
+  e.attention_mask.assign(e.ids.size(), 1);
+  return e;
+}
+
+const std::string& WordPiece::token(int32_t id) const {
+  static const std::string none;
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? none : it->second;
+}
+
+std::string WordPiece::decode(const std::vector<int32_t>& ids) const {
+  // As BertTokenizerFast.decode(skip_special_tokens=True): pieces joined by
+  // spaces, continuation pieces glued to the one before.
+  std::string out;
+  const std::string& pre = opts_.continuing_prefix;
+  for (int32_t id : ids) {
+    if (id == cls_id_ || id == sep_id_ || id == pad_id_) continue;
+    const std::string& t = token(id);
+    if (!pre.empty() && t.rfind(pre, 0) == 0) {
+      out += t.substr(pre.size());
+    } else {
+      if (!out.empty()) out += ' ';
+      out += t;
+    }
+  }
+  return out;
 }
 
 void WordPiece::pad(Encoding& e, size_t length) const {

@@ -57,7 +57,14 @@ class WordPiece {
   // Each text encoded, then all padded to the longest (or to pad_to when larger).
   std::vector<Encoding> encode_batch(const std::vector<std::string>& texts, int max_len = 512,
                                      int pad_to = 0) const;
+  // [CLS] a [SEP] b [SEP] with type ids 0 then 1, cut to max_len tokens in
+  // all as Hugging Face's longest_first truncation does.
+  Encoding encode_pair(std::string_view a, std::string_view b, int max_len = 512) const;
   void pad(Encoding& e, size_t length) const;
+  // The vocabulary entry of an id ("" when none); decode() joins pieces
+  // without special tokens, "##" pieces glued on.
+  const std::string& token(int32_t id) const;
+  std::string decode(const std::vector<int32_t>& ids) const;
 
   int32_t id_of(const std::string& token) const;  // -1 when absent
   size_t vocab_size() const { return vocab_.size(); }
@@ -74,6 +81,7 @@ class WordPiece {
   WordPieceOptions opts_;
   TokenTrie specials_;         // matched in the raw text, leftmost-longest
   size_t longest_piece_ = 0;   // code points in the longest vocabulary entry
+  std::unordered_map<int32_t, std::string> by_id_;
   int32_t unk_id_ = -1, cls_id_ = -1, sep_id_ = -1, pad_id_ = 0, max_id_ = -1;
 };
 

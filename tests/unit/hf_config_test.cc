@@ -67,8 +67,15 @@ TEST(HfConfig, ClsPoolingWithoutNormalize) {
   EXPECT_EQ(s.pooling, Pooling::Cls);
   EXPECT_FALSE(s.normalize);
   write_text(d.path() / "1_Pooling/config.json", R"({"pooling_mode_max_tokens":true})");
+  EXPECT_EQ(load_sentence_config(d.path().string()).pooling, Pooling::Max);
+  write_text(d.path() / "1_Pooling/config.json", R"({"pooling_mode_lasttoken":true})");
+  EXPECT_EQ(load_sentence_config(d.path().string()).pooling, Pooling::LastToken);
+  // Two modes at once would concatenate in sentence-transformers.
+  write_text(d.path() / "1_Pooling/config.json",
+             R"({"pooling_mode_max_tokens":true,"pooling_mode_mean_tokens":true})");
   std::string msg = error_of([&] { load_sentence_config(d.path().string()); });
-  EXPECT_NE(msg.find("pooling_mode_max_tokens"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("concatenated pooling modes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1_Pooling"), std::string::npos) << msg;
 }
 
 TEST(HfConfig, ErrorsNameTheFile) {
@@ -99,6 +106,67 @@ TEST(HfConfig, ErrorsNameTheFile) {
 
   msg = error_of([&] { load_bert_config((d.path() / "absent").string()); });
   EXPECT_NE(msg.find("absent"), std::string::npos) << msg;
+}
+
+TEST(HfConfig, EncoderFamiliesReadTheirOwnKeys) {
+  TempDir d;
+  auto cfg = d.path() / "config.json";
+  write_text(cfg, R"({"model_type":"distilbert","architectures":["DistilBertModel"],"dim":48,"n_layers":3,)"
+                  R"("n_heads":4,"hidden_dim":77,"activation":"relu","vocab_size":99,"max_position_embeddings":33})");
+  BertConfig c = load_bert_config(d.path().string());
+  EXPECT_EQ(c.family, EncoderFamily::DistilBert);
+  EXPECT_EQ(c.hidden_size, 48);
+  EXPECT_EQ(c.num_hidden_layers, 3);
+  EXPECT_EQ(c.num_attention_heads, 4);
+  EXPECT_EQ(c.intermediate_size, 77);
+  EXPECT_EQ(c.hidden_act, Activation::Relu);
+  EXPECT_EQ(c.type_vocab_size, 0);
+  EXPECT_EQ(c.max_tokens(), 33);
+  EXPECT_FALSE(c.classifier);
+
+  write_text(cfg, R"({"model_type":"distilbert","sinusoidal_pos_embds":true})");
+  std::string msg = error_of([&] { load_bert_config(d.path().string()); });
+  EXPECT_NE(msg.find("sinusoidal_pos_embds"), std::string::npos) << msg;
+
+  write_text(cfg, R"({"model_type":"roberta","architectures":["RobertaForSequenceClassification"],)"
+                  R"("max_position_embeddings":514,"pad_token_id":1,"type_vocab_size":1,"vocab_size":50265,)"
+                  R"("id2label":{"0":"A","1":"B","2":"C"}})");
+  c = load_bert_config(d.path().string());
+  EXPECT_EQ(c.family, EncoderFamily::Roberta);
+  EXPECT_EQ(c.position_offset, 2);
+  EXPECT_EQ(c.max_tokens(), 512);
+  EXPECT_TRUE(c.classifier);
+  EXPECT_EQ(c.num_labels, 3);
+  EXPECT_EQ(c.score_activation, BertConfig::ScoreActivation::Identity);  // more than one label
+
+  // Another family's architecture under a model_type, and families rlx does not run.
+  write_text(cfg, R"({"model_type":"roberta","architectures":["BertModel"]})");
+  msg = error_of([&] { load_bert_config(d.path().string()); });
+  EXPECT_NE(msg.find("'BertModel' (model_type 'roberta')"), std::string::npos) << msg;
+  write_text(cfg, R"({"model_type":"xlm-roberta","architectures":["XLMRobertaModel"]})");
+  msg = error_of([&] { load_bert_config(d.path().string()); });
+  EXPECT_NE(msg.find("model_type 'xlm-roberta'"), std::string::npos) << msg;
+  write_text(cfg, R"({"model_type":"bert","architectures":["BertForQuestionAnswering"]})");
+  msg = error_of([&] { load_bert_config(d.path().string()); });
+  EXPECT_NE(msg.find("BertForQuestionAnswering"), std::string::npos) << msg;
+  write_text(cfg, R"({"model_type":"bert","architectures":["BertForSequenceClassification"],)"
+                  R"("problem_type":"multi_label_classification"})");
+  msg = error_of([&] { load_bert_config(d.path().string()); });
+  EXPECT_NE(msg.find("multi_label_classification"), std::string::npos) << msg;
+}
+
+TEST(HfConfig, SentenceTransformersPrompts) {
+  TempDir d;
+  write_text(d.path() / "config_sentence_transformers.json",
+             R"({"prompts":{"query":"query: ","passage":"passage: "},"default_prompt_name":"query"})");
+  SentenceConfig s = load_sentence_config(d.path().string());
+  ASSERT_EQ(s.prompts.size(), 2u);
+  EXPECT_EQ(s.default_prompt_name, "query");
+  for (const auto& [name, text] : s.prompts) EXPECT_EQ(text, name + ": ");
+  write_text(d.path() / "config_sentence_transformers.json", R"({"prompts":{"query":7}})");
+  std::string msg = error_of([&] { load_sentence_config(d.path().string()); });
+  EXPECT_NE(msg.find("config_sentence_transformers.json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("query"), std::string::npos) << msg;
 }
 
 }  // namespace
