@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "server/api_error.h"
-#include "tokenizers/wordpiece.h"
 
 namespace rlx::server {
 
@@ -24,9 +23,9 @@ EmbeddingLoop::~EmbeddingLoop() {
 std::vector<int64_t> EmbeddingLoop::token_counts(const std::vector<std::string>& texts) const {
   std::vector<int64_t> out;
   out.reserve(texts.size());
-  // Counting stops a little past the model's limit: a longer text costs no more.
-  const size_t limit = size_t(embedder_.max_len()) + 1;
-  for (const std::string& t : texts) out.push_back(int64_t(embedder_.tokenizer().tokenize(t, limit).size()) + 2);
+  // Counting stops one past the model's limit: a longer text costs no more.
+  const int limit = embedder_.max_len() + 1;
+  for (const std::string& t : texts) out.push_back(int64_t(embedder_.tokenizer().encode(t, limit).ids.size()));
   return out;
 }
 

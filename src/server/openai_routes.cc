@@ -182,6 +182,10 @@ void send_completion(ServerState& s, const CompletionRequest& r, const std::shar
 void embeddings(ServerState& s, const httplib::Request& req, httplib::Response& res) {
   EmbeddingRequest r = parse_embedding(parse_body(req.body));
   check_model(r.model, s.embedder_name, "embedding");
+  if (s.embedder->is_cross_encoder()) {
+    throw ApiError{400, "the model '" + s.embedder_name + "' is a cross-encoder: it scores pairs at /rerank, it does not embed",
+                   "invalid_request_error", "model", "model_not_embedding"};
+  }
   const std::vector<int64_t> counts = s.embedding->token_counts(r.inputs);
   int64_t tokens = 0;
   for (int64_t c : counts) tokens += std::min<int64_t>(c, s.embedder->max_len());

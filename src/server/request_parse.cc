@@ -272,4 +272,20 @@ TokenizeRequest parse_tokenize(const json& j) {
   return r;
 }
 
+RerankRequest parse_rerank(const json& j) {
+  reject_unknown(j, {"query", "texts", "raw_scores", "return_text", "truncate", "truncation_direction"});
+  if (!j.contains("query")) throw ApiError{400, "'query' is required", "validation", "query", ""};
+  if (!j.contains("texts")) throw ApiError{400, "'texts' is required", "validation", "texts", ""};
+  RerankRequest r;
+  if (!j["query"].is_string()) throw bad_field("query", "a string");
+  r.query = j["query"].get<std::string>();
+  if (!j["texts"].is_array()) throw bad_field("texts", "an array of strings");
+  r.texts = string_or_list(j, "texts", 2048);
+  r.raw_scores = get_bool(j, "raw_scores", false);
+  r.return_text = get_bool(j, "return_text", false);
+  require_default(j, "truncate", true, "must be true: pairs are cut to the model's length");
+  require_default(j, "truncation_direction", "Right", "must be \"Right\"");
+  return r;
+}
+
 }  // namespace rlx::server

@@ -54,4 +54,13 @@ struct TokenizeRequest {
 };
 TokenizeRequest parse_tokenize(const nlohmann::json& j);
 
+// TEI's /rerank: {"query": string, "texts": [string], "raw_scores": bool,
+// "return_text": bool, "truncate": bool}.
+struct RerankRequest {
+  std::string query;
+  std::vector<std::string> texts;
+  bool raw_scores = false, return_text = false;
+};
+RerankRequest parse_rerank(const nlohmann::json& j);
+
 }  // namespace rlx::server

@@ -111,8 +111,10 @@ void load_models(ServerState& s) {
     eo.dtype = o.dtype;
     eo.threads = o.threads;
     eo.max_batch = 128;
-    s.embedder = std::make_unique<Embedder>(o.embedding_model, eo);
-    s.embedder_name = o.embedding_model_name.empty() ? name_of(o.embedding_model) : o.embedding_model_name;
+    s.embedder = std::make_unique<Embedder>(resolve_model_dir(o.embedding_model), eo);
+    s.embedder_name = !o.embedding_model_name.empty() ? o.embedding_model_name
+                      : is_hub_id(o.embedding_model) && !std::filesystem::exists(o.embedding_model) ? o.embedding_model
+                                                                                                 : name_of(o.embedding_model);
     s.embedding = std::make_unique<EmbeddingLoop>(*s.embedder, s.metrics, o.max_batch_tokens, size_t(o.max_queue));
   }
   RLX_CHECK(s.llm || s.embedder, "rlx serve needs --model, --embedding-model or both");

@@ -1,8 +1,9 @@
 // Text Embeddings Inference's routes: POST /embed, /tokenize; GET /health,
 // /info, /metrics.
+#include <algorithm>
+
 #include "server/request_parse.h"
 #include "server/server_state.h"
-#include "tokenizers/wordpiece.h"
 
 namespace rlx::server {
 namespace {
@@ -15,8 +16,16 @@ void require_embedder(const ServerState& s) {
   }
 }
 
-void embed(ServerState& s, const httplib::Request& req, httplib::Response& res) {
+void require_embedding_model(const ServerState& s) {
   require_embedder(s);
+  if (s.embedder->is_cross_encoder()) {
+    throw ApiError{400, "this server's model '" + s.embedder_name + "' is a cross-encoder: it scores pairs at /rerank",
+                   "Validation", "", ""};
+  }
+}
+
+void embed(ServerState& s, const httplib::Request& req, httplib::Response& res) {
+  require_embedding_model(s);
   TeiEmbedRequest r = parse_tei_embed(parse_body(req.body));
   const std::vector<int64_t> counts = s.embedding->token_counts(r.inputs);
   int64_t tokens = 0;
@@ -44,13 +53,14 @@ void tokenize(ServerState& s, const httplib::Request& req, httplib::Response& re
   TokenizeRequest r = parse_tokenize(parse_body(req.body));
   json out = json::array();
   if (s.embedder) {
-    const WordPiece& t = s.embedder->tokenizer();
+    const EmbeddingTokenizer& t = s.embedder->tokenizer();
     for (const std::string& text : r.inputs) {
-      std::vector<int32_t> ids = r.add_special_tokens ? t.encode(text, s.embedder->max_len()).ids : t.tokenize(text);
+      std::vector<int32_t> ids = t.encode(text, s.embedder->max_len()).ids;
+      if (!r.add_special_tokens && ids.size() >= 2) ids = std::vector<int32_t>(ids.begin() + 1, ids.end() - 1);
       json toks = json::array();
       for (size_t i = 0; i < ids.size(); ++i) {
         const bool special = r.add_special_tokens && (i == 0 || i + 1 == ids.size());
-        toks.push_back({{"id", ids[i]}, {"special", special}});
+        toks.push_back({{"id", ids[i]}, {"text", t.token_text(ids[i])}, {"special", special}});
       }
       out.push_back(toks);
     }
@@ -68,13 +78,40 @@ void tokenize(ServerState& s, const httplib::Request& req, httplib::Response& re
   send_json(res, 200, out);
 }
 
+// TEI's /rerank: one score per text against the query, best first.
+void rerank(ServerState& s, const httplib::Request& req, httplib::Response& res) {
+  require_embedder(s);
+  if (!s.embedder->is_cross_encoder()) {
+    throw ApiError{400, "this server's model '" + s.embedder_name + "' embeds; /rerank needs a cross-encoder "
+                        "(a *ForSequenceClassification model)", "Validation", "", ""};
+  }
+  RerankRequest r = parse_rerank(parse_body(req.body));
+  const std::vector<float> scores = r.raw_scores ? s.embedder->logits(r.query, r.texts) : s.embedder->score(r.query, r.texts);
+  std::vector<size_t> order(scores.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  json out = json::array();
+  for (size_t i : order) {
+    json e = {{"index", i}, {"score", scores[i]}};
+    if (r.return_text) e["text"] = r.texts[i];
+    out.push_back(std::move(e));
+  }
+  s.metrics.embedded_texts += r.texts.size();
+  send_json(res, 200, out);
+}
+
 json info(const ServerState& s) {
   json j = {{"version", version()}, {"router", "rlx"},
             {"max_client_batch_size", 2048}, {"max_batch_tokens", s.options.max_batch_tokens},
             {"max_concurrent_requests", s.options.max_queue}};
   if (s.embedder) {
     j["model_id"] = s.embedder_name;
-    j["model_type"] = {{"embedding", {{"dim", s.embedder->dim()}, {"normalized", s.embedder->normalizes()}}}};
+    if (s.embedder->is_cross_encoder()) {
+      j["model_type"] = {{"reranker", {{"activation", s.embedder->info().score_activation}}}};
+    } else {
+      j["model_type"] = {{"embedding", {{"dim", s.embedder->dim()}, {"normalized", s.embedder->normalizes()},
+                                        {"pooling", s.embedder->info().pooling}}}};
+    }
     j["max_input_length"] = s.embedder->max_len();
   }
   if (s.llm) {
@@ -99,6 +136,9 @@ void add_tei_routes(httplib::Server& http, ServerState& s) {
   }));
   http.Post("/embed", route(s, "/embed", ErrorShape::Tei, [&s](const httplib::Request& req, httplib::Response& res) {
     embed(s, req, res);
+  }));
+  http.Post("/rerank", route(s, "/rerank", ErrorShape::Tei, [&s](const httplib::Request& req, httplib::Response& res) {
+    rerank(s, req, res);
   }));
   http.Post("/tokenize", route(s, "/tokenize", ErrorShape::Tei, [&s](const httplib::Request& req, httplib::Response& res) {
     tokenize(s, req, res);
