@@ -1,6 +1,8 @@
 // A LLaMA forward pass in plain double-precision C++ (Hugging Face layout,
 // RoPE rotating halves), random weights for a graph's params and GGUF's Q/K
-// row order: the independent reference the LLaMA tests compare with.
+// row order: the independent reference the LLaMA tests compare with. The
+// family switches as transformers applies them: Qwen2's q/k/v biases,
+// Qwen3's per-head q/k RMSNorm, rope frequency divisors (Llama 3 scaling).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -81,11 +83,25 @@ inline std::vector<double> reference(const LlamaConfig& c, const Weights& w, con
     }
     return y;
   };
+  auto add_bias = [&](Mat& x, const std::string& name) {
+    for (auto& row : x)
+      for (size_t i = 0; i < row.size(); ++i) row[i] += w.at(name)[i];
+  };
+  auto head_rms = [&](Mat& x, int heads, const std::string& name) {
+    for (auto& row : x)
+      for (int h = 0; h < heads; ++h) {
+        double ss = 0;
+        for (int i = 0; i < hd; ++i) ss += row[size_t(h * hd + i)] * row[size_t(h * hd + i)];
+        const double inv = 1.0 / std::sqrt(ss / hd + c.rms_eps);
+        for (int i = 0; i < hd; ++i) row[size_t(h * hd + i)] *= inv * w.at(name)[size_t(i)];
+      }
+  };
   auto rope = [&](Mat& x, int heads) {
     for (int s = 0; s < S; ++s)
       for (int h = 0; h < heads; ++h)
         for (int i = 0; i < hd / 2; ++i) {
-          double ang = s * std::pow(double(c.rope_theta), -2.0 * i / hd);
+          const double div = c.rope_freq_divisors.empty() ? 1.0 : double(c.rope_freq_divisors[size_t(i)]);
+          double ang = s * std::pow(double(c.rope_theta), -2.0 * i / hd) / div;
           double& a = x[size_t(s)][size_t(h * hd + i)];
           double& b = x[size_t(s)][size_t(h * hd + i + hd / 2)];
           double x1 = a, x2 = b;
@@ -102,6 +118,15 @@ inline std::vector<double> reference(const LlamaConfig& c, const Weights& w, con
     Mat h = rms(x, p + "attn_norm.weight");
     Mat q = linear(h, p + "attn_q.weight", nh * hd, H), k = linear(h, p + "attn_k.weight", nkv * hd, H);
     Mat v = linear(h, p + "attn_v.weight", nkv * hd, H);
+    if (c.qkv_bias) {
+      add_bias(q, p + "attn_q.bias");
+      add_bias(k, p + "attn_k.bias");
+      add_bias(v, p + "attn_v.bias");
+    }
+    if (c.qk_norm) {
+      head_rms(q, nh, p + "attn_q_norm.weight");
+      head_rms(k, nkv, p + "attn_k_norm.weight");
+    }
     rope(q, nh);
     rope(k, nkv);
     Mat ctx(static_cast<size_t>(S), std::vector<double>(static_cast<size_t>(nh * hd)));
