@@ -53,9 +53,9 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Bool(), ::testing::Values(DType::F32, DType::F16, DType::BF16),
                        ::testing::Values(ExecMode::PerOp, ExecMode::Graph)),
     [](const auto& info) {
-      const auto& [family, gguf, dt, mode] = info.param;
-      return family().name + (gguf ? "_gguf_" : "_hf_") + std::string(dtype_name(dt)) +
-             (mode == ExecMode::Graph ? "_graph" : "_perop");
+      const test::Family f = std::get<0>(info.param)();
+      return f.name + (std::get<1>(info.param) ? "_gguf_" : "_hf_") + std::string(dtype_name(std::get<2>(info.param))) +
+             (std::get<3>(info.param) == ExecMode::Graph ? "_graph" : "_perop");
     });
 
 }  // namespace

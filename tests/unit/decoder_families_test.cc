@@ -7,8 +7,10 @@
 
 #include "models/decoder_family_files.h"  // tests/models
 #include "models/gguf_writer.h"           // tests/models
+#include "models/llama_batch_check.h"  // tests/models
 #include "models/llama_generator.h"
 #include "models/llama_reference.h"  // tests/models
+#include "rlx/llm.h"
 #include "test_util.h"
 
 namespace rlx {
@@ -62,6 +64,33 @@ TEST_P(DecoderFamily, GgufMatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Families, DecoderFamily, ::testing::Values(&test::llama3, &test::qwen2, &test::qwen3, &test::mistral),
                          [](const auto& info) { return info.param().name; });
+
+// The engine's pooled graphs (LlamaPool) over each family: greedy
+// continuations of two prompts equal the single-sequence generator's (itself
+// checked against the reference above).
+TEST_P(DecoderFamily, EngineEqualsTheSingleSequenceGenerator) {
+  const Family f = GetParam()();
+  test::TempDir d;
+  test::write_hf_dir(d.path(), f, test::weights_of(f.cfg));
+  LlmOptions lo;
+  lo.threads = 1;
+  lo.max_sequences = 2;
+  LLM llm(d.path().string(), lo);
+  GeneratorOptions go;
+  go.threads = 1;
+  LlamaGenerator single(d.path().string(), go);
+  const std::vector<int32_t> ids = test::random_ids(13, f.cfg.vocab_size, 21);
+  std::vector<std::vector<int32_t>> want;
+  for (size_t n : {13, 6}) want.push_back(test::single_greedy(single, {ids.begin(), ids.begin() + long(n)}, 8));
+  std::vector<Generation> got(2);
+  for (size_t i = 0; i < 2; ++i) {
+    GenerateOptions o;
+    o.max_tokens = 8;
+    o.ignore_eos = true;
+    got[i] = llm.generate(std::vector<int32_t>(ids.begin(), ids.begin() + (i ? 6 : 13)), o);
+    EXPECT_EQ(got[i].ids, want[i]) << f.name << " prompt " << i;
+  }
+}
 
 TEST(DecoderFamilies, MistralWindowBoundsTheContext) {
   test::TempDir d;
