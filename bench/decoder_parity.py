@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Decoder-family parity: `rlx generate` against Hugging Face transformers.
 
-For each family (Llama 3 with rope_scaling llama3, Qwen2, Qwen3, Mistral) a
+For each family (Llama 3 with rope_scaling llama3, Qwen2, Qwen3, Mistral,
+Phi-3) a
 randomly initialised transformers model of odd sizes is saved with
 save_pretrained (config.json + model.safetensors). The reference is greedy
 decoding in float64 on the CPU from the same f32 weights, with the gap
@@ -29,7 +30,8 @@ TOLERANCE = {"f32": 1e-4, "f16": 3e-2, "bf16": 6e-2}
 
 
 def families():
-    common = dict(vocab_size=VOCAB, num_hidden_layers=2, rms_norm_eps=1e-5, max_position_embeddings=128)
+    common = dict(vocab_size=VOCAB, num_hidden_layers=2, rms_norm_eps=1e-5, max_position_embeddings=128,
+                  bos_token_id=1, eos_token_id=2, pad_token_id=0)
     return {
         # GQA 6:2, head_dim 48, tied head; rope_scaling whose bands all show in 43 positions.
         "llama3": transformers.LlamaConfig(
@@ -49,6 +51,10 @@ def families():
         "mistral": transformers.MistralConfig(
             hidden_size=288, intermediate_size=776, num_attention_heads=6, num_key_value_heads=2, head_dim=48,
             sliding_window=64, tie_word_embeddings=False, **common),
+        # Fused qkv_proj and gate_up_proj (head_dim 48 = 288 / 6).
+        "phi3": transformers.Phi3Config(
+            hidden_size=288, intermediate_size=776, num_attention_heads=6, num_key_value_heads=2,
+            tie_word_embeddings=False, sliding_window=None, **common),
     }
 
 

@@ -116,8 +116,15 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     ValueId h = g.rms_norm(x, param(p + "attn_norm.weight", {H}), c.rms_eps);
-    const auto qkv = quantized_group(
-        h, {{p + "attn_q.weight", q_dim}, {p + "attn_k.weight", kv_dim}, {p + "attn_v.weight", kv_dim}}, H);
+    auto qkv = c.fused_qkv_gate_up ? std::vector<ValueId>{}
+                                   : quantized_group(h, {{p + "attn_q.weight", q_dim}, {p + "attn_k.weight", kv_dim},
+                                                         {p + "attn_v.weight", kv_dim}},
+                                                     H);
+    if (c.fused_qkv_gate_up) {
+      ValueId fused = dense(h, p + "attn_qkv.weight", q_dim + 2 * kv_dim, H);
+      qkv = {g.narrow(fused, 2, 0, q_dim), g.narrow(fused, 2, q_dim, kv_dim),
+             g.narrow(fused, 2, q_dim + kv_dim, kv_dim)};
+    }
     ValueId q = qkv.empty() ? dense(h, p + "attn_q.weight", q_dim, H) : qkv[0];
     ValueId k = qkv.empty() ? dense(h, p + "attn_k.weight", kv_dim, H) : qkv[1];
     ValueId v = qkv.empty() ? dense(h, p + "attn_v.weight", kv_dim, H) : qkv[2];
@@ -146,7 +153,12 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     h = g.rms_norm(x, param(p + "ffn_norm.weight", {H}), c.rms_eps);
     // One SwiGLU op: after the gate and up products merge, it reads both
     // halves of the merged output in place.
-    const auto gate_up = quantized_group(h, {{p + "ffn_gate.weight", F}, {p + "ffn_up.weight", F}}, H);
+    auto gate_up = c.fused_qkv_gate_up ? std::vector<ValueId>{}
+                                       : quantized_group(h, {{p + "ffn_gate.weight", F}, {p + "ffn_up.weight", F}}, H);
+    if (c.fused_qkv_gate_up) {  // the gate's rows first, as the checkpoint's chunk(2) reads them
+      ValueId fused = dense(h, p + "ffn_up.weight", 2 * F, H);
+      gate_up = {g.narrow(fused, 2, 0, F), g.narrow(fused, 2, F, F)};
+    }
     ValueId gate = gate_up.empty() ? dense(h, p + "ffn_gate.weight", F, H) : gate_up[0];
     ValueId up = gate_up.empty() ? dense(h, p + "ffn_up.weight", F, H) : gate_up[1];
     x = g.add(x, dense(g.swiglu(gate, up), p + "ffn_down.weight", H, F));

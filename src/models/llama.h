@@ -39,6 +39,9 @@ struct LlamaConfig {
   std::string family = "llama";
   bool qkv_bias = false;  // Q, K and V products add a bias (Qwen2)
   bool qk_norm = false;   // per-head RMSNorm on q and k before RoPE (Qwen3)
+  // One Q|K|V weight (attn_qkv.weight) and one gate|up weight (ffn_up.weight
+  // of 2 * intermediate rows), read as they are stored (Phi-3).
+  bool fused_qkv_gate_up = false;
   // Empty, or rope_dims/2 divisors of the rotary frequencies (Llama 3 and
   // linear rope scaling; GGUF's rope_freqs.weight).
   std::vector<float> rope_freq_divisors;

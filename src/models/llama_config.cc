@@ -15,8 +15,8 @@
 namespace rlx {
 namespace {
 
-constexpr const char* kGgufArchs = "llama, qwen2, qwen3";
-constexpr const char* kHfTypes = "llama, mistral, qwen2, qwen3";
+constexpr const char* kGgufArchs = "llama, qwen2, qwen3, phi3";
+constexpr const char* kHfTypes = "llama, mistral, qwen2, qwen3, phi3";
 
 void check_sizes(const LlamaConfig& c, const std::string& path) {
   RLX_CHECK(c.num_layers > 0 && c.num_heads > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0 &&
@@ -56,7 +56,7 @@ std::vector<float> llama3_rope_divisors(int rope_dims, float theta, float factor
 
 LlamaConfig llama_config_from_gguf(const GgufFile& f) {
   const std::string arch = f.get_string("general.architecture");
-  RLX_CHECK(arch == "llama" || arch == "qwen2" || arch == "qwen3",
+  RLX_CHECK(arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "phi3",
             "llama: '" << f.path() << "' holds a '" << arch << "' model; rlx loads GGUF architectures " << kGgufArchs);
   const std::string k = arch + ".";
   auto i = [&](const char* key) { return int(f.get_int(k + key)); };
@@ -82,6 +82,13 @@ LlamaConfig llama_config_from_gguf(const GgufFile& f) {
   c.rope_interleaved = arch == "llama";
   c.qkv_bias = arch == "qwen2";
   c.qk_norm = arch == "qwen3";
+  if (arch == "phi3") {
+    c.fused_qkv_gate_up = true;
+    RLX_CHECK(f.has_tensor("blk.0.attn_qkv.weight"),
+              "llama: '" << f.path() << "': a phi3 GGUF without the fused blk.0.attn_qkv.weight is not supported");
+    RLX_CHECK(!f.has_tensor("rope_factors_long.weight") && !f.has_tensor("rope_factors_short.weight"),
+              "llama: '" << f.path() << "': rope_factors_long/short.weight (Phi-3 longrope scaling) is not supported");
+  }
   const std::string scaling = f.get_string(k + "rope.scaling.type", "none");
   if (scaling == "linear") {
     const float factor = float(f.get_float(k + "rope.scaling.factor"));
@@ -127,7 +134,7 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
   LlamaConfig c;
   try {
     const std::string type = j.value("model_type", "");
-    RLX_CHECK(type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3",
+    RLX_CHECK(type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "phi3",
               "llama: '" << path << "': model_type is '" << type << "'; rlx loads model_type " << kHfTypes);
     c.family = type;
     c.vocab_size = j.at("vocab_size").get<int>();
@@ -148,12 +155,16 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
     c.tie_embeddings = j.value("tie_word_embeddings", false);
     c.qkv_bias = type == "qwen2";  // Qwen2Attention: biases on q, k and v, none on o
     c.qk_norm = type == "qwen3";
+    c.fused_qkv_gate_up = type == "phi3";
+    RLX_CHECK(j.value("partial_rotary_factor", 1.0) == 1.0,
+              "llama: '" << path << "': partial_rotary_factor " << j.value("partial_rotary_factor", 1.0)
+                         << " is not supported");
     RLX_CHECK(!j.value("mlp_bias", false), "llama: '" << path << "': mlp_bias is not supported");
     RLX_CHECK(type == "qwen2" || !j.value("attention_bias", false),
               "llama: '" << path << "': attention_bias (a bias on o_proj too) is not supported");
     // A sliding window as long as the context changes nothing; a shorter one
     // bounds the context to the window (within it the attention is exact).
-    const bool windowed = type == "mistral" || j.value("use_sliding_window", false);
+    const bool windowed = type == "mistral" || type == "phi3" || j.value("use_sliding_window", false);
     if (windowed && j.contains("sliding_window") && !j["sliding_window"].is_null()) {
       const int window = j["sliding_window"].get<int>();
       RLX_CHECK(window > 0, "llama: '" << path << "': sliding_window " << window);
@@ -174,6 +185,7 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
       } else {
         RLX_CHECK(kind == "default", "llama: '" << path << "': rope_scaling type '" << kind
                                                 << "' is not supported (llama3, linear and default are)");
+        // (Phi-3's longrope/su, YaRN and dynamic NTK land here.)
       }
     }
   } catch (const nlohmann::json::exception& e) {

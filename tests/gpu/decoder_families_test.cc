@@ -49,7 +49,7 @@ TEST_P(DecoderFamilyCuda, MatchesDoubleReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Families, DecoderFamilyCuda,
-    ::testing::Combine(::testing::Values(&test::llama3, &test::qwen2, &test::qwen3, &test::mistral),
+    ::testing::Combine(::testing::Values(&test::llama3, &test::qwen2, &test::qwen3, &test::mistral, &test::phi3),
                        ::testing::Bool(), ::testing::Values(DType::F32, DType::F16, DType::BF16),
                        ::testing::Values(ExecMode::PerOp, ExecMode::Graph)),
     [](const auto& info) {

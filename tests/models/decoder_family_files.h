@@ -26,7 +26,8 @@ namespace fs = std::filesystem;
 // transformers' _compute_llama3_parameters, written out again here (not
 // rlx's llama3_rope_divisors) so that the HF mapping is checked: the
 // divisor of pair i is inv_freq / inv_freq_llama.
-inline std::vector<float> hf_llama3_divisors(int dims, double theta, double factor, double low, double high, double old_ctx) {
+inline std::vector<float> hf_llama3_divisors(int dims, double theta, double factor, double low, double high,
+                                             double old_ctx) {
   std::vector<float> d;
   for (int i = 0; i < dims; i += 2) {
     const double inv = 1.0 / std::pow(theta, double(i) / dims), wavelen = 2 * std::numbers::pi / inv;
@@ -80,6 +81,15 @@ inline Family mistral() {
   return f;
 }
 
+// Fused Q|K|V and gate|up weights, an untied head.
+inline Family phi3() {
+  Family f{"phi3", "phi3", odd_config(), ""};
+  f.cfg.family = "phi3";
+  f.cfg.fused_qkv_gate_up = true;
+  f.cfg.tie_embeddings = false;
+  return f;
+}
+
 inline Shape param_shape(const Graph& g, const std::string& name) {
   for (const Node& n : g.nodes())
     if (n.op == OpKind::Param && n.name == name) return g.value(n.outputs[0]).shape;
@@ -93,7 +103,7 @@ inline void write_hf_dir(const fs::path& dir, const Family& f, const Weights& w)
   const LlamaConfig& c = f.cfg;
   Graph g = build_llama_graph(c, 1, 1, DType::F32);
   std::map<std::string, std::pair<Shape, std::vector<float>>> ts;
-  for (const auto& [name, v] : w) ts[llama_hf_name(name)] = {param_shape(g, name), v};
+  for (const auto& [name, v] : w) ts[llama_hf_name(name, c.family)] = {param_shape(g, name), v};
   write_safetensors(dir / "model.safetensors", ts);
   write_text(dir / "config.json",
                    "{\"model_type\": \"" + f.model_type + "\", \"vocab_size\": " + std::to_string(c.vocab_size) +

@@ -57,8 +57,35 @@ inline std::vector<float> to_gguf_rows(const std::vector<float>& w, int heads, i
   return out;
 }
 
+// Phi-3's fused weights as the separate ones they stack: attn_qkv rows are
+// Q, K then V; ffn_up's (2 * intermediate rows) the gate's, then up's.
+inline Weights split_fused(const LlamaConfig& c, const Weights& w) {
+  Weights out = w;
+  const size_t H = size_t(c.hidden_size), F = size_t(c.intermediate_size);
+  const size_t q = size_t(c.num_heads * c.head_dim), kv = size_t(c.num_kv_heads * c.head_dim);
+  auto rows = [&](const std::vector<float>& m, size_t from, size_t n) {
+    return std::vector<float>(m.begin() + long(from * H), m.begin() + long((from + n) * H));
+  };
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const auto qkv = w.at(p + "attn_qkv.weight"), gate_up = w.at(p + "ffn_up.weight");
+    out.erase(p + "attn_qkv.weight");
+    out[p + "attn_q.weight"] = rows(qkv, 0, q);
+    out[p + "attn_k.weight"] = rows(qkv, q, kv);
+    out[p + "attn_v.weight"] = rows(qkv, q + kv, kv);
+    out[p + "ffn_gate.weight"] = rows(gate_up, 0, F);
+    out[p + "ffn_up.weight"] = rows(gate_up, F, F);
+  }
+  return out;
+}
+
 // Logits [vocab] at position `last` of one sequence, in double, HF layout.
 inline std::vector<double> reference(const LlamaConfig& c, const Weights& w, const std::vector<int32_t>& ids, int last) {
+  if (c.fused_qkv_gate_up) {
+    LlamaConfig separate = c;
+    separate.fused_qkv_gate_up = false;
+    return reference(separate, split_fused(c, w), ids, last);
+  }
   const int S = last + 1, H = c.hidden_size, F = c.intermediate_size, hd = c.head_dim;
   const int nh = c.num_heads, nkv = c.num_kv_heads, group = nh / nkv;
   using Mat = std::vector<std::vector<double>>;

@@ -62,7 +62,8 @@ TEST_P(DecoderFamily, GgufMatchesTheReference) {
   expect_matches_reference((d.path() / "m.gguf").string(), f, w, true);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, DecoderFamily, ::testing::Values(&test::llama3, &test::qwen2, &test::qwen3, &test::mistral),
+INSTANTIATE_TEST_SUITE_P(Families, DecoderFamily,
+                         ::testing::Values(&test::llama3, &test::qwen2, &test::qwen3, &test::mistral, &test::phi3),
                          [](const auto& info) { return info.param().name; });
 
 // The engine's pooled graphs (LlamaPool) over each family: greedy
@@ -111,7 +112,7 @@ TEST(DecoderFamilies, RefusalsNameTheFieldAndTheFamiliesThatLoad) {
   };
   const std::string base = R"({"vocab_size": 301, "hidden_size": 288, "intermediate_size": 776,
     "num_hidden_layers": 2, "num_attention_heads": 6)";
-  refused(base + R"(, "model_type": "gemma2"})", "llama, mistral, qwen2, qwen3");
+  refused(base + R"(, "model_type": "gemma2"})", "llama, mistral, qwen2, qwen3, phi3");
   refused(base + R"(, "model_type": "llama", "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})", "yarn");
   refused(base + R"(, "model_type": "llama", "attention_bias": true})", "attention_bias");
   refused(base + R"(, "model_type": "llama", "mlp_bias": true})", "mlp_bias");
@@ -120,7 +121,7 @@ TEST(DecoderFamilies, RefusalsNameTheFieldAndTheFamiliesThatLoad) {
   gw.str("general.architecture", "gemma2");
   gw.write(d.path() / "g.gguf");
   std::string e = test::error_of([&] { LlamaGguf g((d.path() / "g.gguf").string()); });
-  EXPECT_NE(e.find("llama, qwen2, qwen3"), std::string::npos) << e;
+  EXPECT_NE(e.find("llama, qwen2, qwen3, phi3"), std::string::npos) << e;
   EXPECT_NE(e.find("g.gguf"), std::string::npos) << e;
 }
 
