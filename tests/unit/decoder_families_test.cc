@@ -93,6 +93,34 @@ TEST_P(DecoderFamily, EngineEqualsTheSingleSequenceGenerator) {
   }
 }
 
+// Weights quantized at load (Q8_0) under each family's extra pieces: the
+// biases after a merged Q8_0 Q|K|V product, q/k norms, Phi-3's fused
+// products as matmul_q. Sizes are multiples of 32 (quantization blocks); the
+// logits stay within Q8_0's error of the float reference.
+TEST_P(DecoderFamily, QuantizedAtLoadStaysCloseToTheReference) {
+  Family f = GetParam()();
+  f.cfg.hidden_size = 64;
+  f.cfg.intermediate_size = 96;
+  f.cfg.num_heads = 4;
+  f.cfg.num_kv_heads = 2;
+  f.cfg.head_dim = f.cfg.rope_dims = 16;
+  if (!f.cfg.rope_freq_divisors.empty()) f.cfg.rope_freq_divisors = test::hf_llama3_divisors(16, 10000, 8, 1, 4, 16);
+  test::TempDir d;
+  const test::Weights w = test::weights_of(f.cfg);
+  test::write_hf_dir(d.path(), f, w);
+  GeneratorOptions o;
+  o.threads = 1;
+  o.quantize = QuantType::Q8_0;
+  LlamaGenerator gen(d.path().string(), o);
+  EXPECT_GE(gen.quantized_weights().size(), size_t(f.cfg.fused_qkv_gate_up ? 3 : 5) * 2);
+  std::vector<int32_t> ids = test::random_ids(12, f.cfg.vocab_size, 5);
+  for (size_t n = 10; n <= ids.size(); ++n) {
+    std::vector<int32_t> prefix(ids.begin(), ids.begin() + long(n));
+    test::expect_close(gen.next_logits(prefix), test::reference(f.cfg, w, prefix, int(n) - 1), 3e-2,
+                       f.name + " Q8_0 logits after " + std::to_string(n) + " tokens");
+  }
+}
+
 TEST(DecoderFamilies, MistralWindowBoundsTheContext) {
   test::TempDir d;
   const Family f = test::mistral();
