@@ -896,6 +896,43 @@ inline std::vector<OpCase> op_cases() {
                            }
                      return std::map<std::string, std::vector<double>>{{"out", out}};
                    }});
+
+  // RoPE with per-pair frequency divisors (Llama 3 scaling): pair i of 4
+  // turns at 500^(-2i/8) / div[i], interleaved pairs, positions {9, 30} + s.
+  cases.push_back({"rope_freq_divisors", "rope",
+                   [](DType dt) {
+                     OpGraph c;
+                     ValueId x = c.graph.input("x", {2, 3, 20}, dt);
+                     ValueId pos = c.graph.input("pos", {2}, DType::I32);
+                     RopeAttrs a;
+                     a.heads = 2;
+                     a.head_dim = 10;
+                     a.n_rot = 8;
+                     a.theta = 500.f;
+                     a.interleaved = true;
+                     a.pos_is_start = true;
+                     a.freq_divisors = {1.f, 2.5f, 8.f, 0.75f};
+                     c.graph.output("out", c.graph.rope(x, pos, a));
+                     c.inputs["x"] = quantize(random_floats(2 * 3 * 20, 85, -2.f, 2.f), dt);
+                     c.inputs["pos"] = {9.f, 30.f};
+                     return c;
+                   },
+                   [](const Values& in) {
+                     const auto &x = in.at("x"), &pos = in.at("pos");
+                     const double div[4] = {1.0, 2.5, 8.0, 0.75};
+                     std::vector<double> out(x.begin(), x.end());
+                     for (int b = 0; b < 2; ++b)
+                       for (int s = 0; s < 3; ++s)
+                         for (int h = 0; h < 2; ++h)
+                           for (int i = 0; i < 4; ++i) {
+                             const double angle = (pos[size_t(b)] + s) * std::pow(500.0, -2.0 * i / 8.0) / div[i];
+                             const size_t base = size_t((b * 3 + s) * 20 + h * 10);
+                             const double a0 = x[base + size_t(2 * i)], a1 = x[base + size_t(2 * i + 1)];
+                             out[base + size_t(2 * i)] = a0 * std::cos(angle) - a1 * std::sin(angle);
+                             out[base + size_t(2 * i + 1)] = a1 * std::cos(angle) + a0 * std::sin(angle);
+                           }
+                     return std::map<std::string, std::vector<double>>{{"out", out}};
+                   }});
   return cases;
 }
 

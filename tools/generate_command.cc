@@ -265,9 +265,10 @@ void run_generate(const GenerateArgs& a) {
 
 void add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
-  auto* cmd = app.add_subcommand("generate", "Generate text with a LLaMA-family GGUF model");
+  auto* cmd = app.add_subcommand("generate", "Generate text with a decoder (Llama, Mistral, Qwen2/3, Phi-3)");
   cmd->add_option("--model", a->model,
-                  "a .gguf file, a directory holding one, or a Hugging Face LLaMA directory (default: models/" + std::string(kDefaultDecoderModel) + ")");
+                  "a .gguf file, a directory holding one, or a Hugging Face directory (llama, mistral, qwen2, qwen3, "
+                  "phi3) (default: models/" + std::string(kDefaultDecoderModel) + ")");
   cmd->add_option("--prompt", a->prompt, "the text to continue (- reads it from stdin)");
   cmd->add_option("--file", a->file, "read the text to continue from this file");
   cmd->add_option("--prompt-ids", a->prompt_ids,

@@ -66,6 +66,10 @@ struct RopeAttrs {
   int heads = 1, head_dim = 1, n_rot = 0;  // n_rot 0 = head_dim
   float theta = 10000.f;
   bool interleaved = false;  // false: rotate halves (NeoX/HF); true: pairs (GPT-J/GGUF)
+  // Empty, or n_rot/2 divisors (at most 128): pair i turns at
+  // theta^(-2i/n_rot) / freq_divisors[i] (Llama 3 rope scaling, GGUF's
+  // rope_freqs.weight).
+  std::vector<float> freq_divisors;
   // positions is i32 [batch]: the start position, row i is at positions[b] + i.
   bool pos_is_start = false;
   int64_t offset = 0, stride = 0;  // like AttentionAttrs

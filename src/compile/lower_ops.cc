@@ -68,6 +68,14 @@ bool is_constant(const Graph& g, ValueId v) {
   }
 }
 
+static_assert(kMaxRopePairs == 64, "shape inference checks divisors against 64 pairs");
+RopeFreqDivisors rope_freq_divisors(const RopeAttrs& at) {
+  RopeFreqDivisors f{};
+  f.count = int32_t(at.freq_divisors.size());  // at most kMaxRopePairs: shape inference checks
+  for (int32_t i = 0; i < f.count; ++i) f.div[i] = at.freq_divisors[size_t(i)];
+  return f;
+}
+
 MatVecFusionParams fusion_params(const MatVecFusion& f, const ProductInputs& pi, const Node& n,
                                  const std::function<uint64_t(ValueId)>& addr) {
   MatVecFusionParams r;
@@ -256,6 +264,7 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
         p.q_rope_n_rot = at.q_rope.n_rot ? at.q_rope.n_rot : at.q_rope.head_dim;
         p.q_rope_theta = at.q_rope.theta;
         p.q_rope_interleaved = at.q_rope.interleaved;
+        p.q_rope_freqs = rope_freq_divisors(at.q_rope);
       }
       return emit(p);
     }
@@ -276,6 +285,7 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.interleaved = at.interleaved;
       p.pos_batched = V(1).shape.size() == 2;
       p.pos_start = at.pos_is_start;
+      p.freqs = rope_freq_divisors(at);
       p.dtype = V(0).dtype;
       return emit(p);
     }
@@ -371,6 +381,7 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
         p.n_rot = at.rope.n_rot ? at.rope.n_rot : at.rope.head_dim;
         p.theta = at.rope.theta;
         p.interleaved = at.rope.interleaved;
+        p.freqs = rope_freq_divisors(at.rope);
       }
       p.dtype = V(0).dtype;
       return emit(p);

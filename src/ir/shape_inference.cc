@@ -67,6 +67,19 @@ void check_rows(const Value& v, int64_t offset, int64_t stride, int64_t width, c
             who << ": " << what << " has " << row << " features, expected " << width);
 }
 
+// A rotation's frequency divisors: none, or one positive finite value per
+// rotated pair (at most 64, head_dim 128: what the kernels' params carry,
+// kMaxRopePairs).
+void check_freq_divisors(const RopeAttrs& at, int n_rot, const std::string& who) {
+  constexpr int kMaxRopePairs = 64;
+  const auto& d = at.freq_divisors;
+  if (d.empty()) return;
+  RLX_CHECK(int64_t(d.size()) == n_rot / 2 && n_rot / 2 <= kMaxRopePairs,
+            who << ": " << d.size() << " frequency divisors for " << n_rot / 2 << " rotated pairs (at most "
+                << kMaxRopePairs << ")");
+  for (float v : d) RLX_CHECK(std::isfinite(v) && v > 0.f, who << ": frequency divisor " << v << " is not positive");
+}
+
 size_t fused_inputs(const MatVecFusion& f) { return size_t(f.rms_norm) + size_t(f.residual); }
 
 // A product's fused RMSNorm (gamma [k]) and residual (y's shape): only the
@@ -249,6 +262,7 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
                   who << ": q's rotation (" << at.q_rope.heads << " heads of " << at.q_rope.head_dim << ", n_rot "
                       << n_rot << ") does not match its " << at.q_heads << " heads of " << at.head_dim
                       << " (head_dim at most 256)");
+        check_freq_divisors(at.q_rope, n_rot, who);
       }
       return out({q.shape[0], q.shape[1], int64_t(at.q_heads) * at.head_dim}, q.dtype);
     }
@@ -260,6 +274,7 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       RLX_CHECK(at.heads > 0 && at.head_dim > 0 && n_rot > 0 && n_rot <= at.head_dim &&
                     n_rot % 2 == 0,
                 who << ": n_rot " << n_rot << " must be even and within head_dim " << at.head_dim);
+      check_freq_divisors(at, n_rot, who);
       const Value &x = V(0), &p = V(1);
       need_float(x, who, "input");
       check_rows(x, at.offset, at.stride, int64_t(at.heads) * at.head_dim, who, "input");
@@ -297,6 +312,7 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
                       n_rot % 2 == 0 && int64_t(at.rope.heads) * at.rope.head_dim <= row,
                   who << ": rotating " << at.rope.heads << " heads of " << at.rope.head_dim << " (n_rot " << n_rot
                       << ") does not fit a row of " << row);
+        check_freq_divisors(at.rope, n_rot, who);
       }
       need_float(cache, who, "cache");
       need_dtype(rows, cache.dtype, who, "rows");

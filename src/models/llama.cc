@@ -2,94 +2,11 @@
 
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "models/gguf.h"
 #include "rlx/error.h"
 
 namespace rlx {
-
-LlamaConfig llama_config_from_gguf(const GgufFile& f) {
-  const std::string arch = f.get_string("general.architecture");
-  RLX_CHECK(arch == "llama", "llama: '" << f.path() << "' holds a '" << arch << "' model, not llama");
-  auto i = [&](const char* key) { return int(f.get_int(std::string("llama.") + key)); };
-  LlamaConfig c;
-  c.hidden_size = i("embedding_length");
-  c.intermediate_size = i("feed_forward_length");
-  c.num_layers = i("block_count");
-  c.num_heads = i("attention.head_count");
-  c.num_kv_heads = int(f.get_int("llama.attention.head_count_kv", c.num_heads));
-  c.max_positions = int(f.get_int("llama.context_length", 2048));
-  c.rms_eps = float(f.get_float("llama.attention.layer_norm_rms_epsilon"));
-  c.rope_theta = float(f.get_float("llama.rope.freq_base", 10000.0));
-  RLX_CHECK(c.num_heads > 0 && c.hidden_size % c.num_heads == 0,
-            "llama: '" << f.path() << "': embedding_length " << c.hidden_size << " is not a multiple of head_count "
-                       << c.num_heads);
-  c.head_dim = int(f.get_int("llama.attention.key_length", c.hidden_size / c.num_heads));
-  c.rope_dims = int(f.get_int("llama.rope.dimension_count", c.head_dim));
-  const std::string scaling = f.get_string("llama.rope.scaling.type", "none");
-  RLX_CHECK(scaling == "none", "llama: '" << f.path() << "': llama.rope.scaling.type '" << scaling
-                                          << "' is not supported yet");
-  RLX_CHECK(!f.has_tensor("rope_freqs.weight"), "llama: '" << f.path() << "': rope_freqs.weight (Llama 3.1 "
-                                                            << "rope scaling) is not supported yet");
-  RLX_CHECK(f.get_int("llama.attention.value_length", c.head_dim) == c.head_dim,
-            "llama: '" << f.path() << "': key and value head sizes differ");
-  const auto& emb = f.tensor("token_embd.weight");
-  RLX_CHECK(emb.shape.size() == 2 && emb.shape[1] == c.hidden_size,
-            "llama: '" << f.path() << "': token_embd.weight has shape " << shape_str(emb.shape));
-  c.vocab_size = int(f.get_int("llama.vocab_size", emb.shape[0]));
-  c.tie_embeddings = !f.has_tensor("output.weight");
-  c.rope_interleaved = true;
-  RLX_CHECK(c.num_layers > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0 && c.head_dim > 0 &&
-                c.rope_dims > 0 && c.rope_dims <= c.head_dim && c.rope_dims % 2 == 0 && c.intermediate_size > 0 &&
-                c.vocab_size == emb.shape[0],
-            "llama: '" << f.path() << "': inconsistent llama.* metadata");
-  return c;
-}
-
-LlamaConfig load_llama_config(const std::string& dir_or_file) {
-  namespace fs = std::filesystem;
-  std::string path = fs::is_directory(dir_or_file) ? (fs::path(dir_or_file) / "config.json").string() : dir_or_file;
-  std::ifstream in(path);
-  RLX_CHECK(in, "llama: cannot open '" << path << "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    RLX_FAIL("llama: '" << path << "' is not valid JSON: " << e.what());
-  }
-  LlamaConfig c;
-  try {
-    const std::string type = j.value("model_type", "");
-    RLX_CHECK(type == "llama", "llama: '" << path << "': model_type is '" << type << "', not llama");
-    c.vocab_size = j.at("vocab_size").get<int>();
-    c.hidden_size = j.at("hidden_size").get<int>();
-    c.intermediate_size = j.at("intermediate_size").get<int>();
-    c.num_layers = j.at("num_hidden_layers").get<int>();
-    c.num_heads = j.at("num_attention_heads").get<int>();
-    c.num_kv_heads = j.value("num_key_value_heads", c.num_heads);
-    RLX_CHECK(c.num_heads > 0, "llama: '" << path << "': num_attention_heads must be positive");
-    c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? j["head_dim"].get<int>()
-                                                                      : c.hidden_size / c.num_heads;
-    c.rope_dims = c.head_dim;
-    c.rope_theta = j.value("rope_theta", 10000.f);
-    c.rms_eps = j.value("rms_norm_eps", 1e-6f);
-    c.max_positions = j.value("max_position_embeddings", 2048);
-    c.tie_embeddings = j.value("tie_word_embeddings", false);
-    RLX_CHECK(!j.contains("rope_scaling") || j["rope_scaling"].is_null(),
-              "llama: '" << path << "': rope_scaling is not supported yet");
-    RLX_CHECK(!j.value("attention_bias", false) && !j.value("mlp_bias", false),
-              "llama: '" << path << "': attention/MLP biases are not supported yet");
-  } catch (const nlohmann::json::exception& e) {
-    RLX_FAIL("llama: '" << path << "': malformed config: " << e.what());
-  }
-  RLX_CHECK(c.num_layers > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0 && c.head_dim > 0 &&
-                c.hidden_size > 0 && c.intermediate_size > 0 && c.vocab_size > 0,
-            "llama: '" << path << "': inconsistent sizes");
-  return c;
-}
 
 Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, int64_t cache_len,
                         LlamaFeed feed, const SamplingOptions& sampling, const QuantizedWeights& quantized,
@@ -156,6 +73,12 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     return out;
   };
 
+  // x [batch, seq, heads * hd] normalized per head with one gain [hd].
+  auto head_rms_norm = [&](ValueId x, const std::string& name, int64_t heads) {
+    ValueId per_head = g.reshape(x, {batch, seq, heads, hd});
+    return g.reshape(g.rms_norm(per_head, param(name, {hd}), c.rms_eps), {batch, seq, heads * hd});
+  };
+
   // Without a cache: the position of each column; with one: each batch's start.
   ValueId ids, positions, last, slot = -1;
   if (from_state) {
@@ -186,17 +109,36 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   rq.n_rot = c.rope_dims;
   rq.theta = c.rope_theta;
   rq.interleaved = c.rope_interleaved;
+  rq.freq_divisors = c.rope_freq_divisors;
   RopeAttrs rk = rq;
   rk.heads = c.num_kv_heads;
 
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     ValueId h = g.rms_norm(x, param(p + "attn_norm.weight", {H}), c.rms_eps);
-    const auto qkv = quantized_group(
-        h, {{p + "attn_q.weight", q_dim}, {p + "attn_k.weight", kv_dim}, {p + "attn_v.weight", kv_dim}}, H);
-    ValueId q = g.rope(qkv.empty() ? dense(h, p + "attn_q.weight", q_dim, H) : qkv[0], positions, rq);
-    ValueId k = g.rope(qkv.empty() ? dense(h, p + "attn_k.weight", kv_dim, H) : qkv[1], positions, rk);
+    auto qkv = c.fused_qkv_gate_up ? std::vector<ValueId>{}
+                                   : quantized_group(h, {{p + "attn_q.weight", q_dim}, {p + "attn_k.weight", kv_dim},
+                                                         {p + "attn_v.weight", kv_dim}},
+                                                     H);
+    if (c.fused_qkv_gate_up) {
+      ValueId fused = dense(h, p + "attn_qkv.weight", q_dim + 2 * kv_dim, H);
+      qkv = {g.narrow(fused, 2, 0, q_dim), g.narrow(fused, 2, q_dim, kv_dim),
+             g.narrow(fused, 2, q_dim + kv_dim, kv_dim)};
+    }
+    ValueId q = qkv.empty() ? dense(h, p + "attn_q.weight", q_dim, H) : qkv[0];
+    ValueId k = qkv.empty() ? dense(h, p + "attn_k.weight", kv_dim, H) : qkv[1];
     ValueId v = qkv.empty() ? dense(h, p + "attn_v.weight", kv_dim, H) : qkv[2];
+    if (c.qkv_bias) {
+      q = g.add(q, param(p + "attn_q.bias", {q_dim}));
+      k = g.add(k, param(p + "attn_k.bias", {kv_dim}));
+      v = g.add(v, param(p + "attn_v.bias", {kv_dim}));
+    }
+    if (c.qk_norm) {  // each head normalized on its own, one gain for all heads
+      q = head_rms_norm(q, p + "attn_q_norm.weight", c.num_heads);
+      k = head_rms_norm(k, p + "attn_k_norm.weight", c.num_kv_heads);
+    }
+    q = g.rope(q, positions, rq);
+    k = g.rope(k, positions, rk);
     if (cached) {
       // The new K and V rows join one cache row each (K then V); attention
       // reads all of it up to each position. One cache per layer lets one
@@ -211,7 +153,12 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     h = g.rms_norm(x, param(p + "ffn_norm.weight", {H}), c.rms_eps);
     // One SwiGLU op: after the gate and up products merge, it reads both
     // halves of the merged output in place.
-    const auto gate_up = quantized_group(h, {{p + "ffn_gate.weight", F}, {p + "ffn_up.weight", F}}, H);
+    auto gate_up = c.fused_qkv_gate_up ? std::vector<ValueId>{}
+                                       : quantized_group(h, {{p + "ffn_gate.weight", F}, {p + "ffn_up.weight", F}}, H);
+    if (c.fused_qkv_gate_up) {  // the gate's rows first, as the checkpoint's chunk(2) reads them
+      ValueId fused = dense(h, p + "ffn_up.weight", 2 * F, H);
+      gate_up = {g.narrow(fused, 2, 0, F), g.narrow(fused, 2, F, F)};
+    }
     ValueId gate = gate_up.empty() ? dense(h, p + "ffn_gate.weight", F, H) : gate_up[0];
     ValueId up = gate_up.empty() ? dense(h, p + "ffn_up.weight", F, H) : gate_up[1];
     x = g.add(x, dense(g.swiglu(gate, up), p + "ffn_down.weight", H, F));

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/llama_quant.h"
 #include "models/sampling.h"
@@ -33,12 +34,31 @@ struct LlamaConfig {
   // GGUF stores Q and K rows permuted so that rotated pairs are adjacent
   // (dims 2i, 2i+1); Hugging Face weights pair dim i with i + head_dim/2.
   bool rope_interleaved = false;
+  // The family (llama, qwen2, qwen3, mistral): what its config named; the
+  // differences the graph needs are the flags below.
+  std::string family = "llama";
+  bool qkv_bias = false;  // Q, K and V products add a bias (Qwen2)
+  bool qk_norm = false;   // per-head RMSNorm on q and k before RoPE (Qwen3)
+  // One Q|K|V weight (attn_qkv.weight) and one gate|up weight (ffn_up.weight
+  // of 2 * intermediate rows), read as they are stored (Phi-3).
+  bool fused_qkv_gate_up = false;
+  // Empty, or rope_dims/2 divisors of the rotary frequencies (Llama 3 and
+  // linear rope scaling; GGUF's rope_freqs.weight).
+  std::vector<float> rope_freq_divisors;
 };
 
-// llama.* metadata of a GGUF whose general.architecture is "llama"; throws
-// naming the file and key for anything missing or inconsistent.
+// The divisors rope_scaling {"rope_type": "llama3", factor, low_freq_factor,
+// high_freq_factor, original_max_position_embeddings} gives pair i of
+// rope_dims rotated dims (as transformers' _compute_llama3_parameters).
+std::vector<float> llama3_rope_divisors(int rope_dims, float theta, float factor, float low_freq_factor,
+                                        float high_freq_factor, float original_max_positions);
+
+// <arch>.* metadata of a GGUF whose general.architecture is llama, qwen2 or
+// qwen3 (and rope_freqs.weight); throws naming the file and key for anything
+// missing, inconsistent or not supported.
 LlamaConfig llama_config_from_gguf(const GgufFile& f);
-// A Hugging Face LlamaConfig (<dir>/config.json or the file itself).
+// A Hugging Face config.json (<dir>/config.json or the file itself) of
+// model_type llama, mistral, qwen2 or qwen3.
 LlamaConfig load_llama_config(const std::string& dir_or_file);
 
 // Graph for a fixed [batch, seq] with a causal mask. Inputs: input_ids i32

@@ -8,7 +8,7 @@
 
 namespace rlx {
 
-std::string llama_hf_name(const std::string& p) {
+std::string llama_hf_name(const std::string& p, const std::string& family) {
   if (p == "token_embd.weight") return "model.embed_tokens.weight";
   if (p == "output_norm.weight") return "model.norm.weight";
   if (p == "output.weight") return "lm_head.weight";
@@ -17,10 +17,17 @@ std::string llama_hf_name(const std::string& p) {
       {"attn_q.weight", "self_attn.q_proj.weight"},    {"attn_k.weight", "self_attn.k_proj.weight"},
       {"attn_v.weight", "self_attn.v_proj.weight"},    {"attn_output.weight", "self_attn.o_proj.weight"},
       {"ffn_gate.weight", "mlp.gate_proj.weight"},     {"ffn_up.weight", "mlp.up_proj.weight"},
-      {"ffn_down.weight", "mlp.down_proj.weight"}};
+      {"ffn_down.weight", "mlp.down_proj.weight"},     {"attn_q.bias", "self_attn.q_proj.bias"},
+      {"attn_k.bias", "self_attn.k_proj.bias"},        {"attn_v.bias", "self_attn.v_proj.bias"},
+      {"attn_q_norm.weight", "self_attn.q_norm.weight"}, {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+      {"attn_qkv.weight", "self_attn.qkv_proj.weight"}};
+  static const std::map<std::string, std::string> phi3_layer = {{"ffn_up.weight", "mlp.gate_up_proj.weight"}};
   if (p.rfind("blk.", 0) == 0) {
     size_t dot = p.find('.', 4);
     auto it = dot == std::string::npos ? layer.end() : layer.find(p.substr(dot + 1));
+    if (family == "phi3" && dot != std::string::npos && phi3_layer.count(p.substr(dot + 1))) {
+      it = phi3_layer.find(p.substr(dot + 1));
+    }
     if (it != layer.end()) return "model.layers." + p.substr(4, dot - 4) + "." + it->second;
   }
   RLX_FAIL("llama: no Hugging Face name for param '" << p << "'");
@@ -68,7 +75,7 @@ const SafetensorsFile& LlamaSafetensors::file_of(const std::string& name) const 
 
 void LlamaSafetensors::validate(const Graph& g) const {
   for (const LlamaParamSource& s : llama_param_sources(g)) {
-    const std::string name = llama_hf_name(s.tensor);
+    const std::string name = llama_hf_name(s.tensor, cfg_.family);
     const SafetensorsFile& f = file_of(name);
     RLX_CHECK(f.info(name).shape == s.shape, "llama: '" << f.path() << "', tensor '" << name << "' has shape "
                                                         << shape_str(f.info(name).shape) << ", the config needs "
@@ -78,7 +85,7 @@ void LlamaSafetensors::validate(const Graph& g) const {
 
 void LlamaSafetensors::load_into(Executable& exe, const Graph& g) const {
   for (const LlamaParamSource& s : llama_param_sources(g)) {
-    const std::string name = llama_hf_name(s.tensor);
+    const std::string name = llama_hf_name(s.tensor, cfg_.family);
     const SafetensorsFile& f = file_of(name);
     if (!s.quant) {  // from the mapped file as stored, or converted in one pass
       const std::span<const uint8_t> b = f.bytes(name);

@@ -13,8 +13,9 @@
 namespace rlx {
 
 // The Hugging Face name of a graph param ("blk.3.attn_q.weight" ->
-// "model.layers.3.self_attn.q_proj.weight").
-std::string llama_hf_name(const std::string& param);
+// "model.layers.3.self_attn.q_proj.weight") in a family's checkpoints
+// (Phi-3's blk.N.ffn_up.weight is its fused mlp.gate_up_proj.weight).
+std::string llama_hf_name(const std::string& param, const std::string& family = "llama");
 
 class LlamaSafetensors : public LlamaWeights {
  public:

@@ -45,11 +45,14 @@ LlamaModelFiles open_llama_model(const std::string& path) {
   } else {
     auto gguf = std::make_unique<LlamaGguf>(path);
     const GgufFile& f = gguf->file();
-    if (f.get_string("tokenizer.ggml.model") == "llama")
+    // Without a vocabulary the model still runs on token ids.
+    if (!f.has("tokenizer.ggml.model"))
+      ;
+    else if (f.get_string("tokenizer.ggml.model") == "llama")
       m.tokenizer = std::make_unique<SpmTokenizer>(SpmTokenizer::from_gguf(f));
     else
       m.tokenizer = std::make_unique<BpeTokenizer>(BpeTokenizer::from_gguf(f));
-    m.eos_id = m.tokenizer->eos_id();
+    if (m.tokenizer) m.eos_id = m.tokenizer->eos_id();
     m.chat_template = f.get_string("tokenizer.chat_template", "");
     m.weights = std::move(gguf);
   }

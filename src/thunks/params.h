@@ -86,6 +86,15 @@ struct SoftmaxParams {
   DType dtype;
 };
 
+// Per-pair frequency divisors of a rotary embedding (RopeAttrs::
+// freq_divisors), carried by value so that every kernel that rotates reads
+// them from its own params; count 0 = none.
+constexpr int kMaxRopePairs = 64;
+struct RopeFreqDivisors {
+  int32_t count;
+  float div[kMaxRopePairs];
+};
+
 // Rows of q are (b*sq + i)*q_stride + q_offset; head h is the next head_dim
 // elements after h*head_dim. Query head h reads kv head h / (q_heads/kv_heads).
 // out is dense [batch, sq, q_heads*head_dim]. mask: i32 [batch, skv], 0 = pad.
@@ -108,6 +117,7 @@ struct AttentionParams {
   int32_t q_rope_n_rot = 0;
   float q_rope_theta = 0.f;
   uint8_t q_rope_interleaved = 0;
+  RopeFreqDivisors q_rope_freqs{};
   // kv_slots != kNoBuffer: i32 [batch], batch b reads k/v batch row
   // kv_slots[b] of kv_batch rows (clamped into range; the host checks them).
   uint64_t kv_slots = kNoBuffer;
@@ -125,6 +135,7 @@ struct RopeParams {
   float theta;
   uint8_t interleaved, pos_batched, pos_start;
   DType dtype;
+  RopeFreqDivisors freqs;
 };
 
 // out[i, :] = table[ids[i], :]; ids outside [0, vocab) give a zero row.
@@ -189,6 +200,7 @@ struct KvWriteParams {
   float theta;
   uint8_t interleaved;
   DType dtype;
+  RopeFreqDivisors freqs;
 };
 
 // out[r] = the index of the largest of x[r, 0..cols) (i32), the lowest on

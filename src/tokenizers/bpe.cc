@@ -83,10 +83,12 @@ BpeTokenizer BpeTokenizer::from_tokenizer_json(const std::string& path) {
       } else if (t == "Split" && !byte_level && !split) {
         const auto& pat = p.at("pattern");
         const std::string re = pat.contains("Regex") ? pat["Regex"].get<std::string>() : "";
-        RLX_CHECK(re == kLlama3Pattern && p.value("behavior", "") == "Isolated" && !p.value("invert", false),
-                  where << ": Split pre-tokenizer with pattern '" << re << "' is not supported (Llama 3's is)");
+        RLX_CHECK((re == kLlama3Pattern || re == kQwen2Pattern) && p.value("behavior", "") == "Isolated" &&
+                      !p.value("invert", false),
+                  where << ": Split pre-tokenizer with pattern '" << re
+                        << "' is not supported (Llama 3's and Qwen2's are)");
         split = true;
-        o.split = BpeSplit::Llama3;
+        o.split = re == kLlama3Pattern ? BpeSplit::Llama3 : BpeSplit::Qwen2;
       } else if (t == "Digits" && p.value("individual_digits", false) && !byte_level) {
         o.split_digits = true;
       } else {
@@ -152,6 +154,8 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& f) {
     o.split = BpeSplit::Llama3;
     o.ignore_merges = true;
     o.add_bos = true;  // llama.cpp's default for Llama 3 when the file does not say
+  } else if (pre == "qwen2") {
+    o.split = BpeSplit::Qwen2;
   } else if (pre != "gpt2" && pre != "gpt-2" && pre != "default" && pre != "mpt" && pre != "olmo") {
     RLX_FAIL(where << ": pre-tokenizer '" << pre << "' is not supported");
   }
@@ -228,7 +232,7 @@ void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out
   if (opts_.split != BpeSplit::None) {
     for (auto r : pieces) {
       if (opts_.split == BpeSplit::Gpt2) split_gpt2(text, r, split);
-      else split_llama3(text, r, split);
+      else split_llama3(text, r, split, opts_.split == BpeSplit::Qwen2 ? 1 : 3);
     }
     pieces.swap(split);
   }

@@ -19,7 +19,7 @@ namespace rlx {
 class GgufFile;
 
 // The regex the pre-tokenizer splits with.
-enum class BpeSplit { None, Gpt2, Llama3 };
+enum class BpeSplit { None, Gpt2, Llama3, Qwen2 };
 
 struct BpeOptions {
   bool split_digits = false;  // Digits(individual_digits=true) before the regex

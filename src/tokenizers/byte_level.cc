@@ -132,7 +132,11 @@ const char* const kLlama3Pattern =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-void split_llama3(std::string_view t, ByteRange r, std::vector<ByteRange>& out) {
+const char* const kQwen2Pattern =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+void split_llama3(std::string_view t, ByteRange r, std::vector<ByteRange>& out, size_t max_digits) {
   const size_t end = r.second;
   auto is_nl = [](int32_t cp) { return cp == '\r' || cp == '\n'; };
   auto run = [&](size_t j, Cls c, size_t max_chars) {
@@ -177,9 +181,9 @@ void split_llama3(std::string_view t, ByteRange r, std::vector<ByteRange>& out) 
       i = j;
       continue;
     }
-    // \p{N}{1,3}
+    // \p{N}{1,3} (Qwen2: \p{N})
     if (c.cls == Cls::Number) {
-      size_t j = run(i, Cls::Number, 3);
+      size_t j = run(i, Cls::Number, max_digits);
       out.push_back({i, j});
       i = j;
       continue;

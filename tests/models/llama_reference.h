@@ -1,6 +1,8 @@
 // A LLaMA forward pass in plain double-precision C++ (Hugging Face layout,
 // RoPE rotating halves), random weights for a graph's params and GGUF's Q/K
-// row order: the independent reference the LLaMA tests compare with.
+// row order: the independent reference the LLaMA tests compare with. The
+// family switches as transformers applies them: Qwen2's q/k/v biases,
+// Qwen3's per-head q/k RMSNorm, rope frequency divisors (Llama 3 scaling).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -55,8 +57,35 @@ inline std::vector<float> to_gguf_rows(const std::vector<float>& w, int heads, i
   return out;
 }
 
+// Phi-3's fused weights as the separate ones they stack: attn_qkv rows are
+// Q, K then V; ffn_up's (2 * intermediate rows) the gate's, then up's.
+inline Weights split_fused(const LlamaConfig& c, const Weights& w) {
+  Weights out = w;
+  const size_t H = size_t(c.hidden_size), F = size_t(c.intermediate_size);
+  const size_t q = size_t(c.num_heads * c.head_dim), kv = size_t(c.num_kv_heads * c.head_dim);
+  auto rows = [&](const std::vector<float>& m, size_t from, size_t n) {
+    return std::vector<float>(m.begin() + long(from * H), m.begin() + long((from + n) * H));
+  };
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const auto qkv = w.at(p + "attn_qkv.weight"), gate_up = w.at(p + "ffn_up.weight");
+    out.erase(p + "attn_qkv.weight");
+    out[p + "attn_q.weight"] = rows(qkv, 0, q);
+    out[p + "attn_k.weight"] = rows(qkv, q, kv);
+    out[p + "attn_v.weight"] = rows(qkv, q + kv, kv);
+    out[p + "ffn_gate.weight"] = rows(gate_up, 0, F);
+    out[p + "ffn_up.weight"] = rows(gate_up, F, F);
+  }
+  return out;
+}
+
 // Logits [vocab] at position `last` of one sequence, in double, HF layout.
 inline std::vector<double> reference(const LlamaConfig& c, const Weights& w, const std::vector<int32_t>& ids, int last) {
+  if (c.fused_qkv_gate_up) {
+    LlamaConfig separate = c;
+    separate.fused_qkv_gate_up = false;
+    return reference(separate, split_fused(c, w), ids, last);
+  }
   const int S = last + 1, H = c.hidden_size, F = c.intermediate_size, hd = c.head_dim;
   const int nh = c.num_heads, nkv = c.num_kv_heads, group = nh / nkv;
   using Mat = std::vector<std::vector<double>>;
@@ -81,11 +110,25 @@ inline std::vector<double> reference(const LlamaConfig& c, const Weights& w, con
     }
     return y;
   };
+  auto add_bias = [&](Mat& x, const std::string& name) {
+    for (auto& row : x)
+      for (size_t i = 0; i < row.size(); ++i) row[i] += w.at(name)[i];
+  };
+  auto head_rms = [&](Mat& x, int heads, const std::string& name) {
+    for (auto& row : x)
+      for (int h = 0; h < heads; ++h) {
+        double ss = 0;
+        for (int i = 0; i < hd; ++i) ss += row[size_t(h * hd + i)] * row[size_t(h * hd + i)];
+        const double inv = 1.0 / std::sqrt(ss / hd + c.rms_eps);
+        for (int i = 0; i < hd; ++i) row[size_t(h * hd + i)] *= inv * w.at(name)[size_t(i)];
+      }
+  };
   auto rope = [&](Mat& x, int heads) {
     for (int s = 0; s < S; ++s)
       for (int h = 0; h < heads; ++h)
         for (int i = 0; i < hd / 2; ++i) {
-          double ang = s * std::pow(double(c.rope_theta), -2.0 * i / hd);
+          const double div = c.rope_freq_divisors.empty() ? 1.0 : double(c.rope_freq_divisors[size_t(i)]);
+          double ang = s * std::pow(double(c.rope_theta), -2.0 * i / hd) / div;
           double& a = x[size_t(s)][size_t(h * hd + i)];
           double& b = x[size_t(s)][size_t(h * hd + i + hd / 2)];
           double x1 = a, x2 = b;
@@ -102,6 +145,15 @@ inline std::vector<double> reference(const LlamaConfig& c, const Weights& w, con
     Mat h = rms(x, p + "attn_norm.weight");
     Mat q = linear(h, p + "attn_q.weight", nh * hd, H), k = linear(h, p + "attn_k.weight", nkv * hd, H);
     Mat v = linear(h, p + "attn_v.weight", nkv * hd, H);
+    if (c.qkv_bias) {
+      add_bias(q, p + "attn_q.bias");
+      add_bias(k, p + "attn_k.bias");
+      add_bias(v, p + "attn_v.bias");
+    }
+    if (c.qk_norm) {
+      head_rms(q, nh, p + "attn_q_norm.weight");
+      head_rms(k, nkv, p + "attn_k_norm.weight");
+    }
     rope(q, nh);
     rope(k, nkv);
     Mat ctx(static_cast<size_t>(S), std::vector<double>(static_cast<size_t>(nh * hd)));

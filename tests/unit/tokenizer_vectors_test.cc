@@ -77,11 +77,10 @@ struct Vocab {
 const Vocab kVocabs[] = {
     {"llama-spm", nullptr},    {"llama-bpe", nullptr},    {"phi-3", nullptr},
     {"mpt", nullptr},          {"refact", nullptr},       {"starcoder", nullptr},
-    {"gpt-2", nullptr},        {"command-r", nullptr},
+    {"gpt-2", nullptr},        {"command-r", nullptr},    {"qwen2", nullptr},
     {"deepseek-llm", "pre-tokenizer 'deepseek-llm' is not supported"},
     {"deepseek-coder", "pre-tokenizer 'deepseek-coder' is not supported"},
     {"falcon", "pre-tokenizer 'falcon' is not supported"},
-    {"qwen2", "pre-tokenizer 'qwen2' is not supported"},
     {"qwen35", "pre-tokenizer 'qwen35' is not supported"},
     {"bert-bge", "tokenizer.ggml.model is 'bert'"},
     {"gemma-4", "tokenizer.ggml.model is"},
@@ -143,6 +142,27 @@ TEST(TokenizerVectorsSpecial, Phi3UserMarkerAndLlama3Header) {
   EXPECT_EQ(as_text[0], 128000);  // BOS
   for (size_t i = 1; i < as_text.size(); ++i) EXPECT_LT(as_text[i], 128000) << i;
   EXPECT_EQ(l.decode(std::vector<int32_t>(as_text.begin() + 1, as_text.end())), text);
+}
+
+// Qwen2's regex takes one digit per piece (\p{N}) where Llama 3's takes up
+// to three, the one rule its vectors barely exercise: every digit of a
+// number is its own token, after a letter, a space or a sign alike.
+TEST(TokenizerVectorsSpecial, Qwen2SplitsEveryDigit) {
+  const std::string qwen2 = kDir + "ggml-vocab-qwen2.gguf";
+  if (!std::filesystem::exists(qwen2)) GTEST_SKIP() << qwen2 << " is missing (scripts/setup fetches it)";
+  GgufFile f(qwen2);
+  BpeTokenizer t = BpeTokenizer::from_gguf(f);
+  const EncodeOptions plain{.add_special = false, .parse_special = false};
+  std::vector<int32_t> digits;
+  for (char d : std::string("2026314159")) digits.push_back(t.encode(std::string(1, d), plain).at(0));
+  for (const std::string& prefix : {"", "x", "-"}) {
+    std::vector<int32_t> got = t.encode(prefix + "2026314159", plain);
+    ASSERT_GE(got.size(), digits.size());
+    EXPECT_EQ(std::vector<int32_t>(got.end() - long(digits.size()), got.end()), digits) << "after '" << prefix << "'";
+    EXPECT_EQ(t.decode(got), prefix + "2026314159");
+  }
+  std::vector<int32_t> spaced = t.encode("year 2026", plain);
+  EXPECT_EQ(spaced.size(), 1u + 1u + 4u) << "'year', ' ' and four digits";
 }
 
 }  // namespace

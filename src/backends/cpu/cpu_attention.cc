@@ -166,7 +166,7 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
         T rotated[256];  // head_dim <= 256 (checked when a rotation is fused in)
         if (p.q_rope_n_rot > 0) {
           rope_row(qr, rotated, 1, hd, p.q_rope_n_rot, p.q_rope_interleaved, p.q_rope_theta,
-                   double(q_pos[b]) + double(i0 + i));
+                   double(q_pos[b]) + double(i0 + i), p.q_rope_freqs);
           qr = rotated;
         }
         for (int64_t d = 0; d < hd; ++d) qf[i * hd + d] = to_f32(qr[d]) * p.scale;

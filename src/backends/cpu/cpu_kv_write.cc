@@ -27,7 +27,7 @@ template <class T> void kv_write(const KvWriteParams& p, CpuContext& ctx) {
       if (t < 0 || t >= p.max_ctx) continue;
       const T* src = rows + (b * p.n_new + i) * p.rows_stride + p.rows_offset;
       T* dst = cache + (slot * p.max_ctx + t) * p.row;
-      if (rotated > 0) rope_row(src, dst, p.rope_heads, p.head_dim, p.n_rot, p.interleaved, p.theta, double(t));
+      if (rotated > 0) rope_row(src, dst, p.rope_heads, p.head_dim, p.n_rot, p.interleaved, p.theta, double(t), p.freqs);
       std::memcpy(dst + rotated, src + rotated, size_t(p.row - rotated) * sizeof(T));
     }
   }

@@ -17,7 +17,7 @@ template <class T> void rope(const RopeParams& p, CpuContext& ctx) {
     const int64_t s = r % p.seq;
     const double position = p.pos_start ? double(pos[r / p.seq]) + double(s) : pos[p.pos_batched ? r : s];
     rope_row(x + r * p.stride + p.offset, out + r * p.heads * hd, p.heads, hd, n_rot, p.interleaved, p.theta,
-             position);
+             position, p.freqs);
   });
 }
 

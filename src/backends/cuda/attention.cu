@@ -33,7 +33,9 @@ template <class T>
 __device__ inline float decode_query(const AttentionParams& p, uint8_t* arena, const T* q, int d, int64_t b) {
   if (d >= p.q_rope_n_rot) return to_f32(q[d]) * p.scale;
   const float position = float(at<const int32_t>(arena, p.pos)[b]);
-  return to_f32(rope_element(q, d, p.q_rope_n_rot, p.q_rope_interleaved, p.q_rope_theta, position)) * p.scale;
+  return to_f32(rope_element(q, d, p.q_rope_n_rot, p.q_rope_interleaved, p.q_rope_theta, p.q_rope_freqs,
+                             position)) *
+         p.scale;
 }
 
 // The first k/v row of batch b: its own, or in a ragged batch the row of the

@@ -78,7 +78,7 @@ __global__ void kv_write_rope_kernel(const KvWriteParams p, uint8_t* arena) {
       continue;
     }
     const float position = float(pos[bi / p.n_new] + int32_t(bi % p.n_new));
-    rope_pair(src, dst, int(j), p.n_rot, p.interleaved, p.theta, position);
+    rope_pair(src, dst, int(j), p.n_rot, p.interleaved, p.theta, p.freqs, position);
   }
 }
 

@@ -34,7 +34,7 @@ __global__ void rope_kernel(const RopeParams p, uint8_t* arena) {
     }
     int64_t s = row % p.seq;
     float position = float(p.pos_start ? pos[row / p.seq] + int32_t(s) : p.pos_batched ? pos[row] : pos[s]);
-    rope_pair(src, dst, j, p.n_rot, p.interleaved, p.theta, position);
+    rope_pair(src, dst, j, p.n_rot, p.interleaved, p.theta, p.freqs, position);
   }
 }
 

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Decoder-family parity: `rlx generate` against Hugging Face transformers.
+
+For each family (Llama 3 with rope_scaling llama3, Qwen2, Qwen3, Mistral,
+Phi-3) a
+randomly initialised transformers model of odd sizes is saved with
+save_pretrained (config.json + model.safetensors). The reference is greedy
+decoding in float64 on the CPU from the same f32 weights, with the gap
+between the two best logits at every step. rlx generates 32 greedy tokens
+from the saved directory on each device and dtype; its tokens must equal the
+reference's up to the first step whose top-2 gap is within the dtype's
+tolerance (a near tie: either choice is right). Prints a table; exits
+non-zero when any row fails.
+
+  python3 bench/decoder_parity.py --rlx build-gpu/rlx                  # cpu f32 + cuda f32/f16/bf16
+  python3 bench/decoder_parity.py --rlx build/rlx --devices cpu
+"""
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+
+import torch
+import transformers
+
+VOCAB, PROMPT, NEW = 301, 11, 32
+# A near tie: the top-2 gap within this fraction of max |logit|.
+TOLERANCE = {"f32": 1e-4, "f16": 3e-2, "bf16": 6e-2}
+
+
+def families():
+    common = dict(vocab_size=VOCAB, num_hidden_layers=2, rms_norm_eps=1e-5, max_position_embeddings=128,
+                  bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    return {
+        # GQA 6:2, head_dim 48, tied head; rope_scaling whose bands all show in 43 positions.
+        "llama3": transformers.LlamaConfig(
+            hidden_size=288, intermediate_size=776, num_attention_heads=6, num_key_value_heads=2, head_dim=48,
+            tie_word_embeddings=True, rope_theta=10000.0,
+            rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                          "original_max_position_embeddings": 16}, **common),
+        # q/k/v biases, untied head.
+        "qwen2": transformers.Qwen2Config(
+            hidden_size=288, intermediate_size=776, num_attention_heads=6, num_key_value_heads=2,
+            tie_word_embeddings=False, rope_theta=1e6, use_sliding_window=False, **common),
+        # head_dim 40 with hidden 200 over 6 heads, GQA 6:3, q/k norms.
+        "qwen3": transformers.Qwen3Config(
+            hidden_size=200, intermediate_size=333, num_attention_heads=6, num_key_value_heads=3, head_dim=40,
+            tie_word_embeddings=True, **common),
+        # A window of 64 (the context rlx then allows) past the 43 positions used.
+        "mistral": transformers.MistralConfig(
+            hidden_size=288, intermediate_size=776, num_attention_heads=6, num_key_value_heads=2, head_dim=48,
+            sliding_window=64, tie_word_embeddings=False, **common),
+        # Fused qkv_proj and gate_up_proj (head_dim 48 = 288 / 6).
+        "phi3": transformers.Phi3Config(
+            hidden_size=288, intermediate_size=776, num_attention_heads=6, num_key_value_heads=2,
+            tie_word_embeddings=False, sliding_window=None, **common),
+    }
+
+
+def make_model(cfg, seed):
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
+    with torch.no_grad():  # biases and norm gains away from their 0 / 1 init, so they matter
+        for name, p in model.named_parameters():
+            if name.endswith(".bias") or "norm" in name:
+                p.add_(torch.empty_like(p).uniform_(-0.2, 0.2))
+    return model.eval()
+
+
+def reference(model, prompt):
+    """Greedy tokens and the top-2 gap (relative to max |logit|) at each step, in float64."""
+    m = model.double()
+    ids, tokens, gaps = list(prompt), [], []
+    with torch.no_grad():
+        for _ in range(NEW):
+            logits = m(torch.tensor([ids])).logits[0, -1]
+            top = torch.topk(logits, 2).values
+            gaps.append(float((top[0] - top[1]) / logits.abs().max()))
+            tokens.append(int(logits.argmax()))
+            ids.append(tokens[-1])
+    model.float()
+    return tokens, gaps
+
+
+def run_rlx(rlx, path, prompt, device, dtype):
+    cmd = [rlx, "generate", "--model", path, "--prompt-ids", ",".join(map(str, prompt)), "-n", str(NEW),
+           "--ignore-eos", "--device", device, "--dtype", dtype]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
+    return [int(t) for t in re.findall(r"-?\d+", r.stdout)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rlx", required=True)
+    ap.add_argument("--devices", default="cpu,cuda")
+    ap.add_argument("--families", default=",".join(families()))
+    args = ap.parse_args()
+    runs = [(d, t) for d in args.devices.split(",") for t in (["f32"] if d == "cpu" else ["f32", "f16", "bf16"])]
+    rows, failed = [], False
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (name, cfg) in enumerate(families().items()):
+            if name not in args.families.split(","):
+                continue
+            model = make_model(cfg, seed=1000 + i)
+            path = f"{tmp}/{name}"
+            model.save_pretrained(path, safe_serialization=True)
+            prompt = torch.randint(0, VOCAB, (PROMPT,), generator=torch.Generator().manual_seed(i)).tolist()
+            want, gaps = reference(model, prompt)
+            for device, dtype in runs:
+                try:
+                    got = run_rlx(args.rlx, path, prompt, device, dtype)
+                except Exception as e:  # noqa: BLE001 - reported as a failed row
+                    rows.append((name, device, dtype, "-", "-", f"FAIL: {e}"))
+                    failed = True
+                    continue
+                # Tokens must agree up to the first near tie (by this dtype's tolerance).
+                check = next((s for s, g in enumerate(gaps) if g <= TOLERANCE[dtype]), NEW)
+                first_diff = next((s for s in range(min(len(got), NEW)) if got[s] != want[s]), None)
+                ok = len(got) == NEW and (first_diff is None or first_diff >= check)
+                failed |= not ok
+                rows.append((name, device, dtype, f"{check}/{NEW}",
+                             "none" if first_diff is None else str(first_diff), "ok" if ok else "FAIL"))
+    print("| family | device | dtype | steps checked | first difference | result |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+// The decoder families (Llama 3 rope scaling, Qwen2, Qwen3, Mistral) from
+// real files: a Hugging Face directory (config.json + model.safetensors) and
+// a GGUF written as llama.cpp's converter lays it out, with random weights
+// of odd sizes; logits after a prompt and after each cached decode step
+// against the double-precision reference (tests/models/llama_reference.h).
+#include <gtest/gtest.h>
+
+#include "models/decoder_family_files.h"  // tests/models
+#include "models/gguf_writer.h"           // tests/models
+#include "models/llama_batch_check.h"  // tests/models
+#include "models/llama_generator.h"
+#include "models/llama_reference.h"  // tests/models
+#include "rlx/llm.h"
+#include "test_util.h"
+
+namespace rlx {
+namespace {
+
+using test::Family;
+
+// A prompt of 11 tokens (prefill), then 3 more one at a time (cached decode
+// steps: RoPE fused into kv_write and attention), each against the reference.
+void expect_matches_reference(const std::string& path, const Family& f, const test::Weights& w, bool kv_cache) {
+  GeneratorOptions o;
+  o.threads = 1;
+  o.kv_cache = kv_cache;
+  LlamaGenerator gen(path, o);
+  const LlamaConfig& got = gen.config();
+  EXPECT_EQ(got.qkv_bias, f.cfg.qkv_bias);
+  EXPECT_EQ(got.qk_norm, f.cfg.qk_norm);
+  EXPECT_EQ(got.head_dim, f.cfg.head_dim);
+  EXPECT_EQ(got.tie_embeddings, f.cfg.tie_embeddings);
+  ASSERT_EQ(got.rope_freq_divisors.size(), f.cfg.rope_freq_divisors.size());
+  for (size_t i = 0; i < got.rope_freq_divisors.size(); ++i)
+    EXPECT_NEAR(got.rope_freq_divisors[i], f.cfg.rope_freq_divisors[i], 1e-5 * f.cfg.rope_freq_divisors[i]) << i;
+  std::vector<int32_t> ids = test::random_ids(14, f.cfg.vocab_size, 7);
+  for (size_t n = 11; n <= ids.size(); ++n) {
+    std::vector<int32_t> prefix(ids.begin(), ids.begin() + long(n));
+    test::expect_close(gen.next_logits(prefix), test::reference(f.cfg, w, prefix, int(n) - 1), 1e-4,
+                       f.name + " logits after " + std::to_string(n) + " tokens from " + path);
+  }
+  if (kv_cache) EXPECT_EQ(gen.decode_steps(), 3u);
+}
+
+class DecoderFamily : public ::testing::TestWithParam<Family (*)()> {};
+
+TEST_P(DecoderFamily, HuggingFaceDirectoryMatchesTheReference) {
+  const Family f = GetParam()();
+  test::TempDir d;
+  const test::Weights w = test::weights_of(f.cfg);
+  test::write_hf_dir(d.path(), f, w);
+  expect_matches_reference(d.path().string(), f, w, true);
+  expect_matches_reference(d.path().string(), f, w, false);
+}
+
+TEST_P(DecoderFamily, GgufMatchesTheReference) {
+  const Family f = GetParam()();
+  if (f.model_type == "mistral") GTEST_SKIP() << "Mistral GGUFs are architecture llama (the llama3 case)";
+  test::TempDir d;
+  const test::Weights w = test::weights_of(f.cfg);
+  test::write_gguf(d.path() / "m.gguf", f, w);
+  expect_matches_reference((d.path() / "m.gguf").string(), f, w, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, DecoderFamily,
+                         ::testing::Values(&test::llama3, &test::qwen2, &test::qwen3, &test::mistral, &test::phi3),
+                         [](const auto& info) { return info.param().name; });
+
+// The engine's pooled graphs (LlamaPool) over each family: greedy
+// continuations of two prompts equal the single-sequence generator's (itself
+// checked against the reference above).
+TEST_P(DecoderFamily, EngineEqualsTheSingleSequenceGenerator) {
+  const Family f = GetParam()();
+  test::TempDir d;
+  test::write_hf_dir(d.path(), f, test::weights_of(f.cfg));
+  LlmOptions lo;
+  lo.threads = 1;
+  lo.max_sequences = 2;
+  LLM llm(d.path().string(), lo);
+  GeneratorOptions go;
+  go.threads = 1;
+  LlamaGenerator single(d.path().string(), go);
+  const std::vector<int32_t> ids = test::random_ids(13, f.cfg.vocab_size, 21);
+  std::vector<std::vector<int32_t>> want;
+  for (size_t n : {13, 6}) want.push_back(test::single_greedy(single, {ids.begin(), ids.begin() + long(n)}, 8));
+  std::vector<Generation> got(2);
+  for (size_t i = 0; i < 2; ++i) {
+    GenerateOptions o;
+    o.max_tokens = 8;
+    o.ignore_eos = true;
+    got[i] = llm.generate(std::vector<int32_t>(ids.begin(), ids.begin() + (i ? 6 : 13)), o);
+    EXPECT_EQ(got[i].ids, want[i]) << f.name << " prompt " << i;
+  }
+}
+
+// Weights quantized at load (Q8_0) under each family's extra pieces: the
+// biases after a merged Q8_0 Q|K|V product, q/k norms, Phi-3's fused
+// products as matmul_q. Sizes are multiples of 32 (quantization blocks); the
+// logits stay within Q8_0's error of the float reference.
+TEST_P(DecoderFamily, QuantizedAtLoadStaysCloseToTheReference) {
+  Family f = GetParam()();
+  f.cfg.hidden_size = 64;
+  f.cfg.intermediate_size = 96;
+  f.cfg.num_heads = 4;
+  f.cfg.num_kv_heads = 2;
+  f.cfg.head_dim = f.cfg.rope_dims = 16;
+  if (!f.cfg.rope_freq_divisors.empty()) f.cfg.rope_freq_divisors = test::hf_llama3_divisors(16, 10000, 8, 1, 4, 16);
+  test::TempDir d;
+  const test::Weights w = test::weights_of(f.cfg);
+  test::write_hf_dir(d.path(), f, w);
+  GeneratorOptions o;
+  o.threads = 1;
+  o.quantize = QuantType::Q8_0;
+  LlamaGenerator gen(d.path().string(), o);
+  EXPECT_GE(gen.quantized_weights().size(), size_t(f.cfg.fused_qkv_gate_up ? 3 : 5) * 2);
+  std::vector<int32_t> ids = test::random_ids(12, f.cfg.vocab_size, 5);
+  for (size_t n = 10; n <= ids.size(); ++n) {
+    std::vector<int32_t> prefix(ids.begin(), ids.begin() + long(n));
+    test::expect_close(gen.next_logits(prefix), test::reference(f.cfg, w, prefix, int(n) - 1), 3e-2,
+                       f.name + " Q8_0 logits after " + std::to_string(n) + " tokens");
+  }
+}
+
+TEST(DecoderFamilies, MistralWindowBoundsTheContext) {
+  test::TempDir d;
+  const Family f = test::mistral();
+  test::write_hf_dir(d.path(), f, test::weights_of(f.cfg));
+  EXPECT_EQ(load_llama_config(d.path().string()).max_positions, 48);
+}
+
+TEST(DecoderFamilies, RefusalsNameTheFieldAndTheFamiliesThatLoad) {
+  test::TempDir d;
+  Family f = test::llama3();
+  test::write_hf_dir(d.path(), f, test::weights_of(f.cfg));
+  auto refused = [&](const std::string& json, const std::string& want) {
+    test::write_text(d.path() / "config.json", json);
+    std::string e = test::error_of([&] { load_llama_config(d.path().string()); });
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+    EXPECT_NE(e.find("config.json"), std::string::npos) << e;
+  };
+  const std::string base = R"({"vocab_size": 301, "hidden_size": 288, "intermediate_size": 776,
+    "num_hidden_layers": 2, "num_attention_heads": 6)";
+  refused(base + R"(, "model_type": "gemma2"})", "llama, mistral, qwen2, qwen3, phi3");
+  refused(base + R"(, "model_type": "llama", "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})", "yarn");
+  refused(base + R"(, "model_type": "llama", "attention_bias": true})", "attention_bias");
+  refused(base + R"(, "model_type": "llama", "mlp_bias": true})", "mlp_bias");
+  // A GGUF of another architecture.
+  test::GgufWriter gw;
+  gw.str("general.architecture", "gemma2");
+  gw.write(d.path() / "g.gguf");
+  std::string e = test::error_of([&] { LlamaGguf g((d.path() / "g.gguf").string()); });
+  EXPECT_NE(e.find("llama, qwen2, qwen3, phi3"), std::string::npos) << e;
+  EXPECT_NE(e.find("g.gguf"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace rlx
