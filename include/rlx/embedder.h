@@ -47,6 +47,9 @@ class Embedder {
   // tokens is cut (counted in truncated_texts()), or an error when
   // EmbedderOptions::truncate is false.
   std::vector<std::vector<float>> embed(const std::vector<std::string>& texts);
+  // The same with at most max_batch texts per run (a power of two in
+  // [1, kMaxBatch]) in place of EmbedderOptions::max_batch.
+  std::vector<std::vector<float>> embed(const std::vector<std::string>& texts, int max_batch);
   size_t truncated_texts() const;  // texts cut so far
 
   int dim() const;

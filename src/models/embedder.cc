@@ -18,8 +18,8 @@ namespace rlx {
 // none of the internal types.
 struct Embedder::Impl {
   Impl(const std::string& dir, const EmbedderOptions& opts);
-  void run_chunk(const std::vector<const Encoding*>& encs, std::vector<std::vector<float>*>& outs);
-  std::vector<std::vector<float>> embed(const std::vector<std::string>& texts);
+  void run_chunk(const std::vector<const Encoding*>& encs, std::vector<std::vector<float>*>& outs, int max_batch);
+  std::vector<std::vector<float>> embed(const std::vector<std::string>& texts, int max_batch);
 
   BertConfig cfg_;
   SentenceConfig sentence_;
@@ -40,6 +40,14 @@ void l2_normalize(std::vector<float>& v) {
   for (float& x : v) x = float(x / n);
 }
 
+namespace {
+void check_max_batch(int max_batch) {
+  RLX_CHECK(max_batch >= 1 && max_batch <= EmbedderOptions::kMaxBatch && (max_batch & (max_batch - 1)) == 0,
+            "embedder: max_batch " << max_batch << " must be a power of two in [1, " << EmbedderOptions::kMaxBatch
+                                   << "]");
+}
+}  // namespace
+
 Bucket Embedder::bucket_for(int64_t count, int64_t longest, int64_t max_seq, int64_t max_batch) {
   return rlx::bucket_for(count, longest, max_seq, max_batch);
 }
@@ -50,10 +58,7 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
       tokenizer_(WordPiece::from_dir(dir)),
       weights_((std::filesystem::path(dir) / "model.safetensors").string()),
       opts_(opts) {
-  RLX_CHECK(opts_.max_batch >= 1 && opts_.max_batch <= EmbedderOptions::kMaxBatch &&
-                (opts_.max_batch & (opts_.max_batch - 1)) == 0,
-            "embedder: max_batch " << opts_.max_batch << " must be a power of two in [1, "
-                                   << EmbedderOptions::kMaxBatch << "]");
+  check_max_batch(opts_.max_batch);
   RLX_CHECK(tokenizer_.max_id() < cfg_.vocab_size,
             "embedder: '" << dir << "': the tokenizer gives ids up to " << tokenizer_.max_id()
                           << " but config.json's vocab_size is " << cfg_.vocab_size);
@@ -73,10 +78,10 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
 }
 
 void Embedder::Impl::run_chunk(const std::vector<const Encoding*>& encs,
-                         std::vector<std::vector<float>*>& outs) {
+                         std::vector<std::vector<float>*>& outs, int max_batch) {
   int64_t longest = 0;
   for (const Encoding* e : encs) longest = std::max<int64_t>(longest, int64_t(e->size()));
-  Bucket b = bucket_for(int64_t(encs.size()), longest, max_len_, opts_.max_batch);
+  Bucket b = bucket_for(int64_t(encs.size()), longest, max_len_, max_batch);
   Executable& exe = buckets_->get(b);
   const size_t S = size_t(b.seq);
   std::vector<int32_t> ids(size_t(b.batch) * S, 0), mask(ids.size(), 0), types(ids.size(), 0);
@@ -108,7 +113,8 @@ void Embedder::Impl::run_chunk(const std::vector<const Encoding*>& encs,
   }
 }
 
-std::vector<std::vector<float>> Embedder::Impl::embed(const std::vector<std::string>& texts) {
+std::vector<std::vector<float>> Embedder::Impl::embed(const std::vector<std::string>& texts, int max_batch) {
+  check_max_batch(max_batch);
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::vector<float>> out(texts.size());
   if (texts.empty()) return out;
@@ -129,25 +135,24 @@ std::vector<std::vector<float>> Embedder::Impl::embed(const std::vector<std::str
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return encs[a].size() < encs[b].size(); });
   Bucket largest;
-  for (size_t start = 0; start < order.size(); start += size_t(opts_.max_batch)) {
-    size_t end = std::min(order.size(), start + size_t(opts_.max_batch));
-    Bucket b = bucket_for(int64_t(end - start), int64_t(encs[order[end - 1]].size()), max_len_,
-                          opts_.max_batch);
+  for (size_t start = 0; start < order.size(); start += size_t(max_batch)) {
+    size_t end = std::min(order.size(), start + size_t(max_batch));
+    Bucket b = bucket_for(int64_t(end - start), int64_t(encs[order[end - 1]].size()), max_len_, max_batch);
     largest = {std::max(largest.batch, b.batch), std::max(largest.seq, b.seq)};
   }
   // The arena is sized for the largest bucket this input needs, not for the
   // largest possible one: one short sentence must not reserve max_batch x
   // max_len. A larger input later replaces the arena (and recompiles).
   buckets_->reserve(largest);
-  for (size_t start = 0; start < order.size(); start += size_t(opts_.max_batch)) {
-    size_t end = std::min(order.size(), start + size_t(opts_.max_batch));
+  for (size_t start = 0; start < order.size(); start += size_t(max_batch)) {
+    size_t end = std::min(order.size(), start + size_t(max_batch));
     std::vector<const Encoding*> chunk;
     std::vector<std::vector<float>*> dst;
     for (size_t i = start; i < end; ++i) {
       chunk.push_back(&encs[order[i]]);
       dst.push_back(&out[order[i]]);
     }
-    run_chunk(chunk, dst);
+    run_chunk(chunk, dst, max_batch);
   }
   return out;
 }
@@ -155,7 +160,12 @@ std::vector<std::vector<float>> Embedder::Impl::embed(const std::vector<std::str
 Embedder::Embedder(const std::string& dir, const EmbedderOptions& opts) : impl_(std::make_unique<Impl>(dir, opts)) {}
 Embedder::~Embedder() = default;
 
-std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& texts) { return impl_->embed(texts); }
+std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& texts) {
+  return impl_->embed(texts, impl_->opts_.max_batch);
+}
+std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& texts, int max_batch) {
+  return impl_->embed(texts, max_batch);
+}
 size_t Embedder::truncated_texts() const { return impl_->truncated_; }
 int Embedder::dim() const { return impl_->cfg_.hidden_size; }
 int Embedder::max_len() const { return impl_->max_len_; }
