@@ -163,6 +163,10 @@ Generation LLM::chat(Sequence& seq, const std::vector<ChatMessage>& messages, co
   const std::vector<int32_t>& have = seq.tokens();
   const size_t keep = size_t(std::mismatch(have.begin(), have.end(), ids.begin(), ids.end()).first - have.begin());
   seq.truncate(int64_t(keep));
+  return generate(seq, std::vector<int32_t>(ids.begin() + int64_t(keep), ids.end()), chat_options(o), on_piece);
+}
+
+GenerateOptions LLM::chat_options(const GenerateOptions& o) const {
   GenerateOptions with_end = o;
   const std::string end = chat_turn_end();
   if (!end.empty()) {
@@ -170,7 +174,7 @@ Generation LLM::chat(Sequence& seq, const std::vector<ChatMessage>& messages, co
     if (id >= 0) with_end.stop_ids.push_back(id);
     else with_end.stop.push_back(end);
   }
-  return generate(seq, std::vector<int32_t>(ids.begin() + int64_t(keep), ids.end()), with_end, on_piece);
+  return with_end;
 }
 
 std::vector<Generation> LLM::generate_batch(const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o) {
