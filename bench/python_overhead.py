@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""What the Python layer costs, on this machine's CPU:
+
+- encode: rlx.SentenceEncoder.encode of 2000 sentences (8-40 words) at batch
+  32 against `rlx embed --batch 32` on the same sentences (its own timing line:
+  embedding only, no load, no output). Both cold (a fresh model: the buckets
+  compile inside the timed call, as in the CLI) and, for Python, warm.
+- generation: per-token time of a streamed reply (one Python iteration per
+  piece) and of a whole reply against rlx_engine_bench, the C++ API driving
+  the engine (batch 1), on the tiny test model (where a token takes little
+  time, so the overhead shows) and on the default SmolLM2.
+
+    python3 bench/python_overhead.py [--cli build/rlx] [--engine-bench build/rlx_engine_bench] [--threads 0]
+
+Build rlx_engine_bench with `ninja -C build rlx_engine_bench`; the rlx wheel
+must be installed (scripts/test-python makes build-python/venv).
+"""
+
+import argparse
+import os
+import pathlib
+import random
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+
+import rlx
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def sentences(n, seed=7):
+    rng = random.Random(seed)
+    vocab = ("the a of to and in is was for on that with as by at from his her it an be this which or are had "
+             "not but were they have one all their been has more when will would who there so if out about can "
+             "model graph kernel memory fused operator tensor compile runtime device latency batch token "
+             "sentence embedding vector river mountain city music garden history science winter ocean").split()
+    return [" ".join(rng.choice(vocab) for _ in range(rng.randint(8, 40))).capitalize() + "." for _ in range(n)]
+
+
+def encode_bench(cli, threads, reps):
+    texts = sentences(2000)
+    model = str(ROOT / "models" / "all-MiniLM-L6-v2")
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("\n".join(texts) + "\n")
+        path = f.name
+    cli_s = []
+    for _ in range(reps):
+        r = subprocess.run([cli, "embed", "--model", model, "--device", "cpu", "--batch", "32", "--threads",
+                            str(threads), "--format", "compact", "--file", path], capture_output=True, text=True,
+                           check=True)
+        cli_s.append(float(re.search(r"2000 sentences in ([0-9.]+) s", r.stderr).group(1)))
+    os.unlink(path)
+    cold, warm = [], []
+    for _ in range(reps):
+        enc = rlx.SentenceEncoder(model, device="cpu", threads=threads)
+        t = time.perf_counter()
+        enc.encode(texts, batch_size=32)
+        cold.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        enc.encode(texts, batch_size=32)
+        warm.append(time.perf_counter() - t)
+    c, p, w = statistics.median(cli_s), statistics.median(cold), statistics.median(warm)
+    print("encode, 2000 sentences of 8-40 words, batch 32, all-MiniLM-L6-v2 f32, CPU, "
+          f"threads {threads or 'all cores'}, median of {reps}:")
+    print("| | s | sentences/s | vs CLI |")
+    print("|---|---|---|---|")
+    print(f"| rlx embed (CLI) | {c:.3f} | {2000 / c:.0f} | 1.00 |")
+    print(f"| SentenceEncoder.encode, fresh model | {p:.3f} | {2000 / p:.0f} | {p / c:.3f} |")
+    print(f"| SentenceEncoder.encode, warm | {w:.3f} | {2000 / w:.0f} | {w / c:.3f} |")
+
+
+def engine_ids(s, n, vocab):
+    """rlx_engine_bench's prompt_ids(s, n, vocab)."""
+    return [1 + (s * 7919 + i * 31) % (vocab - 1) for i in range(n)]
+
+
+def per_token_python(llm, prompt, new, reps):
+    """Seconds per decoded token (after the first, which the prefill makes), streamed and whole."""
+    stream_t, whole_t = [], []
+    for _ in range(reps):
+        s = llm.generate(prompt, max_tokens=new, ignore_eos=True, stream=True)
+        it = iter(s)
+        next(it)
+        t = time.perf_counter()
+        for _ in it:
+            pass
+        dt = time.perf_counter() - t
+        # Pieces may hold more than one token: time over tokens after the first piece's.
+        stream_t.append(dt / (s.result.completion_tokens - 2))
+        # A whole reply: the prefill step timed apart with max_tokens=1.
+        t = time.perf_counter()
+        llm.generate(prompt, max_tokens=1)
+        first = time.perf_counter() - t
+        t = time.perf_counter()
+        g = llm.generate(prompt, max_tokens=new, ignore_eos=True)
+        whole_t.append((time.perf_counter() - t - first) / (g.completion_tokens - 1))
+    return min(stream_t), min(whole_t)
+
+
+def per_token_cpp(engine_bench, model, prompt, new, ctx, reps):
+    best = None
+    for _ in range(reps):
+        r = subprocess.run([engine_bench, model, "--seqs", "1", "--prompt", str(prompt), "--new", str(new), "--ctx",
+                            str(ctx), "--stagger", "1", "--alone", "0"], capture_output=True, text=True, check=True)
+        tok_s = float(re.search(r"batch 1, depth \d+: .*? decode \d+ tokens (\d+) tok/s", r.stdout).group(1))
+        best = max(best or 0, tok_s)
+    return 1 / best
+
+
+def generation_bench(engine_bench, threads, reps):
+    print()
+    print(f"generation, batch 1, greedy, CPU, threads {threads or 'all cores'}, best of {reps}: "
+          "per-token time after the first token")
+    print("| model | C++ API (rlx_engine_bench) us | Python, whole reply us | Python, streamed us | "
+          "stream overhead us/token |")
+    print("|---|---|---|---|---|")
+    for name, path, prompt, new, ctx in (("tiny test model", ROOT / "tests" / "data" / "tiny_llama.gguf", 8, 48, 64),
+                                         ("SmolLM2-135M Q4_1", ROOT / "models" / "SmolLM2-135M-Instruct" /
+                                          "SmolLM2-135M-Instruct.Q4_1.gguf", 16, 64, 256)):
+        llm = rlx.LLM(str(path), device="cpu", threads=threads, ctx_size=ctx, max_sequences=1)
+        ids = engine_ids(1, prompt, llm.vocab_size)
+        llm.generate(ids, max_tokens=4, ignore_eos=True)  # compiled
+        stream, whole = per_token_python(llm, ids, new, reps)
+        cpp = per_token_cpp(engine_bench, str(path), prompt, new, ctx, reps) if engine_bench else float("nan")
+        print(f"| {name} | {cpp * 1e6:.1f} | {whole * 1e6:.1f} | {stream * 1e6:.1f} | {(stream - cpp) * 1e6:+.1f} |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cli", default=str(ROOT / "build" / "rlx"))
+    ap.add_argument("--engine-bench", default=str(ROOT / "build" / "rlx_engine_bench"))
+    ap.add_argument("--threads", type=int, default=0,
+                    help="CPU threads (0: every physical core, as rlx_engine_bench always uses)")
+    ap.add_argument("--reps", type=int, default=5)
+    a = ap.parse_args()
+    encode_bench(a.cli, a.threads, a.reps)
+    generation_bench(a.engine_bench if os.path.exists(a.engine_bench) else None, a.threads, a.reps)
+
+
+if __name__ == "__main__":
+    main()
