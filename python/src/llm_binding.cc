@@ -143,16 +143,21 @@ class Stream {
     std::lock_guard<std::mutex> lock(m_.mu);
     rlx::Sequence& seq = slot_.take();
     std::shared_ptr<Shared> s = shared_;  // the callbacks run inside steps, under the lock
-    m_.llm->engine().submit(
-        seq, std::move(prompt), o,
-        [s](const rlx::TextPiece& p) {
-          if (!p.text.empty()) s->pieces.push_back(p.text);
-          return true;
-        },
-        [s](const rlx::Generation& g) {
-          s->result = g;
-          s->done = true;
-        });
+    try {
+      m_.llm->engine().submit(
+          seq, std::move(prompt), o,
+          [s](const rlx::TextPiece& p) {
+            if (!p.text.empty()) s->pieces.push_back(p.text);
+            return true;
+          },
+          [s](const rlx::Generation& g) {
+            s->result = g;
+            s->done = true;
+          });
+    } catch (...) {
+      slot_.reset_locked();  // here, under the lock and without the GIL
+      throw;
+    }
   }
   ~Stream() {
     nb::gil_scoped_release release;

@@ -178,6 +178,8 @@ def test_keyboard_interrupt_stops_a_long_generation():
 
 def test_a_dropped_stream_frees_its_sequence():
     llm = rlx.LLM(need(TINY_LLAMA), device="cpu", threads=1, max_sequences=1)
+    with pytest.raises(rlx.Error, match="outside the vocabulary"):
+        llm.generate([1, llm.vocab_size], max_tokens=3, stream=True)  # refused: its sequence is given back
     s = llm.generate([1, 45, 96], max_tokens=20, ignore_eos=True, stream=True)
     next(s)
     with pytest.raises(rlx.Error, match="sequence slots are in use"):
