@@ -6,11 +6,12 @@
   embedding only, no load, no output). Both cold (a fresh model: the buckets
   compile inside the timed call, as in the CLI) and, for Python, warm.
 - generation: per-token time of a streamed reply (one Python iteration per
-  piece) and of a whole reply against rlx_engine_bench, the C++ API driving
-  the engine (batch 1), on the tiny test model (where a token takes little
-  time, so the overhead shows) and on the default SmolLM2.
+  piece) and of a whole reply, against rlx_engine_bench (the C++ API driving
+  the engine, batch 1), on the tiny test model (where a token takes little
+  time, so the overhead shows) and on the default SmolLM2; wall clock, and
+  the process's CPU time for the two Python paths.
 
-    python3 bench/python_overhead.py [--cli build/rlx] [--engine-bench build/rlx_engine_bench] [--threads 0]
+    python3 bench/python_overhead.py [--cli build/rlx] [--engine-bench build/rlx_engine_bench] [--threads 1]
 
 Build rlx_engine_bench with `ninja -C build rlx_engine_bench`; the rlx wheel
 must be installed (scripts/test-python makes build-python/venv).
@@ -77,33 +78,39 @@ def engine_ids(s, n, vocab):
 
 
 def per_token_python(llm, prompt, new, reps):
-    """Seconds per decoded token (after the first, which the prefill makes), streamed and whole."""
-    stream_t, whole_t = [], []
-    for _ in range(reps):
-        s = llm.generate(prompt, max_tokens=new, ignore_eos=True, stream=True)
-        it = iter(s)
-        next(it)
-        t = time.perf_counter()
-        for _ in it:
+    """Per token, streamed and whole, in wall-clock and in process CPU seconds:
+    (time for `new` tokens - time for 8) / (new - 8), so that the prefill and
+    the request's setup cancel; the best of `reps`, alternating. CPU time is
+    the steadier measure while other work shares the cores."""
+
+    def whole(n):
+        g = llm.generate(prompt, max_tokens=n, ignore_eos=True)
+        assert g.completion_tokens == n
+
+    def streamed(n):
+        s = llm.generate(prompt, max_tokens=n, ignore_eos=True, stream=True)
+        for _ in s:
             pass
-        dt = time.perf_counter() - t
-        # Pieces may hold more than one token: time over tokens after the first piece's.
-        stream_t.append(dt / (s.result.completion_tokens - 2))
-        # A whole reply: the prefill step timed apart with max_tokens=1.
-        t = time.perf_counter()
-        llm.generate(prompt, max_tokens=1)
-        first = time.perf_counter() - t
-        t = time.perf_counter()
-        g = llm.generate(prompt, max_tokens=new, ignore_eos=True)
-        whole_t.append((time.perf_counter() - t - first) / (g.completion_tokens - 1))
-    return min(stream_t), min(whole_t)
+        assert s.result.completion_tokens == n
+
+    runs = {(f, n, c): [] for f in (streamed, whole) for n in (8, new) for c in ("wall", "cpu")}
+    for _ in range(reps):
+        for f in (streamed, whole):
+            for n in (8, new):
+                w, c = time.perf_counter(), time.process_time()
+                f(n)
+                runs[f, n, "wall"].append(time.perf_counter() - w)
+                runs[f, n, "cpu"].append(time.process_time() - c)
+    return {(f.__name__, c): (min(runs[f, new, c]) - min(runs[f, 8, c])) / (new - 8)
+            for f in (streamed, whole) for c in ("wall", "cpu")}
 
 
-def per_token_cpp(engine_bench, model, prompt, new, ctx, reps):
+def per_token_cpp(engine_bench, model, threads, prompt, new, ctx, reps):
     best = None
     for _ in range(reps):
         r = subprocess.run([engine_bench, model, "--seqs", "1", "--prompt", str(prompt), "--new", str(new), "--ctx",
-                            str(ctx), "--stagger", "1", "--alone", "0"], capture_output=True, text=True, check=True)
+                            str(ctx), "--stagger", "1", "--alone", "0", "--threads", str(threads)],
+                           capture_output=True, text=True, check=True)
         tok_s = float(re.search(r"batch 1, depth \d+: .*? decode \d+ tokens (\d+) tok/s", r.stdout).group(1))
         best = max(best or 0, tok_s)
     return 1 / best
@@ -111,32 +118,37 @@ def per_token_cpp(engine_bench, model, prompt, new, ctx, reps):
 
 def generation_bench(engine_bench, threads, reps):
     print()
-    print(f"generation, batch 1, greedy, CPU, threads {threads or 'all cores'}, best of {reps}: "
-          "per-token time after the first token")
-    print("| model | C++ API (rlx_engine_bench) us | Python, whole reply us | Python, streamed us | "
-          "stream overhead us/token |")
-    print("|---|---|---|---|---|")
+    print(f"generation, batch 1, greedy, CPU, {threads or 'all'} thread(s), best of {reps}: time per token after "
+          "the first (rlx_engine_bench prints whole tok/s)")
+    print("| model | C++ API wall us | Python whole reply wall us | Python streamed wall us | "
+          "Python whole reply CPU us | Python streamed CPU us | streamed - whole, CPU us/token |")
+    print("|---|---|---|---|---|---|---|")
     for name, path, prompt, new, ctx in (("tiny test model", ROOT / "tests" / "data" / "tiny_llama.gguf", 8, 48, 64),
                                          ("SmolLM2-135M Q4_1", ROOT / "models" / "SmolLM2-135M-Instruct" /
                                           "SmolLM2-135M-Instruct.Q4_1.gguf", 16, 64, 256)):
         llm = rlx.LLM(str(path), device="cpu", threads=threads, ctx_size=ctx, max_sequences=1)
         ids = engine_ids(1, prompt, llm.vocab_size)
         llm.generate(ids, max_tokens=4, ignore_eos=True)  # compiled
-        stream, whole = per_token_python(llm, ids, new, reps)
-        cpp = per_token_cpp(engine_bench, str(path), prompt, new, ctx, reps) if engine_bench else float("nan")
-        print(f"| {name} | {cpp * 1e6:.1f} | {whole * 1e6:.1f} | {stream * 1e6:.1f} | {(stream - cpp) * 1e6:+.1f} |")
+        t = per_token_python(llm, ids, new, reps)
+        cpp = per_token_cpp(engine_bench, str(path), threads, prompt, new, ctx, reps) if engine_bench else float("nan")
+        print(f"| {name} | {cpp * 1e6:.1f} | {t['whole', 'wall'] * 1e6:.1f} | {t['streamed', 'wall'] * 1e6:.1f} | "
+              f"{t['whole', 'cpu'] * 1e6:.1f} | {t['streamed', 'cpu'] * 1e6:.1f} | "
+              f"{(t['streamed', 'cpu'] - t['whole', 'cpu']) * 1e6:+.1f} |")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cli", default=str(ROOT / "build" / "rlx"))
     ap.add_argument("--engine-bench", default=str(ROOT / "build" / "rlx_engine_bench"))
-    ap.add_argument("--threads", type=int, default=0,
-                    help="CPU threads (0: every physical core, as rlx_engine_bench always uses)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="CPU threads, for the CLI, rlx_engine_bench and Python alike (0: every physical core)")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--only", choices=["encode", "generate"], help="one of the two parts")
     a = ap.parse_args()
-    encode_bench(a.cli, a.threads, a.reps)
-    generation_bench(a.engine_bench if os.path.exists(a.engine_bench) else None, a.threads, a.reps)
+    if a.only != "generate":
+        encode_bench(a.cli, a.threads, a.reps)
+    if a.only != "encode":
+        generation_bench(a.engine_bench if os.path.exists(a.engine_bench) else None, a.threads, a.reps)
 
 
 if __name__ == "__main__":
