@@ -32,7 +32,8 @@ def words(rng, n):
 
 def make_minilm_shaped(root, rng):
     import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertConfig, BertModel
 
     # A vocab like bert-base-uncased's in kind: specials, whole words, ## pieces, letters.
     whole = words(rng, 24000)
@@ -42,7 +43,14 @@ def make_minilm_shaped(root, rng):
     vocab = list(dict.fromkeys(vocab))
     with open(os.path.join(root, "vocab.txt"), "w") as f:
         f.write("\n".join(vocab) + "\n")
-    BertTokenizerFast(os.path.join(root, "vocab.txt"), do_lower_case=True).save_pretrained(root)
+    # tokenizer.json as Hugging Face's BERT tokenizers write it, read by rlx and by AutoTokenizer.
+    BertWordPieceTokenizer(os.path.join(root, "vocab.txt"), lowercase=True).save(os.path.join(root, "tokenizer.json"))
+    specials = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                "mask_token": "[MASK]"}
+    with open(os.path.join(root, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "BertTokenizer", "do_lower_case": True, "model_max_length": 512, **specials}, f)
+    with open(os.path.join(root, "special_tokens_map.json"), "w") as f:
+        json.dump(specials, f)
     cfg = BertConfig(vocab_size=len(vocab), hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
                      intermediate_size=1536, max_position_embeddings=512, hidden_act="gelu")
     torch.manual_seed(0)
