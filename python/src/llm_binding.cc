@@ -206,6 +206,8 @@ class Stream {
   }
 
   std::optional<Result> result() const {
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(m_.mu);  // another thread's step may be finishing it
     if (!shared_->done) return std::nullopt;
     return Result{shared_->result};
   }
