@@ -8,7 +8,7 @@
 //     together run (which equal what each gets alone: tests/unit/engine_test.cc);
 // and the load time, the weights, KV pool and arena bytes.
 //   rlx_engine_bench MODEL [--device cuda] [--dtype f16] [--seqs 32] [--prompt 512] [--new 128]
-//                          [--ctx 2048] [--stagger 64] [--alone K]
+//                          [--ctx 2048] [--stagger 64] [--alone K] [--threads N]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -36,7 +36,7 @@ std::vector<int32_t> prompt_ids(int s, int len, int64_t vocab) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s MODEL [--device cpu|cuda] [--dtype f32|f16|bf16] [--seqs N] [--prompt N] "
-                 "[--new N] [--ctx N] [--stagger N] [--alone K] [--quantize q8_0|q4_0]\n", argv[0]);
+                 "[--new N] [--ctx N] [--stagger N] [--alone K] [--quantize q8_0|q4_0] [--threads N]\n", argv[0]);
     return 2;
   }
   rlx::LlmOptions o;
@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
     else if (k == "--ctx") o.ctx_size = std::atoll(v.c_str());
     else if (k == "--stagger") stagger = std::atoi(v.c_str());
     else if (k == "--alone") alone = std::atoi(v.c_str());
+    else if (k == "--threads") o.threads = std::atoi(v.c_str());
     else if (k == "--quantize") o.quantize = v == "q4_0" ? rlx::QuantType::Q4_0 : rlx::QuantType::Q8_0;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());

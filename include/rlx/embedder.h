@@ -49,6 +49,7 @@ struct EmbedCall {
   std::string prompt_name;
   std::optional<std::string> prompt;
   std::vector<uint8_t>* truncated = nullptr;  // when set: 1 per text that was cut, in order
+  int max_batch = 0;  // texts per run (a power of two in [1, kMaxBatch]); 0: EmbedderOptions::max_batch
 };
 
 struct Bucket {
@@ -111,6 +112,9 @@ class Embedder {
   // EmbedderOptions::truncate is false. A cross-encoder refuses (score()).
   std::vector<std::vector<float>> embed(const std::vector<std::string>& texts);
   std::vector<std::vector<float>> embed(const std::vector<std::string>& texts, const EmbedCall& call);
+  // The same with at most max_batch texts per run (a power of two in
+  // [1, kMaxBatch]) in place of EmbedderOptions::max_batch.
+  std::vector<std::vector<float>> embed(const std::vector<std::string>& texts, int max_batch);
   size_t truncated_texts() const;  // texts cut so far
 
   // Cross-encoders: one score per (query, document) pair, in order, with

@@ -193,7 +193,8 @@ class LLM {
   std::vector<int32_t> chat_tokens(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
   // The stop text of an assistant turn in the model's template ("" without one).
   std::string chat_turn_end() const;
-  // `o` with the end of an assistant turn added to its stops.
+  // o with that turn end added to its stops (what chat() generates with),
+  // for callers that submit a chat prompt to the engine themselves.
   GenerateOptions chat_options(const GenerateOptions& o) const;
 
   // A new conversation; throws when max_sequences are held.

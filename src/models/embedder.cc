@@ -25,10 +25,10 @@ struct Embedder::Impl {
   Impl(const std::string& dir, const EmbedderOptions& opts);
   // Runs one chunk of at most max_batch encodings; `take` gets each row's
   // result: its pooled vector, or its logits for a cross-encoder.
-  void run_chunk(const std::vector<const TokenizedText*>& encs,
+  void run_chunk(const std::vector<const TokenizedText*>& encs, int max_batch,
                  const std::function<void(size_t, std::vector<float>)>& take);
   // Sorted by length into chunks (little padding), results in input order.
-  std::vector<std::vector<float>> run_all(const std::vector<TokenizedText>& encs);
+  std::vector<std::vector<float>> run_all(const std::vector<TokenizedText>& encs, int max_batch);
   std::vector<std::vector<float>> embed(const std::vector<std::string>& texts, const EmbedCall& call);
   std::vector<float> score(const std::string& query, const std::vector<std::string>& docs, bool activate);
   std::string prompt_text(const std::string& name) const;
@@ -209,11 +209,11 @@ std::string Embedder::Impl::prompt_for(const std::string& name, const std::optio
   return p;
 }
 
-void Embedder::Impl::run_chunk(const std::vector<const TokenizedText*>& encs,
+void Embedder::Impl::run_chunk(const std::vector<const TokenizedText*>& encs, int max_batch,
                                const std::function<void(size_t, std::vector<float>)>& take) {
   int64_t longest = 0;
   for (const TokenizedText* e : encs) longest = std::max<int64_t>(longest, int64_t(e->ids.size()));
-  Bucket b = bucket_for(int64_t(encs.size()), longest, max_len_, opts_.max_batch);
+  Bucket b = bucket_for(int64_t(encs.size()), longest, max_len_, max_batch);
   Executable& exe = buckets_->get(b);
   const size_t S = size_t(b.seq);
   std::vector<int32_t> ids(size_t(b.batch) * S, tokenizer_->pad_id()), mask(ids.size(), 0),
@@ -272,7 +272,7 @@ void Embedder::Impl::run_chunk(const std::vector<const TokenizedText*>& encs,
   }
 }
 
-std::vector<std::vector<float>> Embedder::Impl::run_all(const std::vector<TokenizedText>& encs) {
+std::vector<std::vector<float>> Embedder::Impl::run_all(const std::vector<TokenizedText>& encs, int max_batch) {
   std::vector<std::vector<float>> out(encs.size());
   if (encs.empty()) return out;
   // Similar lengths share a chunk, so padding stays small.
@@ -281,27 +281,30 @@ std::vector<std::vector<float>> Embedder::Impl::run_all(const std::vector<Tokeni
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return encs[a].ids.size() < encs[b].ids.size(); });
   Bucket largest;
-  for (size_t start = 0; start < order.size(); start += size_t(opts_.max_batch)) {
-    size_t end = std::min(order.size(), start + size_t(opts_.max_batch));
-    Bucket b = bucket_for(int64_t(end - start), int64_t(encs[order[end - 1]].ids.size()), max_len_,
-                          opts_.max_batch);
+  for (size_t start = 0; start < order.size(); start += size_t(max_batch)) {
+    size_t end = std::min(order.size(), start + size_t(max_batch));
+    Bucket b = bucket_for(int64_t(end - start), int64_t(encs[order[end - 1]].ids.size()), max_len_, max_batch);
     largest = {std::max(largest.batch, b.batch), std::max(largest.seq, b.seq)};
   }
   // The arena is sized for the largest bucket this input needs, not for the
   // largest possible one: one short sentence must not reserve max_batch x
   // max_len. A larger input later replaces the arena (and recompiles).
   buckets_->reserve(largest);
-  for (size_t start = 0; start < order.size(); start += size_t(opts_.max_batch)) {
-    size_t end = std::min(order.size(), start + size_t(opts_.max_batch));
+  for (size_t start = 0; start < order.size(); start += size_t(max_batch)) {
+    size_t end = std::min(order.size(), start + size_t(max_batch));
     std::vector<const TokenizedText*> chunk;
     for (size_t i = start; i < end; ++i) chunk.push_back(&encs[order[i]]);
-    run_chunk(chunk, [&](size_t r, std::vector<float> v) { out[order[start + r]] = std::move(v); });
+    run_chunk(chunk, max_batch, [&](size_t r, std::vector<float> v) { out[order[start + r]] = std::move(v); });
   }
   return out;
 }
 
 std::vector<std::vector<float>> Embedder::Impl::embed(const std::vector<std::string>& texts,
                                                       const EmbedCall& call) {
+  const int max_batch = call.max_batch ? call.max_batch : opts_.max_batch;
+  RLX_CHECK(max_batch >= 1 && max_batch <= EmbedderOptions::kMaxBatch && (max_batch & (max_batch - 1)) == 0,
+            "embedder: max_batch " << max_batch << " must be a power of two in [1, " << EmbedderOptions::kMaxBatch
+                                   << "]");
   std::lock_guard<std::mutex> lock(mutex_);
   RLX_CHECK(!cfg_.classifier, "embedder: '" << dir_ << "' is a cross-encoder (" << info_.architecture
                                             << "): it scores text pairs (score()), it gives no embeddings");
@@ -321,7 +324,7 @@ std::vector<std::vector<float>> Embedder::Impl::embed(const std::vector<std::str
     if (call.truncated) (*call.truncated)[i] = encs.back().truncated;
   }
   truncated_ += cut;
-  return run_all(encs);
+  return run_all(encs, max_batch);
 }
 
 std::vector<float> Embedder::Impl::score(const std::string& query, const std::vector<std::string>& docs,
@@ -343,7 +346,7 @@ std::vector<float> Embedder::Impl::score(const std::string& query, const std::ve
     cut += encs.back().truncated;
   }
   truncated_ += cut;
-  std::vector<std::vector<float>> logits = run_all(encs);
+  std::vector<std::vector<float>> logits = run_all(encs, opts_.max_batch);
   std::vector<float> out(docs.size());
   const bool sigmoid = activate && cfg_.score_activation == BertConfig::ScoreActivation::Sigmoid;
   for (size_t i = 0; i < docs.size(); ++i)
@@ -357,6 +360,12 @@ Embedder::~Embedder() = default;
 std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& texts) {
   return impl_->embed(texts, {});
 }
+std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& texts, int max_batch) {
+  EmbedCall call;
+  call.max_batch = max_batch;
+  return embed(texts, call);
+}
+
 std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& texts, const EmbedCall& call) {
   return impl_->embed(texts, call);
 }

@@ -87,6 +87,30 @@ TEST(MiniLMParity, ReducedPrecisionStaysClose) {
   }
 }
 
+// A batch size per call: the same vectors, run in buckets of that size.
+TEST(MiniLMParity, BatchSizePerCall) {
+  ASSERT_TRUE(test::minilm_present());
+  std::ifstream in(std::string(RLX_SOURCE_DIR) + "/tests/data/minilm_reference.json");
+  ASSERT_TRUE(in);
+  auto j = nlohmann::json::parse(in);
+  std::vector<std::string> texts;
+  std::vector<std::vector<float>> want;
+  for (const auto& c : j.at("cases")) {
+    texts.push_back(c.at("text"));
+    want.push_back(c.at("embedding").get<std::vector<float>>());
+  }
+  EmbedderOptions o;
+  o.threads = 1;
+  Embedder e(test::minilm_dir(), o);  // max_batch 32: all 12 texts in one run
+  auto got = e.embed(texts, 4);
+  ASSERT_EQ(got.size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) EXPECT_GE(cosine(got[i], want[i]), 0.9999) << "'" << texts[i] << "'";
+  for (const Bucket& b : e.buckets_used()) EXPECT_LE(b.batch, 4) << b.batch << "x" << b.seq;
+  EXPECT_GE(e.buckets_used().size(), 3u);  // 12 texts, 4 at a time
+  EXPECT_THROW(e.embed(texts, 3), Error);
+  EXPECT_THROW(e.embed(texts, 2048), Error);
+}
+
 TEST(MiniLMParity, BucketsArePowersOfTwo) {
   EXPECT_EQ(Embedder::bucket_for(1, 3, 256, 32), (Bucket{1, 16}));
   EXPECT_EQ(Embedder::bucket_for(3, 17, 256, 32), (Bucket{4, 32}));

@@ -1,0 +1,69 @@
+#include "binding_util.h"
+
+#include "rlx/session.h"
+
+namespace rlx_py {
+
+rlx::Device parse_device(const std::string& s) {
+  if (s == "auto") return rlx::Device::Auto;
+  if (s == "cpu") return rlx::Device::Cpu;
+  if (s == "cuda" || s == "cuda:0") return rlx::Device::Cuda;
+  throw nb::value_error(("device must be 'auto', 'cpu' or 'cuda', not '" + s + "'").c_str());
+}
+
+rlx::DType parse_dtype(const std::string& s) {
+  if (s == "f32" || s == "float32") return rlx::DType::F32;
+  if (s == "f16" || s == "float16") return rlx::DType::F16;
+  if (s == "bf16" || s == "bfloat16") return rlx::DType::BF16;
+  throw nb::value_error(("dtype must be 'f32', 'f16' or 'bf16', not '" + s + "'").c_str());
+}
+
+rlx::Device resolve_device(rlx::Device d) {
+  if (d != rlx::Device::Auto) return d;
+  return rlx::cuda_available() ? rlx::Device::Cuda : rlx::Device::Cpu;
+}
+
+const char* device_name(rlx::Device d) {
+  switch (d) {
+    case rlx::Device::Cpu: return "cpu";
+    case rlx::Device::Cuda: return "cuda";
+    case rlx::Device::Auto: return "auto";
+  }
+  return "?";
+}
+
+nb::str utf8_text(const std::string& s) {
+  return nb::steal<nb::str>(PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "replace"));
+}
+
+InterruptCheck::~InterruptCheck() {
+  Py_XDECREF(type_);
+  Py_XDECREF(value_);
+  Py_XDECREF(trace_);
+}
+
+bool InterruptCheck::poll() {
+  if (caught_) return true;
+  // Often enough that Ctrl-C feels immediate, rarely enough that taking the
+  // GIL (which another Python thread may hold) costs nothing per token.
+  constexpr auto kPeriod = std::chrono::milliseconds(20);
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_ < kPeriod) return false;
+  last_ = now;
+  nb::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) {
+    PyErr_Fetch(&type_, &value_, &trace_);
+    caught_ = true;
+  }
+  return caught_;
+}
+
+void InterruptCheck::rethrow() {
+  if (!caught_) return;
+  caught_ = false;
+  PyErr_Restore(type_, value_, trace_);
+  type_ = value_ = trace_ = nullptr;
+  throw nb::python_error();
+}
+
+}  // namespace rlx_py
