@@ -237,9 +237,34 @@ SentenceConfig load_sentence_config(const std::string& dir) {
             s.pooling = mode;
             ++set;
           }
+        // Newer sentence-transformers write the mode by name ("pooling_mode":
+        // "mean", or a list of names) instead of one flag per mode.
+        if (set == 0 && pdoc.contains("pooling_mode")) {
+          const nlohmann::json& pm = pdoc["pooling_mode"];
+          std::vector<std::string> names;
+          if (pm.is_string()) names.push_back(pm.get<std::string>());
+          if (pm.is_array())
+            for (const auto& n : pm) {
+              RLX_CHECK(n.is_string(), "'" << pc.string() << "': pooling_mode must hold names");
+              names.push_back(n.get<std::string>());
+            }
+          RLX_CHECK(!names.empty(), "'" << pc.string() << "': pooling_mode must be a name or a list of names");
+          const std::pair<const char*, Pooling> by_name[] = {
+              {"cls", Pooling::Cls}, {"mean", Pooling::Mean}, {"max", Pooling::Max},
+              {"mean_sqrt_len_tokens", Pooling::MeanSqrtLen}, {"weightedmean", Pooling::WeightedMean},
+              {"lasttoken", Pooling::LastToken}};
+          for (const std::string& n : names) {
+            bool known = false;
+            for (const auto& [name, mode] : by_name)
+              if (n == name) s.pooling = mode, known = true;
+            RLX_CHECK(known, "'" << pc.string() << "': pooling_mode '" << n
+                                  << "' is not one of cls, mean, max, mean_sqrt_len_tokens, weightedmean, lasttoken");
+            ++set;
+          }
+        }
         // Several modes at once concatenate their vectors in sentence-transformers.
-        RLX_CHECK(set == 1, "'" << pc.string() << "': exactly one pooling_mode_* must be set, found "
-                                << set << " (concatenated pooling modes are not supported)");
+        RLX_CHECK(set == 1, "'" << pc.string() << "': exactly one pooling mode must be set (pooling_mode_* or "
+                                   "pooling_mode), found " << set << " (concatenated pooling modes are not supported)");
         s.include_prompt = p.boolean_or("include_prompt", true);
       }
     }

@@ -76,6 +76,17 @@ TEST(HfConfig, ClsPoolingWithoutNormalize) {
   std::string msg = error_of([&] { load_sentence_config(d.path().string()); });
   EXPECT_NE(msg.find("concatenated pooling modes"), std::string::npos) << msg;
   EXPECT_NE(msg.find("1_Pooling"), std::string::npos) << msg;
+  // The mode by name, as newer sentence-transformers write it.
+  write_text(d.path() / "1_Pooling/config.json", R"({"embedding_dimension":8,"pooling_mode":"max"})");
+  EXPECT_EQ(load_sentence_config(d.path().string()).pooling, Pooling::Max);
+  write_text(d.path() / "1_Pooling/config.json", R"({"pooling_mode":["cls"]})");
+  EXPECT_EQ(load_sentence_config(d.path().string()).pooling, Pooling::Cls);
+  write_text(d.path() / "1_Pooling/config.json", R"({"pooling_mode":["cls","mean"]})");
+  msg = error_of([&] { load_sentence_config(d.path().string()); });
+  EXPECT_NE(msg.find("concatenated pooling modes"), std::string::npos) << msg;
+  write_text(d.path() / "1_Pooling/config.json", R"({"pooling_mode":"median"})");
+  msg = error_of([&] { load_sentence_config(d.path().string()); });
+  EXPECT_NE(msg.find("'median'"), std::string::npos) << msg;
 }
 
 TEST(HfConfig, ErrorsNameTheFile) {
