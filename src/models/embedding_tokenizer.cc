@@ -6,6 +6,7 @@
 #include "models/json_read.h"
 #include "rlx/error.h"
 #include "tokenizers/bpe.h"
+#include "tokenizers/pair_truncation.h"
 #include "tokenizers/wordpiece.h"
 
 namespace rlx {
@@ -39,22 +40,6 @@ class WordPieceTokenizer : public EmbeddingTokenizer {
   WordPiece wp_;
 };
 
-// Hugging Face's longest_first split of `room` tokens between a pair.
-void cut_longest_first(std::vector<int32_t>& a, std::vector<int32_t>& b, size_t room) {
-  if (a.size() + b.size() <= room) return;
-  size_t n1 = a.size(), n2 = b.size();
-  const bool swap = n1 > n2;
-  if (swap) std::swap(n1, n2);
-  if (n1 > room / 2) {
-    n1 = room / 2;
-    n2 = n1 + room % 2;
-  } else {
-    n2 = room - n1;
-  }
-  if (swap) std::swap(n1, n2);
-  a.resize(n1);
-  b.resize(n2);
-}
 
 // Byte-level BPE with RoBERTa's special tokens; token types are all 0
 // (RoBERTa has one).
@@ -79,8 +64,7 @@ class RobertaTokenizer : public EmbeddingTokenizer {
     RLX_CHECK(max_len >= 4, "roberta tokenizer: max_len " << max_len << " leaves no room for a pair");
     std::vector<int32_t> ta = pieces(a), tb = pieces(b);
     TokenizedText out;
-    out.truncated = ta.size() + tb.size() > size_t(max_len - 4);
-    cut_longest_first(ta, tb, size_t(max_len - 4));
+    out.truncated = cut_longest_first(ta, tb, size_t(max_len - 4));
     out.ids.push_back(cls_);
     out.ids.insert(out.ids.end(), ta.begin(), ta.end());
     out.ids.push_back(sep_);

@@ -12,6 +12,7 @@
 
 #include "models/json_read.h"
 #include "rlx/error.h"
+#include "tokenizers/pair_truncation.h"
 
 namespace rlx {
 namespace fs = std::filesystem;
@@ -379,23 +380,7 @@ Encoding WordPiece::encode_pair(std::string_view a, std::string_view b, int max_
   // Whole: which side is longer decides the split, as in Hugging Face.
   std::vector<int32_t> ta = tokenize(a), tb = tokenize(b);
   Encoding e;
-  if (ta.size() + tb.size() > room) {
-    // Hugging Face's longest_first: the shorter side keeps what it has
-    // unless it is over half, the longer side gets the rest.
-    e.truncated = true;
-    size_t n1 = ta.size(), n2 = tb.size();
-    const bool swap = n1 > n2;
-    if (swap) std::swap(n1, n2);
-    if (n1 > room / 2) {
-      n1 = room / 2;
-      n2 = n1 + room % 2;
-    } else {
-      n2 = room - n1;
-    }
-    if (swap) std::swap(n1, n2);
-    ta.resize(n1);
-    tb.resize(n2);
-  }
+  e.truncated = cut_longest_first(ta, tb, room);  // Hugging Face's longest_first
   e.ids.push_back(cls_id_);
   e.ids.insert(e.ids.end(), ta.begin(), ta.end());
   e.ids.push_back(sep_id_);

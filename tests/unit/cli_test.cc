@@ -11,32 +11,15 @@
 #include <nlohmann/json.hpp>
 
 #include "models/embedder.h"
+#include "cli_run.h"  // tests/
 #include "models/test_files.h"  // tests/models
 
 namespace rlx {
 namespace {
 
-struct Ran {
-  int status = -1;
-  std::string out, err;
-};
+using Ran = test::CliRun;
 
-Ran run_cli(const std::string& args) {
-  Ran r;
-  test::TempDir dir;
-  const std::string err_path = (dir.path() / "stderr").string();
-  std::string cmd = std::string(RLX_CLI_PATH) + " " + args + " 2>" + err_path;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream e(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  return r;
-}
+Ran run_cli(const std::string& args) { return test::run_rlx(args); }
 
 TEST(Cli, EmbedPrintsTheLibraryEmbeddingsAndTheirSimilarity) {
   ASSERT_TRUE(test::minilm_present());

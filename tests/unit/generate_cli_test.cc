@@ -11,6 +11,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "cli_run.h"  // tests/
 #include "models/gguf.h"
 #include "models/llama_generator.h"
 #include "models/llama_hf.h"
@@ -25,28 +26,11 @@ namespace {
 const std::string kSmolLM2 =
     std::string(RLX_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-struct Ran {
-  int status = -1;
-  std::string out, err;
-};
+using Ran = test::CliRun;
 
+// One thread: ctest runs tests side by side on CI's two cores.
 Ran run_generate(const std::string& args, const std::string& model = kSmolLM2, const std::string& env = "") {
-  Ran r;
-  test::TempDir dir;
-  const std::string err_path = (dir.path() / "stderr").string();
-  // One thread: ctest runs tests side by side on CI's two cores.
-  std::string cmd = env + std::string(RLX_CLI_PATH) + " generate --threads 1 --model " + model + " " + args + " 2>" +
-                    err_path;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream e(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  return r;
+  return test::run_rlx("generate --threads 1 --model " + model + " " + args, env);
 }
 
 TEST(GenerateCli, GreedyTextIsTheReferenceContinuation) {
