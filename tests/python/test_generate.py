@@ -3,6 +3,7 @@
 
 import _thread
 import json
+import signal
 import threading
 import time
 
@@ -157,6 +158,17 @@ def test_errors_are_python_exceptions(tmp_path, tiny):
 
 
 def test_keyboard_interrupt_stops_a_long_generation():
+    # Ctrl-C as an interactive Python handles it. A shell without job control
+    # starts background commands with SIGINT ignored, and then Python neither
+    # installs its handler nor honours interrupt_main(): install it here.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _interrupt_long_generations()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupt_long_generations():
     llm = rlx.LLM(need(SMOLLM2), device="cpu", threads=1, ctx_size=4096, max_sequences=1)
     llm.generate(PROMPT, max_tokens=2)  # compiled and warm
     for stream in (False, True):
