@@ -5,6 +5,7 @@ sentences per second including tokenization, in one run.
 
     python3 bench/python_vs_st.py                      # a random MiniLM-shaped model, made here
     python3 bench/python_vs_st.py --model models/all-MiniLM-L6-v2
+    python3 bench/python_vs_st.py --write-model DIR    # only write the random model (tests/python/test_gpu.py)
 
 Without --model it writes a MiniLM-L6-shaped BERT with random weights (6
 layers, hidden 384, 12 heads, mean pooling, Normalize) and a WordPiece vocab
@@ -95,7 +96,12 @@ def main():
     ap.add_argument("--sentences", type=int, default=20000)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--write-model", metavar="DIR", help="only write the random MiniLM-shaped model into DIR")
     a = ap.parse_args()
+    if a.write_model:
+        os.makedirs(a.write_model, exist_ok=True)
+        make_minilm_shaped(a.write_model, random.Random(1234))
+        return
 
     import torch
     from sentence_transformers import SentenceTransformer

@@ -4,6 +4,7 @@
 // never maps the CUDA runtime or cuBLASLt.
 #include <dlfcn.h>
 
+#include <exception>
 #include <filesystem>
 #include <string>
 
@@ -20,6 +21,20 @@ namespace {
   return "librlx_cuda.so";
 }
 
+// cuDNN opens its engine libraries itself, and they look for the C++ runtime
+// in the process's global scope only. A host that loaded librlx privately
+// (Python imports extension modules RTLD_LOCAL; python3 itself does not link
+// libstdc++) has the runtime in no global scope, and the first f16 attention
+// through cuDNN jumped to address 0. Promoting the libstdc++ librlx already
+// uses (RTLD_NOLOAD: nothing new is loaded) gives cuDNN what a C++ program
+// has anyway.
+[[maybe_unused]] void promote_cxx_runtime() {
+  Dl_info info{};
+  void (*terminate)() noexcept = &std::terminate;
+  if (dladdr(reinterpret_cast<void*>(terminate), &info) && info.dli_fname)
+    dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+}
+
 std::string& why_not() {
   static std::string reason;
   return reason;
@@ -30,6 +45,7 @@ Backend* load() {
   why_not() = "rlx was built without the CUDA backend";
   return nullptr;
 #else
+  promote_cxx_runtime();
   const std::string path = module_path();
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
