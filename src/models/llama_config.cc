@@ -149,16 +149,28 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
     c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? j["head_dim"].get<int>()
                                                                       : c.hidden_size / c.num_heads;
     c.rope_dims = c.head_dim;
-    c.rope_theta = j.value("rope_theta", 10000.f);
+    // transformers 5 writes the rotary settings as one object, rope_parameters
+    // {rope_type, rope_theta, factor, ...}; earlier versions as rope_theta and
+    // rope_scaling beside each other. Either is read; a theta taken from the
+    // wrong place would give every position the wrong angle without a word.
+    const bool has_parameters = j.contains("rope_parameters") && !j["rope_parameters"].is_null();
+    RLX_CHECK(!has_parameters || j["rope_parameters"].is_object(),
+              "llama: '" << path << "': rope_parameters must be an object");
+    const nlohmann::json none = nlohmann::json::object();
+    const nlohmann::json& rope = has_parameters ? j["rope_parameters"]
+                                 : j.contains("rope_scaling") && !j["rope_scaling"].is_null() ? j["rope_scaling"]
+                                                                                              : none;
+    c.rope_theta = rope.contains("rope_theta") ? rope["rope_theta"].get<float>() : j.value("rope_theta", 10000.f);
+    RLX_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 0,
+              "llama: '" << path << "': rope_theta " << c.rope_theta << " must be a positive number");
     c.rms_eps = j.value("rms_norm_eps", 1e-6f);
     c.max_positions = j.value("max_position_embeddings", 2048);
     c.tie_embeddings = j.value("tie_word_embeddings", false);
     c.qkv_bias = type == "qwen2";  // Qwen2Attention: biases on q, k and v, none on o
     c.qk_norm = type == "qwen3";
     c.fused_qkv_gate_up = type == "phi3";
-    RLX_CHECK(j.value("partial_rotary_factor", 1.0) == 1.0,
-              "llama: '" << path << "': partial_rotary_factor " << j.value("partial_rotary_factor", 1.0)
-                         << " is not supported");
+    const double partial = rope.value("partial_rotary_factor", j.value("partial_rotary_factor", 1.0));
+    RLX_CHECK(partial == 1.0, "llama: '" << path << "': partial_rotary_factor " << partial << " is not supported");
     RLX_CHECK(!j.value("mlp_bias", false), "llama: '" << path << "': mlp_bias is not supported");
     RLX_CHECK(type == "qwen2" || !j.value("attention_bias", false),
               "llama: '" << path << "': attention_bias (a bias on o_proj too) is not supported");
@@ -170,8 +182,8 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
       RLX_CHECK(window > 0, "llama: '" << path << "': sliding_window " << window);
       c.max_positions = std::min(c.max_positions, window);
     }
-    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-      const auto& rs = j["rope_scaling"];
+    if (!rope.empty()) {
+      const auto& rs = rope;
       const std::string kind = rs.contains("rope_type") ? rs["rope_type"].get<std::string>()
                                                         : rs.value("type", std::string("default"));
       if (kind == "llama3") {

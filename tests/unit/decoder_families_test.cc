@@ -128,6 +128,39 @@ TEST(DecoderFamilies, MistralWindowBoundsTheContext) {
   EXPECT_EQ(load_llama_config(d.path().string()).max_positions, 48);
 }
 
+// transformers 5 writes rope_theta and the scaling inside one rope_parameters
+// object; read from the old places only, theta fell back to 10000 and Qwen2
+// (theta 10^6) drifted from transformers at the 29th generated token.
+TEST(DecoderFamilies, RopeParametersReadAsTheOlderKeys) {
+  test::TempDir d;
+  const std::string base = R"({"model_type": "qwen2", "vocab_size": 301, "hidden_size": 288,
+    "intermediate_size": 776, "num_hidden_layers": 2, "num_attention_heads": 6, "num_key_value_heads": 2, )";
+  auto load = [&](const std::string& rope) {
+    test::write_text(d.path() / "config.json", base + rope + "}");
+    return load_llama_config(d.path().string());
+  };
+  EXPECT_EQ(load(R"("rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0})").rope_theta, 1e6f);
+  EXPECT_EQ(load(R"("rope_theta": 1000000.0)").rope_theta, 1e6f);
+  EXPECT_EQ(load(R"("max_position_embeddings": 64)").rope_theta, 10000.f);
+  const std::string scaling = R"("rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0, "original_max_position_embeddings": 16)";
+  const LlamaConfig v5 = load(R"("rope_parameters": {"rope_theta": 500000.0, )" + scaling + "}");
+  const LlamaConfig v4 = load(R"("rope_theta": 500000.0, "rope_scaling": {)" + scaling + "}");
+  EXPECT_EQ(v5.rope_theta, 500000.f);
+  ASSERT_EQ(v5.rope_freq_divisors.size(), size_t(24));
+  EXPECT_EQ(v5.rope_freq_divisors, v4.rope_freq_divisors);
+  EXPECT_EQ(v5.rope_freq_divisors, llama3_rope_divisors(48, 500000.f, 8, 1, 4, 16));
+  for (const auto& [rope, want] : std::vector<std::pair<std::string, std::string>>{
+           {R"("rope_parameters": {"rope_type": "yarn", "factor": 4.0})", "yarn"},
+           {R"("rope_parameters": {"rope_theta": -1.0})", "rope_theta -1"},
+           {R"("rope_parameters": 5)", "rope_parameters must be an object"},
+           {R"("rope_parameters": {"partial_rotary_factor": 0.5})", "partial_rotary_factor"}}) {
+    std::string e = test::error_of([&] { load(rope); });
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+    EXPECT_NE(e.find("config.json"), std::string::npos) << e;
+  }
+}
+
 TEST(DecoderFamilies, RefusalsNameTheFieldAndTheFamiliesThatLoad) {
   test::TempDir d;
   Family f = test::llama3();
