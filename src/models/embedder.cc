@@ -96,7 +96,7 @@ size_t space_at(std::string_view s, size_t i) {
   return 0;
 }
 
-// sentence-transformers strips each text (prompt included) before
+// sentence-transformers before 6 strips each text (prompt included) before
 // tokenizing; with byte-level BPE a leading space would change the tokens.
 std::string strip_spaces(std::string_view s) {
   size_t b = 0;
@@ -148,6 +148,7 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
   normalize_ = opts_.normalize == NormalizeMode::Model ? sentence_.normalize : opts_.normalize == NormalizeMode::On;
   max_len_ = cfg_.max_tokens();
   if (sentence_.max_seq_length > 0) max_len_ = std::min(max_len_, sentence_.max_seq_length);
+  else if (sentence_.tokenizer_max_length > 0) max_len_ = std::min(max_len_, sentence_.tokenizer_max_length);
   if (opts_.max_len > 0) max_len_ = std::min(max_len_, opts_.max_len);
   RLX_CHECK(max_len_ >= 3, "embedder: max_len " << max_len_ << " leaves no room for a text");
   // The default prompt must exist now, not at the first embed().
@@ -316,7 +317,8 @@ std::vector<std::vector<float>> Embedder::Impl::embed(const std::vector<std::str
   encs.reserve(texts.size());
   size_t cut = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
-    encs.push_back(tokenizer_->encode(strip_spaces(prompt.empty() ? texts[i] : prompt + texts[i]), max_len_));
+    const std::string text = prompt.empty() ? texts[i] : prompt + texts[i];
+    encs.push_back(tokenizer_->encode(sentence_.strip_texts ? strip_spaces(text) : text, max_len_));
     RLX_CHECK(opts_.truncate || !encs.back().truncated,
               "embedder: text " << i << " is longer than the model's " << max_len_
                                 << " tokens (truncation is off)");

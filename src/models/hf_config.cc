@@ -278,6 +278,14 @@ SentenceConfig load_sentence_config(const std::string& dir) {
       j.at("prompts").object().for_each_member([&](const std::string& name, const JsonField& v) {
         s.prompts.emplace_back(name, v.string());
       });
+    // sentence-transformers up to 5 stripped each text before tokenizing; 6
+    // does not. A model keeps the behaviour of the version that saved it.
+    if (j.has("__version__") && j.at("__version__").json().is_object()) {
+      const std::string v = j.at("__version__").string_or("sentence_transformers", "");
+      const size_t digits = v.find_first_not_of("0123456789");
+      const std::string major = v.substr(0, digits);
+      s.strip_texts = major.empty() || major.size() > 3 || std::stoi(major) < 6;
+    }
     s.default_prompt_name = j.string_or("default_prompt_name", "");
     if (!s.default_prompt_name.empty()) {
       bool known = false;
@@ -293,6 +301,17 @@ SentenceConfig load_sentence_config(const std::string& dir) {
     JsonField j(doc, sb.string());
     j.object();
     s.max_seq_length = int(j.integer_or("max_seq_length", 0, 1, BertLimits{}.positions));
+  }
+  // Without a max_seq_length, sentence-transformers truncates at the
+  // tokenizer's model_max_length (when below the positions), as newer
+  // versions save it: only there. transformers writes ~1e30 for "no limit".
+  const fs::path tc = fs::path(s.transformer_dir.empty() ? dir : s.transformer_dir) / "tokenizer_config.json";
+  if (fs::exists(tc)) {
+    nlohmann::json doc = read_json_file(tc);
+    JsonField j(doc, tc.string());
+    j.object();
+    const double m = j.number_or("model_max_length", 0, 0, 1e300);
+    if (m >= 1 && m <= BertLimits{}.positions) s.tokenizer_max_length = int(m);
   }
   return s;
 }

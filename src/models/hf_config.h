@@ -70,7 +70,12 @@ struct SentenceConfig {
   std::vector<std::string> dense_dirs;  // Dense modules after pooling, in order (their folders)
   std::string transformer_dir;          // the Transformer module's folder: the model dir unless it names one
   int max_seq_length = 0;     // sentence_bert_config.json; 0 = not given
+  int tokenizer_max_length = 0;  // tokenizer_config.json's model_max_length; 0 = none or no limit
   bool include_prompt = true;  // the pooling module's include_prompt
+  // Texts stripped of surrounding whitespace before tokenizing: what
+  // sentence-transformers before 6 did (config_sentence_transformers.json's
+  // __version__ says which saved the model; without one, stripped).
+  bool strip_texts = true;
   // config_sentence_transformers.json: named prompts ("query" -> "query: ")
   // and the one applied when none is asked for ("" = none).
   std::vector<std::pair<std::string, std::string>> prompts;

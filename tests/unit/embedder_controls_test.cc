@@ -317,6 +317,54 @@ TEST(EmbedderControls, TransformerInItsOwnFolder) {
   expect_rows(e.embed(texts), reference(m, {{1, 2, 3}, {4}}, "max", false), 2e-5, "0_Transformer");
 }
 
+// Without a max_seq_length, sentence-transformers cuts at the tokenizer's
+// model_max_length (newer versions save the length only there); the ~1e30
+// transformers writes for "no limit" leaves the positions' limit.
+TEST(EmbedderControls, TokenizerModelMaxLengthBoundsTheText) {
+  test::TempDir d;
+  TinyBert m({});
+  m.write(d.path());
+  test::write_sentence_modules(d.path(), "mean", false);
+  test::write_text(d.path() / "tokenizer_config.json", R"({"model_max_length": 7, "do_lower_case": true})");
+  {
+    Embedder e(d.path().string());
+    EXPECT_EQ(e.max_len(), 7);
+    const std::vector<std::vector<int>> words = {{1, 2, 3, 4, 5, 6, 7, 8, 9}};
+    // [CLS] + 5 words + [SEP]: what sentence-transformers keeps of 9 words.
+    expect_rows(e.embed(texts_of(words)), reference(m, {{1, 2, 3, 4, 5}}, "mean", false), 2e-5, "cut at 7");
+  }
+  test::write_text(d.path() / "tokenizer_config.json", R"({"model_max_length": 1000000000000000019884624838656})");
+  EXPECT_EQ(Embedder(d.path().string()).max_len(), 40);
+  test::write_text(d.path() / "tokenizer_config.json", R"({"model_max_length": 7})");
+  test::write_text(d.path() / "sentence_bert_config.json", R"({"max_seq_length": 9})");
+  EXPECT_EQ(Embedder(d.path().string()).max_len(), 9);
+}
+
+// sentence-transformers before 6 stripped every text; 6 tokenizes it as it
+// is. With byte-level BPE a leading space makes "Ġ" + word, another token.
+TEST(EmbedderControls, StrippingFollowsTheVersionThatSavedTheModel) {
+  test::TempDir d;
+  test::TinyBertSpec spec;
+  spec.family = "roberta";
+  TinyBert m(spec);
+  m.write(d.path());
+  test::write_sentence_modules(d.path(), "mean", false);
+  const std::string w = TinyBert::word(3);
+  auto mean_of = [&](const std::vector<int32_t>& ids) {
+    return std::vector<std::vector<double>>{m.pool(m.hidden(ids, std::vector<int32_t>(ids.size(), 0)), "mean")};
+  };
+  for (const char* saved : {"", "2.2.2", "5.1.0"}) {
+    test::write_text(d.path() / "config_sentence_transformers.json",
+                     *saved ? std::string(R"({"__version__": {"sentence_transformers": ")") + saved + "\"}}" : "{}");
+    Embedder e(d.path().string());
+    expect_rows(e.embed({" " + w + " "}), mean_of({m.cls(), m.id(3), m.sep()}), 2e-5,
+                std::string("stripped, saved by ") + saved);
+  }
+  test::write_text(d.path() / "config_sentence_transformers.json", R"({"__version__": {"sentence_transformers": "6.3.0"}})");
+  Embedder e(d.path().string());
+  expect_rows(e.embed({" " + w}), mean_of({m.cls(), m.id(3, true), m.sep()}), 2e-5, "as given, saved by 6.3.0");
+}
+
 TEST(EmbedderControls, TokenizerAndInfoThroughTheInstalledInterfaces) {
   test::TempDir d;
   TinyBert m({});
