@@ -95,6 +95,15 @@ struct EmbedderInfo {
   std::string default_prompt_name;
 };
 
+// Embeddings left on the GPU (Embedder::embed_on_device): [rows, dim]
+// float32, row-major, in input order, in memory of CUDA device `device`
+// that `data` owns (freed with its last copy).
+struct DeviceEmbeddings {
+  std::shared_ptr<float> data;
+  size_t rows = 0, dim = 0;
+  int device = -1;
+};
+
 // Thread safety: embed() may be called on one Embedder from several threads
 // at once; the calls are serialised (one runs at a time), so each returns
 // what it would alone. The accessors below that report on past calls
@@ -116,6 +125,14 @@ class Embedder {
   // [1, kMaxBatch]) in place of EmbedderOptions::max_batch.
   std::vector<std::vector<float>> embed(const std::vector<std::string>& texts, int max_batch);
   size_t truncated_texts() const;  // texts cut so far
+  // The same embeddings left on the GPU (for torch.from_dlpack): pooled,
+  // cut to truncate_dim and normalised there, never copied through the
+  // host. `normalize` L2-normalises also where the model has no Normalize
+  // module. Only a CUDA embedder whose pooling runs in the graph (mean or
+  // cls) with no Dense module after it; anything else is an error saying
+  // which. No texts: no buffer (data empty).
+  DeviceEmbeddings embed_on_device(const std::vector<std::string>& texts, const EmbedCall& call = {},
+                                   bool normalize = false);
 
   // Cross-encoders: one score per (query, document) pair, in order, with
   // the activation sentence-transformers' CrossEncoder applies (sigmoid for

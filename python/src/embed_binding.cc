@@ -87,7 +87,10 @@ class SentenceEncoder {
   }
 
   nb::object encode(nb::handle sentences, int batch_size, std::optional<bool> normalize_embeddings,
-                    std::optional<std::string> prompt, bool convert_to_numpy, bool show_progress_bar) {
+                    std::optional<std::string> prompt, bool convert_to_numpy, bool show_progress_bar,
+                    std::optional<std::string> convert_to) {
+    if (convert_to && *convert_to != "numpy" && *convert_to != "dlpack")
+      throw nb::value_error(("encode: convert_to must be None, 'numpy' or 'dlpack', not '" + *convert_to + "'").c_str());
     const bool single = nb::isinstance<nb::str>(sentences);
     std::vector<std::string> texts = sentence_list(sentences);
     const int batch = batch_bucket(batch_size);
@@ -96,6 +99,9 @@ class SentenceEncoder {
     // The model's own Normalize module already applies; True adds one where
     // the model has none (sentence-transformers' normalize_embeddings).
     const bool normalize = normalize_embeddings.value_or(false) && !embedder_->normalizes();
+    // On the GPU the rows stay there; on the CPU a numpy array speaks DLPack too.
+    if (convert_to == "dlpack" && device_ == rlx::Device::Cuda) return on_device(texts, batch, normalize, single);
+    if (convert_to) convert_to_numpy = true;
     const size_t n = texts.size(), dim = size_t(embedder_->dim());
     float* data = new_floats(n * dim);
     nb::capsule owner = owner_of(data);
@@ -122,6 +128,26 @@ class SentenceEncoder {
     if (convert_to_numpy) return nb::cast(m);
     // sentence-transformers gives a list of vectors here: rows of the array.
     return nb::steal(PySequence_List(nb::cast(m).ptr()));
+  }
+
+  // The embeddings as an array in GPU memory that torch.from_dlpack (or any
+  // DLPack consumer) takes without a copy; it owns the memory.
+  nb::object on_device(const std::vector<std::string>& texts, int batch, bool normalize, bool single) {
+    rlx::DeviceEmbeddings d;
+    {
+      nb::gil_scoped_release release;
+      rlx::EmbedCall call;
+      call.max_batch = batch;
+      d = embedder_->embed_on_device(texts, call, normalize);
+    }
+    if (PyErr_CheckSignals() != 0) throw nb::python_error();
+    auto* keep = new std::shared_ptr<float>(d.data);
+    nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<float>*>(p); });
+    const size_t shape[2] = {d.rows, d.dim};
+    const size_t* dims = single ? shape + 1 : shape;
+    return nb::cast(nb::ndarray<float, nb::device::cuda, nb::c_contig>(d.data.get(), single ? 1 : 2, dims, owner,
+                                                                       nullptr, nb::dtype<float>(),
+                                                                       nb::device::cuda::value, std::max(d.device, 0)));
   }
 
   int dim() const { return embedder_->dim(); }
@@ -226,18 +252,20 @@ void bind_embedder(nb::module_& m) {
            "tokens per text (0: the model's own limit).")
       .def("encode", &SentenceEncoder::encode, "sentences"_a, "batch_size"_a = 32,
            "normalize_embeddings"_a = nb::none(), "prompt"_a = nb::none(), "convert_to_numpy"_a = true,
-           "show_progress_bar"_a = false,
+           "show_progress_bar"_a = false, "convert_to"_a = nb::none(),
            nb::sig("def encode(self, sentences: str | collections.abc.Iterable[str], batch_size: int = 32, "
                    "normalize_embeddings: bool | None = None, prompt: str | None = None, convert_to_numpy: bool = "
-                   "True, show_progress_bar: bool = False) -> numpy.typing.NDArray[numpy.float32] | "
-                   "list[numpy.typing.NDArray[numpy.float32]]"),
+                   "True, show_progress_bar: bool = False, convert_to: str | None = None) -> "
+                   "numpy.typing.NDArray[numpy.float32] | list[numpy.typing.NDArray[numpy.float32]] | typing.Any"),
            "One embedding per sentence, in order: a float32 array [len(sentences), dim] (a vector [dim] for one "
            "str). Empty strings are embedded like any other. batch_size: texts per run (a power of two; "
            "others run as the power of two below). normalize_embeddings: True scales each row to unit length "
            "where the model does not already (None/False: as the model's modules say). prompt: text put before "
            "every sentence. convert_to_numpy=False: a list of row vectors. show_progress_bar: a progress line "
-           "on stderr. The GIL is released while the model runs, so threads may share one encoder (its calls "
-           "run one at a time).")
+           "on stderr. convert_to='dlpack': on the GPU, an array in device memory for torch.from_dlpack (no "
+           "copy; pooling must run in the graph: mean or cls, no Dense module), on the CPU the numpy array; "
+           "'numpy': the numpy array. The GIL is released while the model runs, so threads may share one "
+           "encoder (its calls run one at a time).")
       .def_static("similarity", &similarity, "a"_a, "b"_a,
                   nb::sig("def similarity(a: numpy.typing.ArrayLike, b: numpy.typing.ArrayLike) -> "
                           "numpy.typing.NDArray[numpy.float32]"),

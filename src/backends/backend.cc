@@ -4,7 +4,14 @@
 
 #include <algorithm>
 
+#include "rlx/error.h"
+
 namespace rlx {
+
+void BackendExecutable::export_output_rows(size_t, const std::vector<int32_t>&, int, bool, float*) {
+  RLX_FAIL("outputs stay on the device only on a GPU backend; this executable runs on the host ("
+           << summary() << ")");
+}
 
 // Runs at submit into a one-slot staging ring: a second submit before the
 // first's wait parks the first's outputs, as on the GPU.

@@ -39,6 +39,21 @@ class BackendExecutable {
     (void)runs;
     return {};
   }
+  // Embeddings that stay on the device (handed to torch through DLPack):
+  // `count` floats of device memory the caller owns, NaN-poisoned so rows
+  // nothing wrote show; nullptr where the backend runs on the host.
+  virtual std::shared_ptr<float> device_floats(size_t count) {
+    (void)count;
+    return nullptr;
+  }
+  // After a run, on the device: row i of output `output` ([rows, cols] of
+  // f32, f16 or bf16) becomes row dst_rows[i] of dst ([*, dim] f32): its
+  // first dim values, L2-normalised when asked (the norm clamped at 1e-12,
+  // as sentence-transformers clamps it). Throws on a host backend.
+  virtual void export_output_rows(size_t output, const std::vector<int32_t>& dst_rows, int dim, bool normalize,
+                                  float* dst);
+  // The device the arena lives on; -1 on the host.
+  virtual int device_index() const { return -1; }
   // Byte size of each output, in binding order (set by the Executable).
   void set_output_bytes(std::vector<size_t> b) { output_bytes_ = std::move(b); }
 

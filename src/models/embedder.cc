@@ -9,6 +9,7 @@
 #include <numeric>
 #include <string_view>
 
+#include "backends/backend.h"
 #include "models/bert.h"
 #include "models/bucket_cache.h"
 #include "models/embedding_tokenizer.h"
@@ -27,9 +28,20 @@ struct Embedder::Impl {
   // result: its pooled vector, or its logits for a cross-encoder.
   void run_chunk(const std::vector<const TokenizedText*>& encs, int max_batch,
                  const std::function<void(size_t, std::vector<float>)>& take);
+  // Pads the chunk into its bucket and runs it; b and lengths tell the
+  // bucket and each row's tokens.
+  std::map<std::string, HostTensor> run_bucket(const std::vector<const TokenizedText*>& encs, int max_batch,
+                                               Executable** exe, Bucket* b, std::vector<size_t>* lengths);
+  // The input order sorted by length (similar lengths share a chunk, so
+  // padding stays small), with the arena reserved for the largest chunk.
+  std::vector<size_t> length_order(const std::vector<TokenizedText>& encs, int max_batch);
   // Sorted by length into chunks (little padding), results in input order.
   std::vector<std::vector<float>> run_all(const std::vector<TokenizedText>& encs, int max_batch);
+  int batch_of(const EmbedCall& call) const;
+  // The texts as the model reads them (prompt, strip, cut to max_len).
+  std::vector<TokenizedText> tokenize_all(const std::vector<std::string>& texts, const EmbedCall& call);
   std::vector<std::vector<float>> embed(const std::vector<std::string>& texts, const EmbedCall& call);
+  DeviceEmbeddings embed_on_device(const std::vector<std::string>& texts, const EmbedCall& call, bool normalize);
   std::vector<float> score(const std::string& query, const std::vector<std::string>& docs, bool activate);
   std::string prompt_text(const std::string& name) const;
   std::string prompt_for(const std::string& name, const std::optional<std::string>& text) const;
@@ -210,8 +222,9 @@ std::string Embedder::Impl::prompt_for(const std::string& name, const std::optio
   return p;
 }
 
-void Embedder::Impl::run_chunk(const std::vector<const TokenizedText*>& encs, int max_batch,
-                               const std::function<void(size_t, std::vector<float>)>& take) {
+std::map<std::string, HostTensor> Embedder::Impl::run_bucket(const std::vector<const TokenizedText*>& encs,
+                                                             int max_batch, Executable** exe_out, Bucket* b_out,
+                                                             std::vector<size_t>* lengths_out) {
   int64_t longest = 0;
   for (const TokenizedText* e : encs) longest = std::max<int64_t>(longest, int64_t(e->ids.size()));
   Bucket b = bucket_for(int64_t(encs.size()), longest, max_len_, max_batch);
@@ -237,7 +250,19 @@ void Embedder::Impl::run_chunk(const std::vector<const TokenizedText*>& encs, in
   std::map<std::string, HostTensor> in{{"input_ids", HostTensor::from_i32(shape, ids)},
                                        {"attention_mask", HostTensor::from_i32(shape, mask)}};
   if (cfg_.type_vocab_size > 0) in.emplace("token_type_ids", HostTensor::from_i32(shape, types));
-  auto result = exe.run(in);
+  *exe_out = &exe;
+  *b_out = b;
+  *lengths_out = std::move(lengths);
+  return exe.run(in);
+}
+
+void Embedder::Impl::run_chunk(const std::vector<const TokenizedText*>& encs, int max_batch,
+                               const std::function<void(size_t, std::vector<float>)>& take) {
+  Executable* exe = nullptr;
+  Bucket b;
+  std::vector<size_t> lengths;
+  auto result = run_bucket(encs, max_batch, &exe, &b, &lengths);
+  const size_t S = size_t(b.seq);
   auto output = [&](const char* name, size_t per_row) {
     auto it = result.find(name);
     RLX_CHECK(it != result.end(), "embedder: the executable returned no '" << name << "'");
@@ -273,10 +298,7 @@ void Embedder::Impl::run_chunk(const std::vector<const TokenizedText*>& encs, in
   }
 }
 
-std::vector<std::vector<float>> Embedder::Impl::run_all(const std::vector<TokenizedText>& encs, int max_batch) {
-  std::vector<std::vector<float>> out(encs.size());
-  if (encs.empty()) return out;
-  // Similar lengths share a chunk, so padding stays small.
+std::vector<size_t> Embedder::Impl::length_order(const std::vector<TokenizedText>& encs, int max_batch) {
   std::vector<size_t> order(encs.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
@@ -291,6 +313,13 @@ std::vector<std::vector<float>> Embedder::Impl::run_all(const std::vector<Tokeni
   // largest possible one: one short sentence must not reserve max_batch x
   // max_len. A larger input later replaces the arena (and recompiles).
   buckets_->reserve(largest);
+  return order;
+}
+
+std::vector<std::vector<float>> Embedder::Impl::run_all(const std::vector<TokenizedText>& encs, int max_batch) {
+  std::vector<std::vector<float>> out(encs.size());
+  if (encs.empty()) return out;
+  const std::vector<size_t> order = length_order(encs, max_batch);
   for (size_t start = 0; start < order.size(); start += size_t(max_batch)) {
     size_t end = std::min(order.size(), start + size_t(max_batch));
     std::vector<const TokenizedText*> chunk;
@@ -300,13 +329,16 @@ std::vector<std::vector<float>> Embedder::Impl::run_all(const std::vector<Tokeni
   return out;
 }
 
-std::vector<std::vector<float>> Embedder::Impl::embed(const std::vector<std::string>& texts,
-                                                      const EmbedCall& call) {
+int Embedder::Impl::batch_of(const EmbedCall& call) const {
   const int max_batch = call.max_batch ? call.max_batch : opts_.max_batch;
   RLX_CHECK(max_batch >= 1 && max_batch <= EmbedderOptions::kMaxBatch && (max_batch & (max_batch - 1)) == 0,
             "embedder: max_batch " << max_batch << " must be a power of two in [1, " << EmbedderOptions::kMaxBatch
                                    << "]");
-  std::lock_guard<std::mutex> lock(mutex_);
+  return max_batch;
+}
+
+std::vector<TokenizedText> Embedder::Impl::tokenize_all(const std::vector<std::string>& texts,
+                                                        const EmbedCall& call) {
   RLX_CHECK(!cfg_.classifier, "embedder: '" << dir_ << "' is a cross-encoder (" << info_.architecture
                                             << "): it scores text pairs (score()), it gives no embeddings");
   const bool per_call = call.prompt || !call.prompt_name.empty();
@@ -326,7 +358,60 @@ std::vector<std::vector<float>> Embedder::Impl::embed(const std::vector<std::str
     if (call.truncated) (*call.truncated)[i] = encs.back().truncated;
   }
   truncated_ += cut;
-  return run_all(encs, max_batch);
+  return encs;
+}
+
+std::vector<std::vector<float>> Embedder::Impl::embed(const std::vector<std::string>& texts,
+                                                      const EmbedCall& call) {
+  const int max_batch = batch_of(call);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return run_all(tokenize_all(texts, call), max_batch);
+}
+
+DeviceEmbeddings Embedder::Impl::embed_on_device(const std::vector<std::string>& texts, const EmbedCall& call,
+                                                 bool normalize) {
+  const int max_batch = batch_of(call);
+  std::lock_guard<std::mutex> lock(mutex_);
+  RLX_CHECK(opts_.device != Device::Cpu,
+            "embedder: embeddings stay on the device only for a CUDA embedder; '" << dir_ << "' runs on the CPU");
+  RLX_CHECK(pooled_in_graph(pooling_) && dense_.empty(),
+            "embedder: '" << dir_ << "': embeddings stay on the device only where pooling runs in the graph (mean "
+                          << "or cls) and no Dense module follows it; this model's are pooled or projected on the host");
+  const std::vector<TokenizedText> encs = tokenize_all(texts, call);
+  DeviceEmbeddings out;
+  out.rows = texts.size();
+  out.dim = opts_.truncate_dim > 0 ? size_t(opts_.truncate_dim) : size_t(pooled_dim_);
+  if (encs.empty()) {
+    out.device = -1;
+    return out;
+  }
+  const std::vector<size_t> order = length_order(encs, max_batch);
+  for (size_t start = 0; start < order.size(); start += size_t(max_batch)) {
+    const size_t end = std::min(order.size(), start + size_t(max_batch));
+    std::vector<const TokenizedText*> chunk;
+    std::vector<int32_t> dst_rows;
+    for (size_t i = start; i < end; ++i) {
+      chunk.push_back(&encs[order[i]]);
+      dst_rows.push_back(int32_t(order[i]));
+    }
+    Executable* exe = nullptr;
+    Bucket b;
+    std::vector<size_t> lengths;
+    run_bucket(chunk, max_batch, &exe, &b, &lengths);
+    BackendExecutable& be = exe->backend();
+    if (!out.data) {
+      out.data = be.device_floats(out.rows * out.dim);
+      out.device = be.device_index();
+      RLX_CHECK(out.data, "embedder: embeddings stay on the device only for a CUDA embedder; '"
+                              << dir_ << "' runs on the CPU (" << be.summary() << ")");
+    }
+    const std::vector<std::string> names = exe->output_names();
+    const auto it = std::find(names.begin(), names.end(), "embedding");
+    RLX_CHECK(it != names.end(), "embedder: the executable returned no 'embedding'");
+    be.export_output_rows(size_t(it - names.begin()), dst_rows, int(out.dim), normalize_ || normalize,
+                          out.data.get());
+  }
+  return out;
 }
 
 std::vector<float> Embedder::Impl::score(const std::string& query, const std::vector<std::string>& docs,
@@ -370,6 +455,10 @@ std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& 
 
 std::vector<std::vector<float>> Embedder::embed(const std::vector<std::string>& texts, const EmbedCall& call) {
   return impl_->embed(texts, call);
+}
+DeviceEmbeddings Embedder::embed_on_device(const std::vector<std::string>& texts, const EmbedCall& call,
+                                           bool normalize) {
+  return impl_->embed_on_device(texts, call, normalize);
 }
 std::vector<float> Embedder::score(const std::string& query, const std::vector<std::string>& documents) {
   return impl_->score(query, documents, true);

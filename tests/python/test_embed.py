@@ -86,6 +86,17 @@ def test_shapes_like_sentence_transformers(encoder):
     np.testing.assert_allclose(encoder.encode(iter(["a", "b"])), encoder.encode(["a", "b"]), atol=1e-7)
 
 
+def test_convert_to_on_the_cpu_is_the_numpy_array(encoder):
+    want = encoder.encode(["a", "bc d"])
+    for kind in ("numpy", "dlpack"):
+        got = encoder.encode(["a", "bc d"], convert_to=kind, convert_to_numpy=False)
+        assert isinstance(got, np.ndarray) and got.dtype == np.float32
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.from_dlpack(encoder.encode(["a", "bc d"], convert_to="dlpack")), want)
+    with pytest.raises(ValueError, match="convert_to must be None, 'numpy' or 'dlpack', not 'torch'"):
+        encoder.encode(["a"], convert_to="torch")
+
+
 def test_batch_size_does_not_change_the_vectors(encoder):
     _, texts, want = reference()
     base = encoder.encode(texts, batch_size=32)

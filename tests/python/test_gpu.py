@@ -82,3 +82,20 @@ def test_greedy_tokens_on_cuda_equal_the_reference():
     assert llm.device == "cuda" and not llm.backend.startswith("host execution"), llm.backend
     pieces = list(llm.generate(ref["prompt_ids"], max_tokens=n, ignore_eos=True, stream=True))
     assert len(pieces) >= 2 and "".join(pieces) == g.text
+
+
+def test_dlpack_hands_torch_the_device_rows_without_a_copy():
+    torch = pytest.importorskip("torch")
+    t = texts()
+    enc = rlx.SentenceEncoder(encoder_dir(), device="cuda", dtype="f32")
+    out = enc.encode(t, batch_size=8, convert_to="dlpack")
+    a, b = torch.from_dlpack(out), torch.from_dlpack(out)
+    assert a.device.type == "cuda" and a.dtype == torch.float32 and tuple(a.shape) == (len(t), enc.dim)
+    assert a.data_ptr() == b.data_ptr()  # two views of one buffer: nothing was copied
+    cpu = rlx.SentenceEncoder(encoder_dir(), device="cpu").encode(t)
+    got = a.cpu().numpy()
+    assert np.isfinite(got).all() and cosine_rows(got, cpu).min() >= 0.9999
+    a[0, 0] = 123.0
+    assert float(b[0, 0]) == 123.0  # shared memory
+    one = torch.from_dlpack(enc.encode(t[3], convert_to="dlpack"))
+    assert tuple(one.shape) == (enc.dim,) and cosine_rows(one.cpu().numpy()[None], cpu[3:4]).min() >= 0.9999

@@ -365,6 +365,20 @@ TEST(EmbedderControls, StrippingFollowsTheVersionThatSavedTheModel) {
   expect_rows(e.embed({" " + w}), mean_of({m.cls(), m.id(3, true), m.sep()}), 2e-5, "as given, saved by 6.3.0");
 }
 
+// Embeddings stay on the device only on a GPU: a CPU embedder says so
+// (tests/gpu/embedder_device_test.cc runs the device path).
+TEST(EmbedderControls, DeviceEmbeddingsNeedAGpu) {
+  test::TempDir d;
+  TinyBert m({});
+  m.write(d.path());
+  EmbedderOptions o;
+  o.device = Device::Cpu;
+  Embedder e(d.path().string(), o);
+  std::string msg = test::error_of([&] { e.embed_on_device({"a"}); });
+  EXPECT_NE(msg.find("only for a CUDA embedder"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("runs on the CPU"), std::string::npos) << msg;
+}
+
 TEST(EmbedderControls, TokenizerAndInfoThroughTheInstalledInterfaces) {
   test::TempDir d;
   TinyBert m({});

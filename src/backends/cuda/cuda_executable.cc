@@ -5,6 +5,7 @@
 
 #include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/row_export.h"
 #include "backends/exec_mode.h"
 
 namespace rlx::cuda {
@@ -237,6 +238,40 @@ std::vector<double> CudaExecutable::time_device_forwards(int runs) {
     us.push_back(double(ms) * 1e3);
   }
   return us;
+}
+
+std::shared_ptr<float> CudaExecutable::device_floats(size_t count) {
+  const size_t bytes = std::max<size_t>(count, 1) * sizeof(float);
+  float* p = nullptr;
+  check(cudaMalloc(&p, bytes), "a device buffer of " + std::to_string(count) + " floats");
+  check(cudaMemset(p, 0xff, bytes), "device buffer poison");  // NaN until written, as the arena starts
+  return std::shared_ptr<float>(p, [](float* q) { cudaFree(q); });
+}
+
+void CudaExecutable::export_output_rows(size_t output, const std::vector<int32_t>& dst_rows, int dim, bool normalize,
+                                        float* dst) {
+  RLX_CHECK(output < schedule_.output_bindings.size(), "export of output rows: no output " << output);
+  const Binding& b = schedule_.output_bindings[output];
+  RLX_CHECK(b.outer <= 1 && b.shape.size() == 2,
+            "export of output rows: '" << b.name << "' is not a contiguous [rows, cols] output");
+  RLX_CHECK(int64_t(dst_rows.size()) <= b.shape[0],
+            "export of output rows: " << dst_rows.size() << " rows asked of '" << b.name << "', which has "
+                                      << b.shape[0]);
+  if (dst_rows.empty()) return;
+  const size_t bytes = dst_rows.size() * sizeof(int32_t);
+  void* rows = nullptr;
+  check(cudaMallocAsync(&rows, bytes, stream_), "export of output rows");
+  check(cudaMemcpyAsync(rows, dst_rows.data(), bytes, cudaMemcpyHostToDevice, stream_), "export of output rows");
+  export_rows_f32(arena_ + b.offset, b.dtype, b.shape[1], static_cast<const int32_t*>(rows), int(dst_rows.size()),
+                  dim, normalize, dst, stream_);
+  check(cudaFreeAsync(rows, stream_), "export of output rows");
+  check(cudaStreamSynchronize(stream_), "export of output rows");
+}
+
+int CudaExecutable::device_index() const {
+  int d = 0;
+  check(cudaGetDevice(&d), "cudaGetDevice");
+  return d;
 }
 
 std::string CudaExecutable::summary() const {

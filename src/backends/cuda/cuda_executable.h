@@ -38,6 +38,10 @@ class CudaExecutable final : public BackendExecutable {
   std::string summary() const override;
   double last_device_us() const override { return last_device_us_; }
   std::vector<double> time_device_forwards(int runs) override;
+  std::shared_ptr<float> device_floats(size_t count) override;
+  void export_output_rows(size_t output, const std::vector<int32_t>& dst_rows, int dim, bool normalize,
+                          float* dst) override;
+  int device_index() const override;
 
   ExecMode mode() const { return mode_; }
   const ExecCounters& counters() const { return counters_; }
