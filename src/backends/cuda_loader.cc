@@ -4,7 +4,6 @@
 // never maps the CUDA runtime or cuBLASLt.
 #include <dlfcn.h>
 
-#include <exception>
 #include <filesystem>
 #include <string>
 
@@ -21,23 +20,6 @@ namespace {
   return "librlx_cuda.so";
 }
 
-// librlx_cuda.so and librlx.so both hold the vague-linkage definitions of
-// the headers they share (inline functions' statics, template statics,
-// typeinfo, libstdc++'s locale facet ids). In a C++ program librlx.so and
-// libstdc++ sit in the global scope, so librlx_cuda binds to their copies.
-// A host that loaded librlx privately (Python imports extension modules
-// RTLD_LOCAL; python3 links no libstdc++) leaves them out of it, and
-// librlx_cuda then binds to copies of its own: two instances of what must
-// be one, and the first CUDA embedding under Python jumped to address 0.
-// Promoting librlx.so and its dependencies (RTLD_NOLOAD: nothing new is
-// loaded) gives librlx_cuda what a C++ program has anyway.
-[[maybe_unused]] void promote_to_global_scope() {
-  for (void* in_lib : {reinterpret_cast<void*>(&cuda_backend), reinterpret_cast<void*>(&std::terminate)}) {
-    Dl_info info{};
-    if (dladdr(in_lib, &info) && info.dli_fname) dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
-  }
-}
-
 std::string& why_not() {
   static std::string reason;
   return reason;
@@ -48,7 +30,6 @@ Backend* load() {
   why_not() = "rlx was built without the CUDA backend";
   return nullptr;
 #else
-  promote_to_global_scope();
   const std::string path = module_path();
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
