@@ -9,13 +9,17 @@ decoding in float64 on the CPU from the same f32 weights, with the gap
 between the two best logits at every step. rlx generates 32 greedy tokens
 from the saved directory on each device and dtype; its tokens must equal the
 reference's up to the first step whose top-2 gap is within the dtype's
-tolerance (a near tie: either choice is right). Prints a table; exits
+tolerance (a near tie: either choice is right). The q/k weights are scaled
+up so attention is sharp and the tokens depend on the positions: each family
+must change its reference tokens when RoPE is perturbed, or the row fails
+(a test blind to theta once hid a wrong one). Prints a table; exits
 non-zero when any row fails.
 
   python3 bench/decoder_parity.py --rlx build-gpu/rlx                  # cpu f32 + cuda f32/f16/bf16
   python3 bench/decoder_parity.py --rlx build/rlx --devices cpu
 """
 import argparse
+import copy
 import re
 import subprocess
 import sys
@@ -25,6 +29,7 @@ import torch
 import transformers
 
 VOCAB, PROMPT, NEW = 301, 11, 32
+QK_GAIN = 6.0
 # A near tie: the top-2 gap within this fraction of max |logit|.
 TOLERANCE = {"f32": 1e-4, "f16": 3e-2, "bf16": 6e-2}
 
@@ -65,6 +70,10 @@ def make_model(cfg, seed):
         for name, p in model.named_parameters():
             if name.endswith(".bias") or "norm" in name:
                 p.add_(torch.empty_like(p).uniform_(-0.2, 0.2))
+            # Sharp attention, so the positions (RoPE, its scaling, theta) change
+            # the tokens: at transformers' init a wrong theta went unseen.
+            if any(k in name for k in ("q_proj.weight", "k_proj.weight", "qkv_proj.weight")):
+                p.mul_(QK_GAIN)
     return model.eval()
 
 
@@ -81,6 +90,23 @@ def reference(model, prompt):
             ids.append(tokens[-1])
     model.float()
     return tokens, gaps
+
+
+def rope_blind(model, cfg, prompt, want, steps):
+    """True when the reference would not notice a wrong RoPE (theta x3, no
+    scaling) within `steps` tokens: a row that cannot fail on positions."""
+    c = copy.deepcopy(cfg)
+    rp = getattr(c, "rope_parameters", None)
+    if isinstance(rp, dict):  # transformers 5
+        c.rope_parameters = {"rope_type": "default", "rope_theta": rp.get("rope_theta", 10000.0) * 3}
+    else:
+        c.rope_theta = getattr(c, "rope_theta", 10000.0) * 3
+        c.rope_scaling = None
+    torch.manual_seed(0)
+    other = transformers.AutoModelForCausalLM.from_config(c, torch_dtype=torch.float32).eval()
+    other.load_state_dict(model.state_dict())
+    tokens, _ = reference(other, prompt)
+    return tokens[:steps] == want[:steps]
 
 
 def run_rlx(rlx, path, prompt, device, dtype):
@@ -109,6 +135,9 @@ def main():
             model.save_pretrained(path, safe_serialization=True)
             prompt = torch.randint(0, VOCAB, (PROMPT,), generator=torch.Generator().manual_seed(i)).tolist()
             want, gaps = reference(model, prompt)
+            if rope_blind(model, cfg, prompt, want, next((s for s, g in enumerate(gaps) if g <= TOLERANCE["f32"]), NEW)):
+                rows.append((name, "-", "-", "-", "-", "FAIL: the reference does not see a wrong RoPE"))
+                failed = True
             for device, dtype in runs:
                 try:
                     got = run_rlx(args.rlx, path, prompt, device, dtype)
