@@ -97,6 +97,12 @@ struct AttentionAttrs {
   // ragged decode batch reads each sequence's own cache slot. Read at run
   // time; needs q_pos and no padding mask.
   bool kv_slots = false;
+  // window > 0 (causal only): a query at position p attends keys in
+  // (p - window, p], a sliding window (Gemma's local layers).
+  int64_t window = 0;
+  // softcap > 0: each scaled score s becomes softcap * tanh(s / softcap)
+  // before the softmax (Gemma 2's attention-logit soft-capping).
+  float softcap = 0.f;
 };
 // Where attention's optional inputs sit: q, k, v, [mask], [q_pos], [kv_slots].
 inline size_t attention_q_pos_input(const AttentionAttrs& a) { return a.mask == MaskKind::Padding ? 4 : 3; }

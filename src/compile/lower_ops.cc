@@ -258,6 +258,8 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.kv_heads = at.kv_heads;
       p.head_dim = at.head_dim;
       p.scale = at.scale;
+      p.window = int32_t(at.window);
+      p.softcap = at.softcap;
       p.mask_kind = at.mask;
       p.dtype = V(0).dtype;
       if (at.rotate_q) {
