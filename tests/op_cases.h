@@ -615,6 +615,27 @@ inline std::vector<OpCase> op_cases() {
                      return std::map<std::string, std::vector<double>>{{"out", out}};
                    }});
 
+  // GeGLU: the tanh GELU on the gate (Gemma's FFN), rows 4x3, 29 columns.
+  cases.push_back({"geglu", "swiglu",
+                   [](DType dt) {
+                     OpGraph c;
+                     ValueId gate = c.graph.input("gate", {4, 3, 29}, dt);
+                     ValueId up = c.graph.input("up", {4, 3, 29}, dt);
+                     c.graph.output("out", c.graph.swiglu(gate, up, Activation::GeluTanh));
+                     c.inputs["gate"] = quantize(random_floats(4 * 3 * 29, 74, -4.f, 4.f), dt);
+                     c.inputs["up"] = quantize(random_floats(4 * 3 * 29, 75, -2.f, 2.f), dt);
+                     return c;
+                   },
+                   [](const Values& in) {
+                     std::vector<double> out;
+                     const auto &g = in.at("gate"), &u = in.at("up");
+                     for (size_t i = 0; i < g.size(); ++i) {
+                       const double x = g[i];
+                       out.push_back(0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) * u[i]);
+                     }
+                     return std::map<std::string, std::vector<double>>{{"out", out}};
+                   }});
+
   // The decoder's form: both halves of one fused gate/up row [7, 2*45], read
   // at offsets 0 and 45 with a row stride of 90; output [7, 45].
   cases.push_back({"swiglu_fused_halves", "swiglu",

@@ -359,6 +359,7 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.gate_stride = V(0).shape.back();
       p.up_stride = V(1).shape.back();
       p.dtype = y.dtype;
+      p.act = at.act;
       return emit(p);
     }
     case OpKind::KvWrite: {

@@ -182,7 +182,8 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     }
     ValueId gate = gate_up.empty() ? dense(h, p + "ffn_gate.weight", F, H) : gate_up[0];
     ValueId up = gate_up.empty() ? dense(h, p + "ffn_up.weight", F, H) : gate_up[1];
-    ValueId act = c.gelu_tanh_ffn ? g.mul(g.gelu_tanh(gate), up) : g.swiglu(gate, up);  // GeGLU or SwiGLU
+    // GeGLU (Gemma) is the same op with the tanh GELU on the gate.
+    ValueId act = g.swiglu(gate, up, c.gelu_tanh_ffn ? Activation::GeluTanh : Activation::Silu);
     ValueId ffn_out = dense(act, p + "ffn_down.weight", H, F);
     if (c.sandwich_norms) ffn_out = g.rms_norm(ffn_out, param(p + "post_ffw_norm.weight", {H}), c.rms_eps);
     x = g.add(x, ffn_out);

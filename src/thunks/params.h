@@ -182,6 +182,7 @@ struct SwiGluParams {
   int64_t rows, cols;
   int64_t gate_offset, up_offset, gate_stride, up_stride;
   DType dtype;
+  Activation act = Activation::Silu;  // silu (SwiGLU) or gelu_tanh (GeGLU)
 };
 
 // cache[b, pos[b] + i, :] = rows[b, i, :] for i < n_new; cache is [batch,
