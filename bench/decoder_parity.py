@@ -2,7 +2,7 @@
 """Decoder-family parity: `rlx generate` against Hugging Face transformers.
 
 For each family (Llama 3 with rope_scaling llama3, Qwen2, Qwen3, Mistral,
-Phi-3) a
+Phi-3, Gemma 2, Gemma 3 text) a
 randomly initialised transformers model of odd sizes is saved with
 save_pretrained (config.json + model.safetensors). The reference is greedy
 decoding in float64 on the CPU from the same f32 weights, with the gap
@@ -17,6 +17,10 @@ non-zero when any row fails.
 
   python3 bench/decoder_parity.py --rlx build-gpu/rlx                  # cpu f32 + cuda f32/f16/bf16
   python3 bench/decoder_parity.py --rlx build/rlx --devices cpu
+  python3 bench/decoder_parity.py --rlx build-gpu/rlx --families gemma2,gemma3
+
+The reference runs transformers' eager attention (Gemma 2's soft-capping
+and the sliding windows exactly as its code writes them).
 """
 import argparse
 import copy
@@ -60,12 +64,31 @@ def families():
         "phi3": transformers.Phi3Config(
             hidden_size=288, intermediate_size=776, num_attention_heads=6, num_key_value_heads=2,
             tie_word_embeddings=False, sliding_window=None, **common),
+        # Gemma 2: three layers (even ones local), a window of 8 within the 43
+        # positions, soft caps that bite, query_pre_attn_scalar 24 (neither
+        # head_dim 40 nor hidden / heads), tied head.
+        "gemma2": transformers.Gemma2Config(
+            hidden_size=228, intermediate_size=333, num_attention_heads=6, num_key_value_heads=2, head_dim=40,
+            query_pre_attn_scalar=24, sliding_window=8, attn_logit_softcapping=2.0, final_logit_softcapping=3.0,
+            hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
+            **{**common, "num_hidden_layers": 3}),
+        # Gemma 3 text: q/k norms, MQA 4:1 with head_dim 52, layers local,
+        # local, global, local (pattern 3), window 8, linear rope scaling on
+        # the global layer, its own base on the local ones, untied head.
+        "gemma3": transformers.Gemma3TextConfig(
+            hidden_size=176, intermediate_size=301, num_attention_heads=4, num_key_value_heads=1, head_dim=52,
+            query_pre_attn_scalar=30, sliding_window=8, sliding_window_pattern=3,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"],
+            rope_theta=1e6, rope_local_base_freq=10000.0, rope_scaling={"rope_type": "linear", "factor": 4.0},
+            hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=False,
+            **{**common, "num_hidden_layers": 4}),
     }
 
 
 def make_model(cfg, seed):
     torch.manual_seed(seed)
-    model = transformers.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
+    model = transformers.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32,
+                                                          attn_implementation="eager")
     with torch.no_grad():  # biases and norm gains away from their 0 / 1 init, so they matter
         for name, p in model.named_parameters():
             if name.endswith(".bias") or "norm" in name:
@@ -97,8 +120,13 @@ def rope_blind(model, cfg, prompt, want, steps):
     scaling) within `steps` tokens: a row that cannot fail on positions."""
     c = copy.deepcopy(cfg)
     rp = getattr(c, "rope_parameters", None)
+    def perturbed(p):  # one layer type's parameters, or {layer type: parameters} (Gemma 3)
+        if "rope_theta" in p or "rope_type" in p:
+            return {"rope_type": "default", "rope_theta": p.get("rope_theta", 10000.0) * 3}
+        return {k: perturbed(v) for k, v in p.items()}
+
     if isinstance(rp, dict):  # transformers 5
-        c.rope_parameters = {"rope_type": "default", "rope_theta": rp.get("rope_theta", 10000.0) * 3}
+        c.rope_parameters = perturbed(rp)
     else:
         c.rope_theta = getattr(c, "rope_theta", 10000.0) * 3
         c.rope_scaling = None

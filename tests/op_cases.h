@@ -525,9 +525,77 @@ inline void ref_cache_head(const double* q, const std::vector<float>& k, const s
   }
 }
 
+// Causal attention over batch 2 with a sliding window (a query at position
+// p sees keys in (p - window, p]) and soft-capped scores (cap * tanh(s /
+// cap)): sq query rows at positions pos[b].. against skv keys (a KV cache),
+// or without pos the last sq positions of skv. The sizes pick the kernel:
+// prefill rows without pos (short path), rows at positions (general), one
+// row (decode; head_dim 16 with 16-byte rows: a key per lane, split over a
+// cluster from 256 keys).
+inline OpCase window_softcap_case(const std::string& name, int64_t sq, int64_t skv, int qh, int kvh, int hd,
+                                  int window, float cap, std::vector<float> pos, uint64_t seed) {
+  const float scale = 0.43f;
+  auto build = [=](DType dt) {
+    OpGraph c;
+    ValueId q = c.graph.input("q", {2, sq, int64_t(qh) * hd}, dt);
+    ValueId k = c.graph.input("k", {2, skv, int64_t(kvh) * hd}, dt);
+    ValueId v = c.graph.input("v", {2, skv, int64_t(kvh) * hd}, dt);
+    AttentionAttrs a;
+    a.q_heads = qh;
+    a.kv_heads = kvh;
+    a.head_dim = hd;
+    a.scale = scale;
+    a.mask = MaskKind::Causal;
+    a.window = window;
+    a.softcap = cap;
+    a.q_pos = !pos.empty();
+    ValueId p = a.q_pos ? c.graph.input("pos", {2}, DType::I32) : -1;
+    c.graph.output("out", c.graph.attention(q, k, v, -1, a, p));
+    c.inputs["q"] = quantize(random_floats(size_t(2 * sq * qh * hd), seed, -3.f, 3.f), dt);
+    c.inputs["k"] = quantize(random_floats(size_t(2 * skv * kvh * hd), seed + 1, -3.f, 3.f), dt);
+    c.inputs["v"] = quantize(random_floats(size_t(2 * skv * kvh * hd), seed + 2, -2.f, 2.f), dt);
+    if (a.q_pos) c.inputs["pos"] = pos;
+    return c;
+  };
+  auto reference = [=](const Values& in) {
+    const auto &q = in.at("q"), &k = in.at("k"), &v = in.at("v");
+    std::vector<double> out(size_t(2 * sq * qh * hd), 0.0);
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t i = 0; i < sq; ++i)
+        for (int h = 0; h < qh; ++h) {
+          const int64_t at = pos.empty() ? skv - sq + i : int64_t(in.at("pos")[size_t(b)]) + i;
+          const int64_t first = std::max<int64_t>(0, at - window + 1), g = h / (qh / kvh);
+          std::vector<double> w;
+          double mx = -1e300, sum = 0;
+          for (int64_t j = first; j <= at; ++j) {
+            double d = 0;
+            for (int e = 0; e < hd; ++e)
+              d += double(q[size_t(((b * sq + i) * qh + h) * hd + e)]) * k[size_t(((b * skv + j) * kvh + g) * hd + e)];
+            w.push_back(cap * std::tanh(d * double(scale) / cap));
+            mx = std::max(mx, w.back());
+          }
+          for (double& x : w) sum += (x = std::exp(x - mx));
+          for (int e = 0; e < hd; ++e) {
+            double o = 0;
+            for (int64_t j = first; j <= at; ++j)
+              o += w[size_t(j - first)] / sum * v[size_t(((b * skv + j) * kvh + g) * hd + e)];
+            out[size_t(((b * sq + i) * qh + h) * hd + e)] = o;
+          }
+        }
+    return std::map<std::string, std::vector<double>>{{"out", out}};
+  };
+  return {name, "attention", build, reference};
+}
+
 inline std::vector<OpCase> op_cases() {
   std::vector<OpCase> cases;
   add_kernel_cases(cases);
+
+  cases.push_back(window_softcap_case("attention_window_softcap_prefill", 13, 13, 4, 2, 6, 4, 0.7f, {}, 91));
+  cases.push_back(window_softcap_case("attention_window_softcap_cache", 3, 10, 4, 2, 6, 3, 1.1f, {1.f, 7.f}, 94));
+  cases.push_back(window_softcap_case("attention_window_softcap_decode", 1, 10, 4, 2, 6, 4, 0.9f, {3.f, 8.f}, 97));
+  cases.push_back(
+      window_softcap_case("attention_window_softcap_decode_long", 1, 300, 2, 1, 16, 40, 1.3f, {150.f, 299.f}, 100));
 
   // silu(gate) * up on separate tensors: rows 3x5, 37 columns.
   cases.push_back({"swiglu", "swiglu",
@@ -544,6 +612,27 @@ inline std::vector<OpCase> op_cases() {
                      std::vector<double> out;
                      const auto &g = in.at("gate"), &u = in.at("up");
                      for (size_t i = 0; i < g.size(); ++i) out.push_back(ref_activation(Activation::Silu, g[i]) * u[i]);
+                     return std::map<std::string, std::vector<double>>{{"out", out}};
+                   }});
+
+  // GeGLU: the tanh GELU on the gate (Gemma's FFN), rows 4x3, 29 columns.
+  cases.push_back({"geglu", "swiglu",
+                   [](DType dt) {
+                     OpGraph c;
+                     ValueId gate = c.graph.input("gate", {4, 3, 29}, dt);
+                     ValueId up = c.graph.input("up", {4, 3, 29}, dt);
+                     c.graph.output("out", c.graph.swiglu(gate, up, Activation::GeluTanh));
+                     c.inputs["gate"] = quantize(random_floats(4 * 3 * 29, 74, -4.f, 4.f), dt);
+                     c.inputs["up"] = quantize(random_floats(4 * 3 * 29, 75, -2.f, 2.f), dt);
+                     return c;
+                   },
+                   [](const Values& in) {
+                     std::vector<double> out;
+                     const auto &g = in.at("gate"), &u = in.at("up");
+                     for (size_t i = 0; i < g.size(); ++i) {
+                       const double x = g[i];
+                       out.push_back(0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) * u[i]);
+                     }
                      return std::map<std::string, std::vector<double>>{{"out", out}};
                    }});
 

@@ -97,15 +97,25 @@ struct AttentionAttrs {
   // ragged decode batch reads each sequence's own cache slot. Read at run
   // time; needs q_pos and no padding mask.
   bool kv_slots = false;
+  // window > 0 (causal only): a query at position p attends keys in
+  // (p - window, p], a sliding window (Gemma's local layers).
+  int64_t window = 0;
+  // softcap > 0: each scaled score s becomes softcap * tanh(s / softcap)
+  // before the softmax (Gemma 2's attention-logit soft-capping).
+  float softcap = 0.f;
 };
 // Where attention's optional inputs sit: q, k, v, [mask], [q_pos], [kv_slots].
 inline size_t attention_q_pos_input(const AttentionAttrs& a) { return a.mask == MaskKind::Padding ? 4 : 3; }
 inline size_t attention_kv_slots_input(const AttentionAttrs& a) { return attention_q_pos_input(a) + 1; }
-// out = silu(gate) * up over [..., cols]. gate's columns are [gate_offset,
+// out = act(gate) * up over [..., cols]: act is silu (SwiGLU) or the tanh
+// GELU (GeGLU: Gemma). gate's columns are [gate_offset,
 // +cols) of each row of its input, up's [up_offset, +cols) of its: one fused
 // gate/up matmul output [..., 2*cols] feeds both (offsets 0 and cols).
 // cols 0 = the inputs' last dim (then offsets must be 0).
-struct SwiGluAttrs { int64_t cols = 0, gate_offset = 0, up_offset = 0; };
+struct SwiGluAttrs {
+  int64_t cols = 0, gate_offset = 0, up_offset = 0;
+  Activation act = Activation::Silu;
+};
 // kv_write's rows are columns [offset, offset + the cache's row) of each row
 // of its input, rows `stride` elements apart (0 = the input's own last dim).
 // With rotate, the first rope.heads heads of each row are rotated (RopeAttrs,
@@ -215,7 +225,7 @@ class Graph {
   ValueId cast(ValueId x, DType dt);
   ValueId reduce(ValueId x, int axis, ReduceKind kind, bool keepdim = false);
   ValueId softmax_cross_entropy(ValueId logits, ValueId labels);  // per-row loss [N]
-  ValueId swiglu(ValueId gate, ValueId up);  // silu(gate) * up
+  ValueId swiglu(ValueId gate, ValueId up, Activation act = Activation::Silu);  // act(gate) * up
   // Stores rows [B, n, ...] into the state `cache` [B, max_ctx, ...] at rows
   // pos[b] .. pos[b]+n-1 (pos: i32 [B], read at run time). Returns the cache
   // after the write (the same memory): readers of it run after the write.

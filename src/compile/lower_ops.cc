@@ -258,6 +258,8 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.kv_heads = at.kv_heads;
       p.head_dim = at.head_dim;
       p.scale = at.scale;
+      p.window = int32_t(at.window);
+      p.softcap = at.softcap;
       p.mask_kind = at.mask;
       p.dtype = V(0).dtype;
       if (at.rotate_q) {
@@ -357,6 +359,7 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.gate_stride = V(0).shape.back();
       p.up_stride = V(1).shape.back();
       p.dtype = y.dtype;
+      p.act = at.act;
       return emit(p);
     }
     case OpKind::KvWrite: {

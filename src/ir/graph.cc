@@ -255,7 +255,9 @@ ValueId Graph::softmax_cross_entropy(ValueId logits, ValueId labels) {
   return add_node(OpKind::SoftmaxCrossEntropy, {logits, labels}, NoAttrs{})[0];
 }
 
-ValueId Graph::swiglu(ValueId gate, ValueId up) { return add_node(OpKind::SwiGlu, {gate, up}, SwiGluAttrs{})[0]; }
+ValueId Graph::swiglu(ValueId gate, ValueId up, Activation act) {
+  return add_node(OpKind::SwiGlu, {gate, up}, SwiGluAttrs{0, 0, 0, act})[0];
+}
 ValueId Graph::swiglu_fused(ValueId gate_up) {
   const int64_t cols = value(gate_up).shape.empty() ? 0 : value(gate_up).shape.back() / 2;
   return add_node(OpKind::SwiGlu, {gate_up, gate_up}, SwiGluAttrs{cols, 0, cols})[0];

@@ -232,6 +232,10 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
                     at.q_heads % at.kv_heads == 0,
                 who << ": q_heads " << at.q_heads << " must be a positive multiple of kv_heads "
                     << at.kv_heads);
+      RLX_CHECK(at.window >= 0 && at.window <= INT32_MAX && (at.window == 0 || at.mask == MaskKind::Causal),
+                who << ": a sliding window (" << at.window << ") needs a causal mask and 0 <= window < 2^31");
+      RLX_CHECK(at.softcap >= 0.f && std::isfinite(at.softcap),
+                who << ": softcap " << at.softcap << " must be finite and >= 0 (0 = off)");
       const Value &q = V(0), &k = V(1), &v = V(2);
       need_float(q, who, "q");
       need_dtype(k, q.dtype, who, "k");
@@ -350,6 +354,8 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       need_inputs(in, 2, 2, who);
       const auto& at = std::get<SwiGluAttrs>(attrs);
       const Value &gate = V(0), &up = V(1);
+      RLX_CHECK(at.act == Activation::Silu || at.act == Activation::GeluTanh,
+                who << ": the gate's activation must be silu or gelu_tanh");
       need_float(gate, who, "gate");
       need_dtype(up, gate.dtype, who, "up");
       RLX_CHECK(!gate.shape.empty() && Shape(gate.shape.begin(), gate.shape.end() - 1) ==

@@ -93,12 +93,19 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   }
   ValueId embed = param("token_embd.weight", {c.vocab_size, H});
   ValueId x = g.gather(embed, ids);
+  // Gemma: embeddings times sqrt(hidden), the factor rounded to the compute
+  // dtype first (transformers' normalizer is a tensor of the model's dtype).
+  if (c.embed_scale > 0.f) x = g.mul(x, g.constant_f32({1}, dt, {c.embed_scale}, "embed_scale"));
+  auto scaled = [&](ValueId v, float by, const std::string& name) {
+    return g.mul(v, g.constant_f32({1}, g.value(v).dtype, {by}, name));
+  };
 
   AttentionAttrs attn;
   attn.q_heads = c.num_heads;
   attn.kv_heads = c.num_kv_heads;
   attn.head_dim = c.head_dim;
-  attn.scale = 1.f / std::sqrt(float(hd));
+  attn.scale = c.query_scale > 0.f ? c.query_scale : 1.f / std::sqrt(float(hd));
+  attn.softcap = c.attn_softcap;
   attn.mask = MaskKind::Causal;
   attn.q_pos = cached;
   attn.kv_slots = pooled;
@@ -112,9 +119,20 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   rq.freq_divisors = c.rope_freq_divisors;
   RopeAttrs rk = rq;
   rk.heads = c.num_kv_heads;
+  // Local (sliding-window) layers: a window on the keys, and their own rope
+  // base without the global layers' scaling where the config gives one.
+  AttentionAttrs local_attn = attn;
+  local_attn.window = c.sliding_window;
+  RopeAttrs local_rq = rq, local_rk = rk;
+  if (c.local_rope_theta > 0.f) {
+    local_rq.theta = local_rk.theta = c.local_rope_theta;
+    local_rq.freq_divisors.clear();
+    local_rk.freq_divisors.clear();
+  }
 
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
+    const bool local = !c.local_layers.empty() && c.local_layers[size_t(l)] && c.sliding_window > 0;
     ValueId h = g.rms_norm(x, param(p + "attn_norm.weight", {H}), c.rms_eps);
     auto qkv = c.fused_qkv_gate_up ? std::vector<ValueId>{}
                                    : quantized_group(h, {{p + "attn_q.weight", q_dim}, {p + "attn_k.weight", kv_dim},
@@ -137,8 +155,8 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
       q = head_rms_norm(q, p + "attn_q_norm.weight", c.num_heads);
       k = head_rms_norm(k, p + "attn_k_norm.weight", c.num_kv_heads);
     }
-    q = g.rope(q, positions, rq);
-    k = g.rope(k, positions, rk);
+    q = g.rope(q, positions, local ? local_rq : rq);
+    k = g.rope(k, positions, local ? local_rk : rk);
     if (cached) {
       // The new K and V rows join one cache row each (K then V); attention
       // reads all of it up to each position. One cache per layer lets one
@@ -148,8 +166,11 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
       k = g.narrow(kv, 2, 0, kv_dim);
       v = g.narrow(kv, 2, kv_dim, kv_dim);
     }
-    ValueId ctx = g.attention(q, k, v, -1, attn, cached ? positions : -1, slot);
-    x = g.add(x, dense(ctx, p + "attn_output.weight", H, q_dim));
+    ValueId ctx = g.attention(q, k, v, -1, local ? local_attn : attn, cached ? positions : -1, slot);
+    ValueId attn_out = dense(ctx, p + "attn_output.weight", H, q_dim);
+    // Gemma normalizes each block's output too, before the residual add.
+    if (c.sandwich_norms) attn_out = g.rms_norm(attn_out, param(p + "post_attention_norm.weight", {H}), c.rms_eps);
+    x = g.add(x, attn_out);
     h = g.rms_norm(x, param(p + "ffn_norm.weight", {H}), c.rms_eps);
     // One SwiGLU op: after the gate and up products merge, it reads both
     // halves of the merged output in place.
@@ -161,7 +182,11 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     }
     ValueId gate = gate_up.empty() ? dense(h, p + "ffn_gate.weight", F, H) : gate_up[0];
     ValueId up = gate_up.empty() ? dense(h, p + "ffn_up.weight", F, H) : gate_up[1];
-    x = g.add(x, dense(g.swiglu(gate, up), p + "ffn_down.weight", H, F));
+    // GeGLU (Gemma) is the same op with the tanh GELU on the gate.
+    ValueId act = g.swiglu(gate, up, c.gelu_tanh_ffn ? Activation::GeluTanh : Activation::Silu);
+    ValueId ffn_out = dense(act, p + "ffn_down.weight", H, F);
+    if (c.sandwich_norms) ffn_out = g.rms_norm(ffn_out, param(p + "post_ffw_norm.weight", {H}), c.rms_eps);
+    x = g.add(x, ffn_out);
   }
   // Only the rows asked for reach the final norm and the LM head.
   x = g.gather(g.reshape(x, {batch * seq, H}), last);
@@ -169,6 +194,10 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   const std::string head = c.tie_embeddings ? "token_embd.weight" : "output.weight";
   ValueId logits = c.tie_embeddings && !quantized.count(head) ? g.matmul(x, embed, false, true)
                                                                : dense(x, head, c.vocab_size, H);
+  // Final-logit soft-capping (Gemma 2): cap * tanh(logits / cap).
+  if (c.final_softcap > 0.f)
+    logits = scaled(g.tanh(scaled(logits, 1.f / c.final_softcap, "final_softcap_inv")), c.final_softcap,
+                    "final_softcap");
   if (pooled) {
     // The host chooses what comes next: the argmax for greedy rows, the logits for the rest.
     g.output("next_token", g.argmax(logits));

@@ -45,6 +45,23 @@ struct LlamaConfig {
   // Empty, or rope_dims/2 divisors of the rotary frequencies (Llama 3 and
   // linear rope scaling; GGUF's rope_freqs.weight).
   std::vector<float> rope_freq_divisors;
+  // Gemma 2 / 3 (gemma_config.cc).
+  float embed_scale = 0.f;       // > 0: embeddings times this (sqrt(hidden)), rounded to the compute dtype
+  bool sandwich_norms = false;   // RMSNorm on the attention and FFN outputs too, before each residual add
+  bool gelu_tanh_ffn = false;    // GeGLU: gelu_tanh(gate) * up instead of SwiGLU
+  // Hugging Face stores Gemma's norm gains as w and applies (1 + w): the
+  // Hugging Face loader adds the 1 to every *norm.weight at load (GGUF files
+  // hold 1 + w already: llama.cpp's converter adds it).
+  bool norm_adds_one = false;
+  float query_scale = 0.f;       // attention's score scale; 0 = 1/sqrt(head_dim)
+  float attn_softcap = 0.f;      // > 0: scores s -> cap * tanh(s / cap) before the softmax
+  float final_softcap = 0.f;     // > 0: the same on the logits
+  // Layers with local_layers[l] attend the last sliding_window keys only.
+  int sliding_window = 0;
+  std::vector<bool> local_layers;
+  // > 0: local layers rotate with this base and no frequency divisors
+  // (Gemma 3: rope scaling is the global layers'); 0: as the global ones.
+  float local_rope_theta = 0.f;
 };
 
 // The divisors rope_scaling {"rope_type": "llama3", factor, low_freq_factor,

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <numbers>
 
+#include "models/gemma_config.h"
 #include "models/gguf.h"
 #include "models/llama.h"
 #include "rlx/error.h"
@@ -15,8 +16,8 @@
 namespace rlx {
 namespace {
 
-constexpr const char* kGgufArchs = "llama, qwen2, qwen3, phi3";
-constexpr const char* kHfTypes = "llama, mistral, qwen2, qwen3, phi3";
+constexpr const char* kGgufArchs = "llama, qwen2, qwen3, phi3, gemma2, gemma3";
+constexpr const char* kHfTypes = "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3";
 
 void check_sizes(const LlamaConfig& c, const std::string& path) {
   RLX_CHECK(c.num_layers > 0 && c.num_heads > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0 &&
@@ -56,7 +57,8 @@ std::vector<float> llama3_rope_divisors(int rope_dims, float theta, float factor
 
 LlamaConfig llama_config_from_gguf(const GgufFile& f) {
   const std::string arch = f.get_string("general.architecture");
-  RLX_CHECK(arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "phi3",
+  const bool gemma = arch == "gemma2" || arch == "gemma3";
+  RLX_CHECK(arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "phi3" || gemma,
             "llama: '" << f.path() << "' holds a '" << arch << "' model; rlx loads GGUF architectures " << kGgufArchs);
   const std::string k = arch + ".";
   auto i = [&](const char* key) { return int(f.get_int(k + key)); };
@@ -116,6 +118,7 @@ LlamaConfig llama_config_from_gguf(const GgufFile& f) {
   RLX_CHECK(c.vocab_size == emb.shape[0], "llama: '" << f.path() << "': " << k << "vocab_size " << c.vocab_size
                                                      << " but token_embd.weight has " << emb.shape[0] << " rows");
   c.tie_embeddings = !f.has_tensor("output.weight");
+  if (gemma) read_gemma_gguf(f, c);
   check_sizes(c, f.path());
   return c;
 }
@@ -134,6 +137,11 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
   LlamaConfig c;
   try {
     const std::string type = j.value("model_type", "");
+    if (is_gemma_model_type(type)) {
+      c = gemma_config_from_hf(j, path);
+      check_sizes(c, path);
+      return c;
+    }
     RLX_CHECK(type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "phi3",
               "llama: '" << path << "': model_type is '" << type << "'; rlx loads model_type " << kHfTypes);
     c.family = type;

@@ -22,12 +22,18 @@ std::string llama_hf_name(const std::string& p, const std::string& family) {
       {"attn_q_norm.weight", "self_attn.q_norm.weight"}, {"attn_k_norm.weight", "self_attn.k_norm.weight"},
       {"attn_qkv.weight", "self_attn.qkv_proj.weight"}};
   static const std::map<std::string, std::string> phi3_layer = {{"ffn_up.weight", "mlp.gate_up_proj.weight"}};
+  static const std::map<std::string, std::string> gemma_layer = {
+      {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+      {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+      {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"}};
   if (p.rfind("blk.", 0) == 0) {
     size_t dot = p.find('.', 4);
     auto it = dot == std::string::npos ? layer.end() : layer.find(p.substr(dot + 1));
     if (family == "phi3" && dot != std::string::npos && phi3_layer.count(p.substr(dot + 1))) {
       it = phi3_layer.find(p.substr(dot + 1));
     }
+    const bool gemma = family == "gemma2" || family == "gemma3";
+    if (gemma && dot != std::string::npos && gemma_layer.count(p.substr(dot + 1))) it = gemma_layer.find(p.substr(dot + 1));
     if (it != layer.end()) return "model.layers." + p.substr(4, dot - 4) + "." + it->second;
   }
   RLX_FAIL("llama: no Hugging Face name for param '" << p << "'");
@@ -65,6 +71,16 @@ LlamaSafetensors::LlamaSafetensors(const std::string& dir) : dir_(dir), cfg_(loa
     shards_.push_back(std::make_unique<SafetensorsFile>((fs::path(dir) / "model.safetensors").string()));
     for (const auto& n : shards_[0]->names()) shard_of_[n] = 0;
   }
+  // Gemma3ForConditionalGeneration keeps the decoder under language_model
+  // (transformers 4.50-4.51: language_model.model.*, later model.language_model.*).
+  if (!shard_of_.count("model.embed_tokens.weight"))
+    for (const char* prefix : {"language_model.model.", "model.language_model."})
+      if (shard_of_.count(std::string(prefix) + "embed_tokens.weight")) model_prefix_ = prefix;
+}
+
+std::string LlamaSafetensors::name_of(const std::string& param) const {
+  const std::string n = llama_hf_name(param, cfg_.family);
+  return n.rfind("model.", 0) == 0 ? model_prefix_ + n.substr(6) : n;
 }
 
 const SafetensorsFile& LlamaSafetensors::file_of(const std::string& name) const {
@@ -75,7 +91,7 @@ const SafetensorsFile& LlamaSafetensors::file_of(const std::string& name) const 
 
 void LlamaSafetensors::validate(const Graph& g) const {
   for (const LlamaParamSource& s : llama_param_sources(g)) {
-    const std::string name = llama_hf_name(s.tensor, cfg_.family);
+    const std::string name = name_of(s.tensor);
     const SafetensorsFile& f = file_of(name);
     RLX_CHECK(f.info(name).shape == s.shape, "llama: '" << f.path() << "', tensor '" << name << "' has shape "
                                                         << shape_str(f.info(name).shape) << ", the config needs "
@@ -85,8 +101,17 @@ void LlamaSafetensors::validate(const Graph& g) const {
 
 void LlamaSafetensors::load_into(Executable& exe, const Graph& g) const {
   for (const LlamaParamSource& s : llama_param_sources(g)) {
-    const std::string name = llama_hf_name(s.tensor, cfg_.family);
+    const std::string name = name_of(s.tensor);
     const SafetensorsFile& f = file_of(name);
+    // Gemma's norms compute x * (1 + w): the 1 joins the gain here, once.
+    const bool adds_one = cfg_.norm_adds_one && s.tensor.size() >= 11 &&
+                          s.tensor.compare(s.tensor.size() - 11, 11, "norm.weight") == 0;
+    if (adds_one) {
+      std::vector<float> v = f.to_f32(name);
+      for (float& x : v) x += 1.f;
+      exe.set_param_f32(s.param, v.data(), v.size());
+      continue;
+    }
     if (!s.quant) {  // from the mapped file as stored, or converted in one pass
       const std::span<const uint8_t> b = f.bytes(name);
       exe.set_param_bytes(s.param, f.info(name).dtype, b.data(), b.size());

@@ -14,7 +14,8 @@ namespace rlx {
 
 // The Hugging Face name of a graph param ("blk.3.attn_q.weight" ->
 // "model.layers.3.self_attn.q_proj.weight") in a family's checkpoints
-// (Phi-3's blk.N.ffn_up.weight is its fused mlp.gate_up_proj.weight).
+// (Phi-3's blk.N.ffn_up.weight is its fused mlp.gate_up_proj.weight;
+// Gemma's ffn_norm is pre_feedforward_layernorm, beside its post-norms).
 std::string llama_hf_name(const std::string& param, const std::string& family = "llama");
 
 class LlamaSafetensors : public LlamaWeights {
@@ -26,7 +27,11 @@ class LlamaSafetensors : public LlamaWeights {
 
  private:
   const SafetensorsFile& file_of(const std::string& hf_name) const;
+  // The checkpoint's name of a param: llama_hf_name, its "model." prefix
+  // replaced by where a multimodal Gemma 3 keeps its language model.
+  std::string name_of(const std::string& param) const;
   std::string dir_;
+  std::string model_prefix_ = "model.";
   LlamaConfig cfg_;
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;
   std::map<std::string, size_t> shard_of_;  // tensor name -> shard

@@ -109,6 +109,10 @@ struct AttentionParams {
   int64_t q_stride, k_stride, v_stride;
   int32_t q_heads, kv_heads, head_dim;
   float scale;
+  // window > 0 (causal): query at position p sees keys in (p - window, p];
+  // softcap > 0: scores s become softcap * tanh(s / softcap). 0 = off.
+  int32_t window = 0;
+  float softcap = 0.f;
   MaskKind mask_kind;
   DType dtype;
   // q_rope_n_rot > 0: every q head is rotated at position pos[b] (sq == 1) as
@@ -178,6 +182,7 @@ struct SwiGluParams {
   int64_t rows, cols;
   int64_t gate_offset, up_offset, gate_stride, up_stride;
   DType dtype;
+  Activation act = Activation::Silu;  // silu (SwiGLU) or gelu_tanh (GeGLU)
 };
 
 // cache[b, pos[b] + i, :] = rows[b, i, :] for i < n_new; cache is [batch,

@@ -1,7 +1,8 @@
 // The decoder families (Llama 3 rope scaling, Qwen2 biases, Qwen3 q/k norms,
-// Mistral) on the CUDA backend from real files (tests/models/
-// decoder_family_files.h): prefill and cached decode steps (RoPE with
-// frequency divisors in the rope, kv_write and decode-attention kernels)
+// Mistral, Phi-3, Gemma 2 and 3) on the CUDA backend from real files
+// (tests/models/decoder_family_files.h): prefill and cached decode steps
+// (RoPE with frequency divisors in the rope, kv_write and decode-attention
+// kernels; Gemma's sliding windows, soft caps and post-norms)
 // against the double-precision reference, in f32/f16/bf16, per-op and graph.
 #include <gtest/gtest.h>
 
@@ -20,8 +21,10 @@ class DecoderFamilyCuda : public ::testing::TestWithParam<Case> {};
 TEST_P(DecoderFamilyCuda, MatchesDoubleReference) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
   auto [family, gguf, dt, mode] = GetParam();
-  const test::Family f = family();
+  test::Family f = family();
   if (gguf && f.model_type == "mistral") GTEST_SKIP() << "Mistral GGUFs are architecture llama";
+  // Gemma GGUFs carry no query_pre_attn_scalar: llama.cpp's rule gives head_dim here.
+  if (gguf && test::is_gemma(f)) f.cfg.query_scale = 1.f / std::sqrt(float(f.cfg.head_dim));
   test::TempDir d;
   const test::Weights w = test::weights_of(f.cfg);
   std::string path = d.path().string();
@@ -45,11 +48,22 @@ TEST_P(DecoderFamilyCuda, MatchesDoubleReference) {
                        f.name + (gguf ? " gguf" : " hf") + " logits after " + std::to_string(n) + " tokens");
   }
   EXPECT_EQ(gen.decode_steps(), 7u);
+  if (!test::is_gemma(f)) return;
+  // Recomputing the prefix: the prefill kernels' windows and caps (and in
+  // f16/bf16 not cuDNN, which has neither), at a window that bites.
+  o.kv_cache = false;
+  LlamaGenerator recompute(path, o);
+  for (size_t n : {size_t(9), ids.size()}) {
+    std::vector<int32_t> prefix(ids.begin(), ids.begin() + long(n));
+    test::expect_close(recompute.next_logits(prefix), test::reference(f.cfg, w, prefix, int(n) - 1), tol,
+                       f.name + (gguf ? " gguf" : " hf") + " recomputed logits after " + std::to_string(n) + " tokens");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Families, DecoderFamilyCuda,
-    ::testing::Combine(::testing::Values(&test::llama3, &test::qwen2, &test::qwen3, &test::mistral, &test::phi3),
+    ::testing::Combine(::testing::Values(&test::llama3, &test::qwen2, &test::qwen3, &test::mistral, &test::phi3,
+                                         &test::gemma2, &test::gemma3),
                        ::testing::Bool(), ::testing::Values(DType::F32, DType::F16, DType::BF16),
                        ::testing::Values(ExecMode::PerOp, ExecMode::Graph)),
     [](const auto& info) {

@@ -2,7 +2,10 @@
 // RoPE rotating halves), random weights for a graph's params and GGUF's Q/K
 // row order: the independent reference the LLaMA tests compare with. The
 // family switches as transformers applies them: Qwen2's q/k/v biases,
-// Qwen3's per-head q/k RMSNorm, rope frequency divisors (Llama 3 scaling).
+// Qwen3's per-head q/k RMSNorm, rope frequency divisors (Llama 3 scaling),
+// and Gemma's: embeddings times sqrt(hidden), post-norms on each block's
+// output, GeGLU (tanh GELU), attention and final soft caps, sliding-window
+// layers with their own rope base, query_pre_attn_scalar.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -123,12 +126,14 @@ inline std::vector<double> reference(const LlamaConfig& c, const Weights& w, con
         for (int i = 0; i < hd; ++i) row[size_t(h * hd + i)] *= inv * w.at(name)[size_t(i)];
       }
   };
-  auto rope = [&](Mat& x, int heads) {
+  auto rope = [&](Mat& x, int heads, bool local) {
+    const bool own = local && c.local_rope_theta > 0;  // a local base, unscaled
+    const double theta = own ? double(c.local_rope_theta) : double(c.rope_theta);
     for (int s = 0; s < S; ++s)
       for (int h = 0; h < heads; ++h)
         for (int i = 0; i < hd / 2; ++i) {
-          const double div = c.rope_freq_divisors.empty() ? 1.0 : double(c.rope_freq_divisors[size_t(i)]);
-          double ang = s * std::pow(double(c.rope_theta), -2.0 * i / hd) / div;
+          const double div = c.rope_freq_divisors.empty() || own ? 1.0 : double(c.rope_freq_divisors[size_t(i)]);
+          double ang = s * std::pow(theta, -2.0 * i / hd) / div;
           double& a = x[size_t(s)][size_t(h * hd + i)];
           double& b = x[size_t(s)][size_t(h * hd + i + hd / 2)];
           double x1 = a, x2 = b;
@@ -140,8 +145,15 @@ inline std::vector<double> reference(const LlamaConfig& c, const Weights& w, con
   Mat x(static_cast<size_t>(S), std::vector<double>(static_cast<size_t>(H)));
   for (int s = 0; s < S; ++s)
     for (int i = 0; i < H; ++i) x[size_t(s)][size_t(i)] = E[size_t(ids[size_t(s)]) * size_t(H) + size_t(i)];
+  // Gemma's normalizer: sqrt(hidden) as a float32 tensor (the f32 model's dtype).
+  if (c.embed_scale > 0)
+    for (auto& row : x)
+      for (double& e : row) e *= double(float(std::sqrt(double(H))));
+  const double scale = c.query_scale > 0 ? double(c.query_scale) : 1.0 / std::sqrt(double(hd));
+  auto softcap = [](double v, double cap) { return cap > 0 ? cap * std::tanh(v / cap) : v; };
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
+    const bool local = !c.local_layers.empty() && c.local_layers[size_t(l)] && c.sliding_window > 0;
     Mat h = rms(x, p + "attn_norm.weight");
     Mat q = linear(h, p + "attn_q.weight", nh * hd, H), k = linear(h, p + "attn_k.weight", nkv * hd, H);
     Mat v = linear(h, p + "attn_v.weight", nkv * hd, H);
@@ -154,8 +166,8 @@ inline std::vector<double> reference(const LlamaConfig& c, const Weights& w, con
       head_rms(q, nh, p + "attn_q_norm.weight");
       head_rms(k, nkv, p + "attn_k_norm.weight");
     }
-    rope(q, nh);
-    rope(k, nkv);
+    rope(q, nh, local);
+    rope(k, nkv, local);
     Mat ctx(static_cast<size_t>(S), std::vector<double>(static_cast<size_t>(nh * hd)));
     for (int s = 0; s < S; ++s)
       for (int hh = 0; hh < nh; ++hh) {
@@ -165,15 +177,18 @@ inline std::vector<double> reference(const LlamaConfig& c, const Weights& w, con
         for (int t = 0; t <= s; ++t) {
           double d = 0;
           for (int i = 0; i < hd; ++i) d += q[size_t(s)][size_t(hh * hd + i)] * k[size_t(t)][size_t(kv * hd + i)];
-          sc[size_t(t)] = d / std::sqrt(double(hd));
+          sc[size_t(t)] = softcap(d * scale, c.attn_softcap);
+          // A local layer's query at s sees keys in (s - window, s].
+          if (local && t <= s - c.sliding_window) sc[size_t(t)] = -1e300;
           mx = std::max(mx, sc[size_t(t)]);
         }
-        for (double& e : sc) sum += e = std::exp(e - mx);
+        for (double& e : sc) sum += e = e == -1e300 ? 0.0 : std::exp(e - mx);
         for (int t = 0; t <= s; ++t)
           for (int i = 0; i < hd; ++i)
             ctx[size_t(s)][size_t(hh * hd + i)] += sc[size_t(t)] / sum * v[size_t(t)][size_t(kv * hd + i)];
       }
     Mat o = linear(ctx, p + "attn_output.weight", H, nh * hd);
+    if (c.sandwich_norms) o = rms(o, p + "post_attention_norm.weight");
     for (int s = 0; s < S; ++s)
       for (int i = 0; i < H; ++i) x[size_t(s)][size_t(i)] += o[size_t(s)][size_t(i)];
     h = rms(x, p + "ffn_norm.weight");
@@ -181,15 +196,22 @@ inline std::vector<double> reference(const LlamaConfig& c, const Weights& w, con
     for (int s = 0; s < S; ++s)
       for (int i = 0; i < F; ++i) {
         double a = g[size_t(s)][size_t(i)];
-        g[size_t(s)][size_t(i)] = a / (1 + std::exp(-a)) * u[size_t(s)][size_t(i)];
+        const double act = c.gelu_tanh_ffn
+                               ? 0.5 * a * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (a + 0.044715 * a * a * a)))
+                               : a / (1 + std::exp(-a));
+        g[size_t(s)][size_t(i)] = act * u[size_t(s)][size_t(i)];
       }
     Mat d = linear(g, p + "ffn_down.weight", H, F);
+    if (c.sandwich_norms) d = rms(d, p + "post_ffw_norm.weight");
     for (int s = 0; s < S; ++s)
       for (int i = 0; i < H; ++i) x[size_t(s)][size_t(i)] += d[size_t(s)][size_t(i)];
   }
   Mat last_row = rms(Mat{x[size_t(last)]}, "output_norm.weight");
   // The head is the embedding (tied) unless the weights give output.weight.
-  return linear(last_row, w.count("output.weight") ? "output.weight" : "token_embd.weight", c.vocab_size, H)[0];
+  std::vector<double> logits =
+      linear(last_row, w.count("output.weight") ? "output.weight" : "token_embd.weight", c.vocab_size, H)[0];
+  for (double& v : logits) v = softcap(v, c.final_softcap);
+  return logits;
 }
 
 }  // namespace rlx::test

@@ -1,4 +1,5 @@
-// The decoder families (Llama 3 rope scaling, Qwen2, Qwen3, Mistral) from
+// The decoder families (Llama 3 rope scaling, Qwen2, Qwen3, Mistral, Phi-3,
+// Gemma 2, Gemma 3) from
 // real files: a Hugging Face directory (config.json + model.safetensors) and
 // a GGUF written as llama.cpp's converter lays it out, with random weights
 // of odd sizes; logits after a prompt and after each cached decode step
@@ -33,6 +34,15 @@ void expect_matches_reference(const std::string& path, const Family& f, const te
   ASSERT_EQ(got.rope_freq_divisors.size(), f.cfg.rope_freq_divisors.size());
   for (size_t i = 0; i < got.rope_freq_divisors.size(); ++i)
     EXPECT_NEAR(got.rope_freq_divisors[i], f.cfg.rope_freq_divisors[i], 1e-5 * f.cfg.rope_freq_divisors[i]) << i;
+  EXPECT_FLOAT_EQ(got.embed_scale, f.cfg.embed_scale);
+  EXPECT_EQ(got.sandwich_norms, f.cfg.sandwich_norms);
+  EXPECT_EQ(got.gelu_tanh_ffn, f.cfg.gelu_tanh_ffn);
+  if (f.cfg.query_scale > 0) EXPECT_NEAR(got.query_scale, f.cfg.query_scale, 1e-6);
+  EXPECT_FLOAT_EQ(got.attn_softcap, f.cfg.attn_softcap);
+  EXPECT_FLOAT_EQ(got.final_softcap, f.cfg.final_softcap);
+  EXPECT_EQ(got.sliding_window, f.cfg.sliding_window);
+  EXPECT_EQ(got.local_layers, f.cfg.local_layers);
+  EXPECT_FLOAT_EQ(got.local_rope_theta, f.cfg.local_rope_theta);
   std::vector<int32_t> ids = test::random_ids(14, f.cfg.vocab_size, 7);
   for (size_t n = 11; n <= ids.size(); ++n) {
     std::vector<int32_t> prefix(ids.begin(), ids.begin() + long(n));
@@ -54,8 +64,10 @@ TEST_P(DecoderFamily, HuggingFaceDirectoryMatchesTheReference) {
 }
 
 TEST_P(DecoderFamily, GgufMatchesTheReference) {
-  const Family f = GetParam()();
+  Family f = GetParam()();
   if (f.model_type == "mistral") GTEST_SKIP() << "Mistral GGUFs are architecture llama (the llama3 case)";
+  // Gemma GGUFs carry no query_pre_attn_scalar: llama.cpp's rule gives head_dim here.
+  if (test::is_gemma(f)) f.cfg.query_scale = 1.f / std::sqrt(float(f.cfg.head_dim));
   test::TempDir d;
   const test::Weights w = test::weights_of(f.cfg);
   test::write_gguf(d.path() / "m.gguf", f, w);
@@ -63,7 +75,8 @@ TEST_P(DecoderFamily, GgufMatchesTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DecoderFamily,
-                         ::testing::Values(&test::llama3, &test::qwen2, &test::qwen3, &test::mistral, &test::phi3),
+                         ::testing::Values(&test::llama3, &test::qwen2, &test::qwen3, &test::mistral, &test::phi3,
+                                           &test::gemma2, &test::gemma3),
                          [](const auto& info) { return info.param().name; });
 
 // The engine's pooled graphs (LlamaPool) over each family: greedy
@@ -104,7 +117,9 @@ TEST_P(DecoderFamily, QuantizedAtLoadStaysCloseToTheReference) {
   f.cfg.num_heads = 4;
   f.cfg.num_kv_heads = 2;
   f.cfg.head_dim = f.cfg.rope_dims = 16;
-  if (!f.cfg.rope_freq_divisors.empty()) f.cfg.rope_freq_divisors = test::hf_llama3_divisors(16, 10000, 8, 1, 4, 16);
+  if (f.model_type == "llama") f.cfg.rope_freq_divisors = test::hf_llama3_divisors(16, 10000, 8, 1, 4, 16);
+  else if (!f.cfg.rope_freq_divisors.empty()) f.cfg.rope_freq_divisors.resize(8, f.cfg.rope_freq_divisors[0]);  // linear
+  if (f.cfg.embed_scale > 0) f.cfg.embed_scale = std::sqrt(64.f);
   test::TempDir d;
   const test::Weights w = test::weights_of(f.cfg);
   test::write_hf_dir(d.path(), f, w);
@@ -161,6 +176,71 @@ TEST(DecoderFamilies, RopeParametersReadAsTheOlderKeys) {
   }
 }
 
+// Each Gemma piece changes these models' logits by far more than the
+// tolerance, so the reference checks above would catch any one missing: the
+// reference with the piece off is away from rlx's logits.
+TEST(DecoderFamilies, GemmaPiecesEachChangeTheLogits) {
+  for (auto family : {&test::gemma2, &test::gemma3}) {
+    const Family f = family();
+    test::TempDir d;
+    const test::Weights w = test::weights_of(f.cfg);
+    test::write_hf_dir(d.path(), f, w);
+    GeneratorOptions o;
+    o.threads = 1;
+    o.kv_cache = false;
+    LlamaGenerator gen(d.path().string(), o);
+    const std::vector<int32_t> ids = test::random_ids(14, f.cfg.vocab_size, 7);
+    const std::vector<float> got = gen.next_logits(ids);
+    test::expect_close(got, test::reference(f.cfg, w, ids, 13), 1e-4, f.name);
+    auto far_without = [&](const std::string& what, auto change) {
+      LlamaConfig c = f.cfg;
+      change(c);
+      const std::vector<double> ref = test::reference(c, w, ids, 13);
+      double gap = 0, top = 0;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        gap = std::max(gap, std::abs(double(got[i]) - ref[i]));
+        top = std::max(top, std::abs(ref[i]));
+      }
+      EXPECT_GT(gap, 1e-2 * top) << f.name << " without " << what;
+    };
+    far_without("the window", [](LlamaConfig& c) { c.sliding_window = 0; });
+    far_without("the embedding scale", [](LlamaConfig& c) { c.embed_scale = 0; });
+    far_without("the query scale", [](LlamaConfig& c) { c.query_scale = 0; });
+    far_without("the post-norms' gains", [&](LlamaConfig& c) { c.sandwich_norms = false; });
+    if (f.cfg.attn_softcap > 0) far_without("the attention cap", [](LlamaConfig& c) { c.attn_softcap = 0; });
+    if (f.cfg.final_softcap > 0) far_without("the final cap", [](LlamaConfig& c) { c.final_softcap = 0; });
+    if (f.cfg.local_rope_theta > 0) far_without("the local rope base", [](LlamaConfig& c) { c.local_rope_theta = 0; });
+  }
+}
+
+// Gemma3ForConditionalGeneration's files: model_type gemma3 whose
+// text_config is the decoder, tensors under model.language_model.
+TEST(DecoderFamilies, Gemma3MultimodalConfigLoadsItsLanguageModel) {
+  const Family f = test::gemma3();
+  test::TempDir d;
+  const test::Weights w = test::weights_of(f.cfg);
+  test::write_hf_dir(d.path(), f, w, /*multimodal=*/true);
+  expect_matches_reference(d.path().string(), f, w, true);
+}
+
+TEST(DecoderFamilies, GemmaRefusalsNameTheField) {
+  test::TempDir d;
+  auto refused = [&](const std::string& json, const std::string& want) {
+    test::write_text(d.path() / "config.json", json);
+    std::string e = test::error_of([&] { load_llama_config(d.path().string()); });
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+    EXPECT_NE(e.find("config.json"), std::string::npos) << e;
+  };
+  const std::string base = R"({"vocab_size": 301, "hidden_size": 224, "intermediate_size": 333,
+    "num_hidden_layers": 2, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 40)";
+  refused(base + R"(, "model_type": "gemma2", "hidden_activation": "relu"})", "hidden_activation 'relu'");
+  refused(base + R"(, "model_type": "gemma3_text", "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})", "yarn");
+  refused(base + R"(, "model_type": "gemma3_text", "layer_types": ["full_attention"]})", "1 layer types for 2 layers");
+  refused(base + R"(, "model_type": "gemma3_text", "layer_types": ["chunked", "full_attention"]})", "chunked");
+  refused(base + R"(, "model_type": "gemma2", "query_pre_attn_scalar": 0})", "query_pre_attn_scalar");
+  refused(R"({"model_type": "gemma3"})", "text_config");
+}
+
 TEST(DecoderFamilies, RefusalsNameTheFieldAndTheFamiliesThatLoad) {
   test::TempDir d;
   Family f = test::llama3();
@@ -173,16 +253,16 @@ TEST(DecoderFamilies, RefusalsNameTheFieldAndTheFamiliesThatLoad) {
   };
   const std::string base = R"({"vocab_size": 301, "hidden_size": 288, "intermediate_size": 776,
     "num_hidden_layers": 2, "num_attention_heads": 6)";
-  refused(base + R"(, "model_type": "gemma2"})", "llama, mistral, qwen2, qwen3, phi3");
+  refused(base + R"(, "model_type": "falcon"})", "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3");
   refused(base + R"(, "model_type": "llama", "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})", "yarn");
   refused(base + R"(, "model_type": "llama", "attention_bias": true})", "attention_bias");
   refused(base + R"(, "model_type": "llama", "mlp_bias": true})", "mlp_bias");
   // A GGUF of another architecture.
   test::GgufWriter gw;
-  gw.str("general.architecture", "gemma2");
+  gw.str("general.architecture", "falcon");
   gw.write(d.path() / "g.gguf");
   std::string e = test::error_of([&] { LlamaGguf g((d.path() / "g.gguf").string()); });
-  EXPECT_NE(e.find("llama, qwen2, qwen3, phi3"), std::string::npos) << e;
+  EXPECT_NE(e.find("llama, qwen2, qwen3, phi3, gemma2, gemma3"), std::string::npos) << e;
   EXPECT_NE(e.find("g.gguf"), std::string::npos) << e;
 }
 

@@ -6,8 +6,11 @@
 // (a KV cache: keys past the last query's position are skipped). A sequence
 // whose padding mask keeps none of its keys attends to every key, as Hugging
 // Face's SDPA path does; a row left with no key otherwise (causal, or the
-// cache) yields zeros.
+// cache) yields zeros. A sliding window (p.window) keeps only the last
+// `window` keys up to each query's position; a soft cap bends each scaled
+// score through cap * tanh(s / cap) before the softmax.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -89,18 +92,24 @@ const int32_t* padding_keep(const int32_t* row, int64_t skv) {
   return std::any_of(row, row + skv, [](int32_t m) { return m != 0; }) ? row : nullptr;
 }
 
-// rows x skv scores of q (rows x hd, pre-scaled) against kt (hd x skv), masked
-// (key j of row i is kept when keep[j] != 0 and j <= i + causal_shift), then
+// rows x skv scores of q (rows x hd, pre-scaled) against kt (hd x skv), soft
+// capped (softcap > 0), masked (key j of row i is kept when keep[j] != 0, j <=
+// i + causal_shift and, with a window, j > i + causal_shift - window), then
 // softmax and .V into out (rows x hd). keep may be null.
 RLX_CPU_CLONES void attend_block(const float* q, const float* kt, const float* v, const int32_t* keep,
-                                 int64_t causal_shift, int64_t rows, int64_t hd, int64_t skv, float* s,
-                                 float* out) {
+                                 int64_t causal_shift, int64_t window, float softcap, int64_t rows, int64_t hd,
+                                 int64_t skv, float* s, float* out) {
   small_gemm(rows, skv, hd, q, hd, kt, skv, s, skv);
   for (int64_t i = 0; i < rows; ++i) {
     float* si = s + i * skv;
+    if (softcap > 0.f)
+      for (int64_t j = 0; j < skv; ++j) si[j] = softcap * std::tanh(si[j] / softcap);
     // Keys >= last are causally masked (none when causal_shift >= skv).
     const int64_t last = std::clamp<int64_t>(i + causal_shift + 1, 0, skv);
     for (int64_t j = last; j < skv; ++j) si[j] = kMasked;
+    // Keys < first are outside the window (the query sits at i + causal_shift).
+    const int64_t first = window > 0 ? std::clamp<int64_t>(i + causal_shift - window + 1, 0, skv) : 0;
+    for (int64_t j = 0; j < first; ++j) si[j] = kMasked;
     if (keep)
       for (int64_t j = 0; j < skv; ++j) si[j] = keep[j] != 0 ? si[j] : kMasked;
     float mx = kMasked;
@@ -171,7 +180,8 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
         }
         for (int64_t d = 0; d < hd; ++d) qf[i * hd + d] = to_f32(qr[d]) * p.scale;
       }
-      attend_block(qf, kt, vf, keep, causal_shift + i0, n, hd, kv_len, s, of);
+      attend_block(qf, kt, vf, keep, causal_shift + i0, p.mask_kind == MaskKind::Causal ? p.window : 0, p.softcap, n,
+                   hd, kv_len, s, of);
       for (int64_t i = 0; i < n; ++i) {
         T* o = out + ((b * sq + i0 + i) * p.q_heads + h) * hd;
         for (int64_t d = 0; d < hd; ++d) o[d] = from_f32<T>(of[i * hd + d]);

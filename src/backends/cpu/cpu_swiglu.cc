@@ -1,4 +1,4 @@
-// Fused SwiGLU: out = silu(gate) * up, row-wise, gate and up read at an
+// Fused SwiGLU / GeGLU: out = act(gate) * up (act silu or the tanh GELU), row-wise, gate and up read at an
 // offset and row stride (the two halves of one fused gate/up matmul row).
 #include "backends/cpu/cpu_activation.h"
 #include "backends/cpu/cpu_registry.h"
@@ -17,7 +17,7 @@ template <class T> void swiglu(const SwiGluParams& p, CpuContext& ctx) {
     const T* u = up + r * p.up_stride + p.up_offset;
     T* o = out + r * p.cols;
     for (int64_t c = 0; c < p.cols; ++c)
-      o[c] = from_f32<T>(apply_activation(Activation::Silu, to_f32(g[c])) * to_f32(u[c]));
+      o[c] = from_f32<T>(apply_activation(p.act, to_f32(g[c])) * to_f32(u[c]));
   }
 }
 

@@ -14,6 +14,10 @@
 // batch); key/value tiles are staged in shared memory and folded in with an
 // online softmax (running max and sum per query row), so memory is O(tile)
 // for any sequence length.
+//
+// Every path honours a sliding window (p.window > 0, causal: a query at
+// position q sees keys in (q - window, q]) and a soft cap on the scaled
+// scores (p.softcap > 0: s -> softcap * tanh(s / softcap)), as the CPU kernel.
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/dispatch.h"
@@ -26,6 +30,16 @@
 
 namespace rlx::cuda {
 namespace {
+
+// The scaled score s after the soft cap (none when softcap is 0).
+__device__ __forceinline__ float soft_capped(const AttentionParams& p, float s) {
+  return p.softcap > 0.f ? p.softcap * tanhf(s / p.softcap) : s;
+}
+
+// Whether a causal window lets the query at position qpos see key j.
+__device__ __forceinline__ bool in_window(const AttentionParams& p, int64_t j, int64_t qpos) {
+  return p.window <= 0 || p.mask_kind != MaskKind::Causal || j > qpos - p.window;
+}
 
 // Element d of the one query row's head at q, scaled; rotated first where
 // the attention carries q's RoPE (decode steps, position pos[b]).
@@ -112,13 +126,15 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionP
     for (int t = 0; t < DPL; ++t) acc[r][t] = 0.f;
   }
 
-  int64_t kv_end = kv_len;
+  int64_t kv_end = kv_len, kv_begin = 0;
   if (p.mask_kind == MaskKind::Causal) {
     int64_t last = min(p.sq - 1, q0 + kQueryTile - 1);
     kv_end = min(kv_end, last + causal_shift + 1);
+    // Keys before the tile's first query's window are seen by none of its rows.
+    if (p.window > 0) kv_begin = max(int64_t(0), q0 + causal_shift - p.window + 1);
   }
 
-  for (int64_t k0 = 0; k0 < kv_end; k0 += BK) {
+  for (int64_t k0 = kv_begin; k0 < kv_end; k0 += BK) {
     __syncthreads();
     for (int idx = threadIdx.x; idx < BK * D; idx += blockDim.x) {
       int kk = idx / D, d = idx % D;
@@ -146,11 +162,12 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionP
         int64_t j = k0 + kk;
         bool valid = kk < BK && j < kv_len;
         if (valid && mask) valid = mask[j] != 0;
-        if (valid && p.mask_kind == MaskKind::Causal) valid = j <= i + causal_shift;
+        if (valid && p.mask_kind == MaskKind::Causal) valid = j <= i + causal_shift && in_window(p, j, i + causal_shift);
         float dot = -INFINITY;
         if (valid) {
           dot = 0.f;
           for (int d = 0; d < D; ++d) dot += q_s[row][d] * k_s[kk][d];
+          dot = soft_capped(p, dot);
         }
         s[t] = dot;
         tile_max = fmaxf(tile_max, dot);
@@ -358,7 +375,7 @@ __global__ void __launch_bounds__(kShortThreads, 2) attention_short_kernel(const
   const uint4* k_s = chunks + L.k / 16;
   const uint4* q_row = chunks + L.q / 16 + warp * L.ld;
   float* s_w = reinterpret_cast<float*>(smem + L.s) + warp * L.skv4;
-  const float scale = p.scale * 1.4426950408889634f;  // scores in log2 units: exp2 below
+  constexpr float kLog2e = 1.4426950408889634f;  // scores in log2 units: exp2 below
 
   // Scores: lane owns keys lane, lane + 32, ...; kKeyGroups of them per pass.
   float mx = -INFINITY;
@@ -385,7 +402,8 @@ __global__ void __launch_bounds__(kShortThreads, 2) attention_short_kernel(const
     for (int g = 0; g < kKeyGroups; ++g) {
       const int j = j0 + 32 * g + lane;
       if (j < kv_lim) {
-        const float sv = !padding || keep[j] != 0 ? acc[g] * scale : -INFINITY;
+        const bool kept = (!padding || keep[j] != 0) && in_window(p, j, i + shift);
+        const float sv = kept ? soft_capped(p, acc[g] * p.scale) * kLog2e : -INFINITY;
         s_w[j] = sv;
         mx = fmaxf(mx, sv);
       }
@@ -454,6 +472,13 @@ __device__ __forceinline__ int64_t decode_key_end(const AttentionParams& p, uint
   return p.mask_kind == MaskKind::Causal ? min(kv_len, causal_shift + 1) : kv_len;
 }
 
+// The first key a causal window lets the row see (0 without one).
+__device__ __forceinline__ int64_t decode_key_begin(const AttentionParams& p, uint8_t* arena, int64_t b) {
+  if (p.window <= 0 || p.mask_kind != MaskKind::Causal) return 0;
+  const int64_t qpos = p.pos != kNoBuffer ? int64_t(at<const int32_t>(arena, p.pos)[b]) : p.skv - 1;
+  return max(int64_t(0), qpos - p.window + 1);
+}
+
 // Merges n partial softmaxes over disjoint keys (part(i) gives the running
 // max m, sum l and weighted value o of one warp or block) into the output
 // value; a part with m = -inf saw no valid key, and all masked gives 0.
@@ -498,7 +523,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attention_decode_kernel(con
   const T* k = at<const T>(arena, p.k) + kv_row0(p, arena, b) * p.k_stride + p.k_offset + int64_t(kvh) * D;
   const T* v = at<const T>(arena, p.v) + kv_row0(p, arena, b) * p.v_stride + p.v_offset + int64_t(kvh) * D;
   const int32_t* mask = padding_keep(p, arena, b);
-  const int64_t kv_end = decode_key_end(p, arena, b);
+  const int64_t kv_end = decode_key_end(p, arena, b), kv_begin = decode_key_begin(p, arena, b);
 
   float qv[DPL], acc[DPL];
 #pragma unroll
@@ -508,7 +533,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attention_decode_kernel(con
     acc[t] = 0.f;
   }
   float m = -INFINITY, l = 0.f;
-  for (int64_t j0 = int64_t(warp) * kDecodeKeys; j0 < kv_end; j0 += int64_t(kDecodeWarps) * kDecodeKeys) {
+  for (int64_t j0 = kv_begin + int64_t(warp) * kDecodeKeys; j0 < kv_end; j0 += int64_t(kDecodeWarps) * kDecodeKeys) {
     float kf[kDecodeKeys][DPL], vf[kDecodeKeys][DPL];
     bool ok[kDecodeKeys];
 #pragma unroll
@@ -529,7 +554,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attention_decode_kernel(con
       float dot = 0.f;
 #pragma unroll
       for (int t = 0; t < DPL; ++t) dot = fmaf(qv[t], kf[g][t], dot);
-      dot = warp_sum(dot);
+      dot = soft_capped(p, warp_sum(dot));
       const float m_new = fmaxf(m, dot);
       const float corr = expf(m - m_new), pj = expf(dot - m_new);
       l = l * corr + pj;
@@ -600,16 +625,16 @@ __global__ void __launch_bounds__(decode_warps<T, DMAX, SPLIT>() * 32)
   const T* k = at<const T>(arena, p.k) + kv_row0(p, arena, b) * p.k_stride + p.k_offset + int64_t(kvh) * D;
   const T* v = at<const T>(arena, p.v) + kv_row0(p, arena, b) * p.v_stride + p.v_offset + int64_t(kvh) * D;
   const int32_t* mask = padding_keep(p, arena, b);
-  const int64_t kv_end = decode_key_end(p, arena, b);
+  const int64_t kv_end = decode_key_end(p, arena, b), kv_begin = decode_key_begin(p, arena, b);
   for (int d = threadIdx.x; d < D; d += blockDim.x) q_s[d] = decode_query(p, arena, q, d, b);
   __syncthreads();
 
   float m = -INFINITY, l = 0.f, acc[ve];  // acc: chunk v_chunk, summed over this lane's rows
 #pragma unroll
   for (int e = 0; e < ve; ++e) acc[e] = 0.f;
-  // This block's keys: [lo, hi), whole tiles of 32 except at the end.
-  const int64_t share = ((kv_end + SPLIT - 1) / SPLIT + 31) / 32 * 32;
-  const int64_t lo = rank * share, hi = min(kv_end, lo + share);
+  // This block's keys: [lo, hi) of [kv_begin, kv_end), whole tiles of 32 except at the end.
+  const int64_t share = ((max(int64_t(0), kv_end - kv_begin) + SPLIT - 1) / SPLIT + 31) / 32 * 32;
+  const int64_t lo = kv_begin + rank * share, hi = min(kv_end, lo + share);
   for (int64_t j0 = lo + int64_t(warp) * 32; j0 < hi; j0 += int64_t(W) * 32) {
     const int64_t j = j0 + lane;
     const bool ok = j < hi && (!mask || mask[j] != 0);
@@ -646,7 +671,7 @@ __global__ void __launch_bounds__(decode_warps<T, DMAX, SPLIT>() * 32)
 #pragma unroll
         for (int e = 0; e < ve; ++e) dot = fmaf(q_s[c * ve + e], kf[e], dot);
       }
-      s = dot;
+      s = soft_capped(p, dot);
     }
     const float tile_max = warp_max(s);
     if (tile_max == -INFINITY) continue;  // no valid key among these 32 (warp-uniform)

@@ -204,6 +204,8 @@ class CudnnAttentionThunk final : public DeviceThunk {
 std::string unsupported_reason(const AttentionParams& p, const uint8_t* arena) {
   if (p.dtype != DType::F16 && p.dtype != DType::BF16) return "dtype is not f16/bf16";
   if (p.pos != kNoBuffer) return "query positions are read from device memory (KV cache)";
+  if (p.window > 0) return "a sliding window";
+  if (p.softcap > 0.f) return "soft-capped scores";
   if (p.head_dim % 8 != 0 || p.head_dim > 256) return "head_dim is not a multiple of 8 up to 256";
   const size_t es = dtype_bytes(p.dtype);
   for (auto [base, off, stride] : {std::tuple{p.q, p.q_offset, p.q_stride}, std::tuple{p.k, p.k_offset, p.k_stride},

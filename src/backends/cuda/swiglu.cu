@@ -1,4 +1,4 @@
-// Fused SwiGLU: out = silu(gate) * up over [rows, cols], gate and up read at
+// Fused SwiGLU / GeGLU: out = act(gate) * up (act silu or the tanh GELU) over [rows, cols], gate and up read at
 // an offset and row stride (the halves of one fused gate/up matmul row).
 // One grid-stride loop over the output; f32 arithmetic.
 #include "backends/cuda/cuda_registry.h"
@@ -20,7 +20,7 @@ __global__ void swiglu_kernel(const SwiGluParams p, uint8_t* arena) {
     const int64_t r = i / p.cols, c = i % p.cols;
     const float g = to_f32(gate[r * p.gate_stride + p.gate_offset + c]);
     const float u = to_f32(up[r * p.up_stride + p.up_offset + c]);
-    out[i] = from_f32<T>(apply_activation(Activation::Silu, g) * u);
+    out[i] = from_f32<T>(apply_activation(p.act, g) * u);
   }
 }
 
