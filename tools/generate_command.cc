@@ -283,11 +283,10 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--prompt-ids", a->prompt_ids,
                   "token ids to continue, comma-separated (prints ids; no tokenizer needed)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "do not stop at the end-of-sequence token: always -n tokens");
-  cmd->add_option("-n", a->n, "most tokens to generate")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-n", a->n, "most tokens to generate")->check(non_negative());
   cmd->add_option("--stop", a->stop, "text that ends the reply (not printed); may be given several times");
   cmd->add_option("--ctx-size", a->ctx, "tokens the sequence can hold (0: the model's context, at most 4096)");
-  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy (the default)")
-      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy (the default)")->check(non_negative());
   cmd->add_option("--top-k", a->sampling.top_k, "sample among the k most likely tokens (0 = all)");
   cmd->add_option("--top-p", a->sampling.top_p, "sample among the most likely tokens holding this probability");
   cmd->add_option("--min-p", a->sampling.min_p, "drop tokens less likely than this times the most likely");
@@ -297,7 +296,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "seed of the sampler (default: random, printed)");
   cmd->add_option("--device", a->device, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
-  cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)")->check(non_negative());
   cmd->add_option("--quantize", a->quantize,
                   "q8_0 or q4_0: hold the matmul weights quantized (those a GGUF stores as Q8_0/Q4_0 always are)")
       ->check(CLI::IsMember({"q8_0", "q4_0"}));
