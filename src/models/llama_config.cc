@@ -5,8 +5,8 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <numbers>
+#include <set>
 
 #include "models/gguf.h"
 #include "models/json_read.h"
