@@ -15,7 +15,8 @@
 #include <cstring>
 #include <limits>
 
-#include "models/decoder_family_files.h"  // tests/models
+#include "models/byte_level_vocab.h"  // tests/models
+#include "models/decoder_family_files.h"
 #include "models/gguf.h"
 #include "models/gguf_writer.h"
 #include "models/llama.h"
@@ -184,27 +185,6 @@ TEST_F(LlamaGgufFiles, AFifoIsRefusedWithoutWaiting) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
 }
 
-// The 256 byte-level BPE symbols (GPT-2's bytes_to_unicode), then n - 256
-// more tokens: a vocabulary of n tokens that BpeTokenizer reads.
-std::vector<std::string> byte_level_tokens(int n) {
-  std::vector<std::string> t;
-  int extra = 0;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-    const uint32_t cp = printable ? uint32_t(b) : uint32_t(256 + extra++);
-    std::string s;
-    if (cp < 0x80) {
-      s += char(cp);
-    } else {
-      s += char(0xC0 | (cp >> 6));
-      s += char(0x80 | (cp & 0x3F));
-    }
-    t.push_back(s);
-  }
-  for (int i = 256; i < n; ++i) t.push_back("<extra_" + std::to_string(i) + ">");
-  return t;
-}
-
 TEST_F(LlamaGgufFiles, APaddedVocabularyNeverChoosesThePadding) {
   // The row the unpadded model prefers among the tokenizer's 280 tokens...
   const int tokens = 280;
@@ -219,7 +199,7 @@ TEST_F(LlamaGgufFiles, APaddedVocabularyNeverChoosesThePadding) {
   std::vector<float>& head = w["output.weight"];
   const size_t H = size_t(cfg_.hidden_size);
   for (size_t i = 0; i < H; ++i) head[300 * H + i] = 10.f * head[size_t(best) * H + i];
-  const fs::path p = write({}, "padded.gguf", byte_level_tokens(tokens), &w);
+  const fs::path p = write({}, "padded.gguf", test::byte_level_tokens(tokens), &w);
 
   LlamaGenerator gen(p.string(), cpu());
   EXPECT_EQ(gen.config().vocab_size, 301);
@@ -242,7 +222,7 @@ TEST_F(LlamaGgufFiles, APaddedVocabularyNeverChoosesThePadding) {
   for (int32_t id : g.ids) EXPECT_LT(id, tokens);
 
   // A tokenizer larger than the model is refused.
-  const fs::path small = write({}, "small.gguf", byte_level_tokens(320));
+  const fs::path small = write({}, "small.gguf", test::byte_level_tokens(320));
   expect_error(error_of([&] { LlamaGenerator x(small.string(), cpu()); }),
                {"small.gguf", "the tokenizer has 320 tokens, more than the model's vocab_size 301"});
 }
