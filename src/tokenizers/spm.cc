@@ -1,6 +1,7 @@
 #include "tokenizers/spm.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -42,7 +43,10 @@ SpmTokenizer SpmTokenizer::from_gguf(const GgufFile& f) {
     const std::string& p = t.pieces_[i];
     if (t.types_[i] == 6) {
       unsigned b = 0;
-      RLX_CHECK(p.size() == 6 && std::sscanf(p.c_str(), "<0x%2X>", &b) == 1,
+      // sscanf's %X would take a sign ("<0x-C>"): both digits must be hex.
+      RLX_CHECK(p.size() == 6 && std::isxdigit(static_cast<unsigned char>(p[3])) &&
+                    std::isxdigit(static_cast<unsigned char>(p[4])) && std::sscanf(p.c_str(), "<0x%2X>", &b) == 1 &&
+                    b < 256,
                 where << ": byte token " << i << " is '" << p << "', not <0xNN>");
       t.byte_ids_[b] = int32_t(i);
     } else if (t.types_[i] == 1 || t.types_[i] == 4) {

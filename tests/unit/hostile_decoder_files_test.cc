@@ -25,6 +25,7 @@
 #include "models/test_files.h"
 #include "rlx/llm.h"
 #include "test_util.h"
+#include "tokenizers/spm.h"
 
 namespace rlx {
 namespace {
@@ -240,6 +241,22 @@ TEST_F(LlamaGgufFiles, AllNanLogitsAreAnErrorNotTokenZero) {
   const fs::path q = write({}, "all_nan.gguf", {}, &all);
   LlamaGenerator gen2(q.string(), cpu());
   expect_error(error_of([&] { gen2.next_token({1, 2}); }), {"NaN for every logit"});
+}
+
+// Found by fuzz/gguf_fuzzer.cc: sscanf's %X took "<0x-C>" as byte
+// 0xFFFFFFF4 and the loader wrote outside its 256-entry byte table.
+TEST(HostileGgufTokenizer, ASignedByteTokenIsRefused) {
+  TempDir d;
+  std::vector<std::string> pieces = {"<unk>", "<s>", "</s>", "<0x41>", "<0x-C>", "\xe2\x96\x81a"};
+  std::string types;
+  for (int32_t t : {2, 3, 3, 6, 6, 1}) types += bytes_of(t);
+  test::GgufWriter gw;
+  gw.str("tokenizer.ggml.model", "llama").str_array("tokenizer.ggml.tokens", pieces);
+  gw.value("tokenizer.ggml.token_type", 9, bytes_of(uint32_t(5)) + bytes_of(uint64_t(pieces.size())) + types);
+  const fs::path p = d.path() / "signed_byte.gguf";
+  gw.write(p);
+  GgufFile f(p.string());
+  expect_error(error_of([&] { SpmTokenizer::from_gguf(f); }), {"signed_byte.gguf", "byte token 4 is '<0x-C>'"});
 }
 
 TEST(HostArgmax, FollowsNumpyForNan) {
