@@ -247,7 +247,7 @@ TEST_F(LlamaGgufFiles, AllNanLogitsAreAnErrorNotTokenZero) {
 // 0xFFFFFFF4 and the loader wrote outside its 256-entry byte table.
 TEST(HostileGgufTokenizer, ASignedByteTokenIsRefused) {
   TempDir d;
-  std::vector<std::string> pieces = {"<unk>", "<s>", "</s>", "<0x41>", "<0x-C>", "\xe2\x96\x81a"};
+  std::vector<std::string> pieces = {"<unk>", "<s>", "</s>", "<0x41>", "<0x-C>", "\xe2\x96\x81" "a"};
   std::string types;
   for (int32_t t : {2, 3, 3, 6, 6, 1}) types += bytes_of(t);
   test::GgufWriter gw;
