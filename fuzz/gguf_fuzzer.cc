@@ -1,11 +1,42 @@
 // libFuzzer: any bytes as a .gguf file. Opening either fails with rlx::Error
 // or gives metadata and tensors whose bytes all lie inside the file, and
-// every dequantizable tensor dequantizes to its element count.
+// every dequantizable tensor dequantizes to its element count. The LLaMA
+// metadata reader and the GGUF tokenizer loaders then read the same file:
+// each fails with rlx::Error or gives sizes inside LlamaLimits and a
+// tokenizer whose ids lie inside its vocabulary.
+#include <cmath>
 #include <cstdlib>
 
 #include "fuzz_files.h"
 #include "models/gguf.h"
+#include "models/llama.h"
+#include "models/llama_limits.h"
 #include "rlx/error.h"
+#include "tokenizers/bpe.h"
+#include "tokenizers/spm.h"
+
+namespace {
+
+void check_llama_config(const rlx::GgufFile& f) {
+  const rlx::LlamaConfig c = rlx::llama_config_from_gguf(f);
+  const rlx::LlamaLimits L;
+  if (c.num_layers < 1 || c.num_layers > L.layers || c.hidden_size < 1 || c.hidden_size > L.hidden_size ||
+      c.num_heads < 1 || c.num_heads > L.heads || c.num_kv_heads < 1 || c.num_heads % c.num_kv_heads != 0 ||
+      c.head_dim < 1 || c.head_dim > L.head_dim || c.vocab_size < 1 || c.vocab_size > L.vocab ||
+      c.max_positions < 1 || c.max_positions > L.positions || !(c.rms_eps > 0.f && c.rms_eps < 1.f) ||
+      !(c.rope_theta > 0.f) || !std::isfinite(c.rope_theta))
+    std::abort();
+}
+
+template <class Tokenizer>
+void check_tokenizer(const Tokenizer& t) {
+  for (const char* text : {"hello world", " a\tb\n\xc3\xa9!", ""}) {
+    for (int32_t id : t.encode(text))
+      if (id < 0 || size_t(id) >= t.vocab_size()) std::abort();
+  }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto path = rlx::fuzz::scratch_dir() / "model.gguf";
@@ -19,8 +50,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (value.is_integer()) (void)f.get_int(key);
         if (value.is_number()) (void)f.get_float(key);
         if (value.type == rlx::GgufValueType::Array) {
-          if (value.elem == rlx::GgufValueType::String) (void)f.get_string_array(key);
-          else (void)f.get_int_array(key);
+          if (value.elem == rlx::GgufValueType::String) {
+            if (f.get_string_array(key).size() != value.count) std::abort();
+          } else if (value.elem == rlx::GgufValueType::F32 || value.elem == rlx::GgufValueType::F64) {
+            (void)f.get_float_array(key);
+          } else {
+            (void)f.get_int_array(key);
+          }
         }
       } catch (const rlx::Error&) {
       }
@@ -35,6 +71,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
       } catch (const rlx::Error&) {
       }
+    }
+    try {
+      check_llama_config(f);
+    } catch (const rlx::Error&) {
+    }
+    try {
+      if (f.get_string("tokenizer.ggml.model", "") == "llama") check_tokenizer(rlx::SpmTokenizer::from_gguf(f));
+      else check_tokenizer(rlx::BpeTokenizer::from_gguf(f));
+    } catch (const rlx::Error&) {
     }
   } catch (const rlx::Error&) {
   }

@@ -86,10 +86,113 @@ def gguf_seeds(data_dir, out):
             write(out, "gguf_fuzzer", "seed-" + name, f.read())
 
 
+def gguf_bytes(kv, tensors):
+    """A GGUF v3 file: kv is [(key, type, payload bytes)], tensors
+    [(name, ne (ggml order), f32 values)], laid out as the format's writer does."""
+    def text(s):
+        b = s.encode()
+        return struct.pack("<Q", len(b)) + b
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
+    for key, typ, payload in kv:
+        out += text(key) + struct.pack("<I", typ) + payload
+    data, infos = b"", b""
+    for name, ne, values in tensors:
+        while len(data) % 32:
+            data += b"\0"
+        infos += text(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", n) for n in ne)
+        infos += struct.pack("<IQ", 0, len(data))
+        data += struct.pack("<%df" % len(values), *values)
+    out += infos
+    while len(out) % 32:
+        out += b"\0"
+    return out + data
+
+
+def small_llama_seeds(out):
+    """One-layer LLaMA GGUFs of a few KB with a BPE and an SPM vocabulary, so
+    that mutations reach the LLaMA metadata reader and the tokenizer loaders
+    (the committed tiny_llama.gguf is past the fuzzers' -max_len)."""
+    def u32(v):
+        return struct.pack("<I", v)
+
+    def f32(v):
+        return struct.pack("<f", v)
+
+    def s(v):
+        b = v.encode()
+        return struct.pack("<Q", len(b)) + b
+
+    def arr(typ, items):
+        return struct.pack("<IQ", typ, len(items)) + b"".join(items)
+
+    # GPT-2's byte symbols, then a few merged tokens.
+    bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    byte_tokens = [chr(c) for _, c in sorted(zip(bs, cs))]
+    vocab = byte_tokens + ["he", "ll", "hell", "hello", "\u0120w", "\u0120wor"]
+    merges = ["h e", "l l", "he ll", "hell o", "\u0120 w", "\u0120w or"]
+    H, F, V = 8, 12, len(vocab)
+    def meta(extra):
+        return [("general.architecture", 8, s("llama")), ("llama.context_length", 4, u32(32)),
+                ("llama.embedding_length", 4, u32(H)), ("llama.feed_forward_length", 4, u32(F)),
+                ("llama.block_count", 4, u32(1)), ("llama.attention.head_count", 4, u32(2)),
+                ("llama.attention.head_count_kv", 4, u32(1)),
+                ("llama.attention.layer_norm_rms_epsilon", 6, f32(1e-5)),
+                ("llama.rope.freq_base", 6, f32(10000.0))] + extra
+    def ramp(count):
+        return [((i * 37) % 17 - 8) / 16.0 for i in range(count)]
+    tensors = [("token_embd.weight", [H, V], ramp(H * V)), ("output_norm.weight", [H], [1.0] * H),
+               ("blk.0.attn_norm.weight", [H], [1.0] * H), ("blk.0.ffn_norm.weight", [H], [1.0] * H),
+               ("blk.0.attn_q.weight", [H, H], ramp(H * H)), ("blk.0.attn_k.weight", [H, H // 2], ramp(H * H // 2)),
+               ("blk.0.attn_v.weight", [H, H // 2], ramp(H * H // 2)),
+               ("blk.0.attn_output.weight", [H, H], ramp(H * H)), ("blk.0.ffn_gate.weight", [H, F], ramp(H * F)),
+               ("blk.0.ffn_up.weight", [H, F], ramp(H * F)), ("blk.0.ffn_down.weight", [F, H], ramp(H * F))]
+    bpe = [("tokenizer.ggml.model", 8, s("gpt2")), ("tokenizer.ggml.pre", 8, s("qwen2")),
+           ("tokenizer.ggml.tokens", 9, arr(8, [s(t) for t in vocab])),
+           ("tokenizer.ggml.merges", 9, arr(8, [s(m) for m in merges])),
+           ("tokenizer.ggml.eos_token_id", 4, u32(V - 1))]
+    write(out, "gguf_fuzzer", "seed-llama-bpe", gguf_bytes(meta(bpe), tensors))
+    pieces = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)] + ["\u2581he", "llo", "\u2581w"]
+    types = [2, 3, 3] + [6] * 256 + [1, 1, 1]
+    spm = [("tokenizer.ggml.model", 8, s("llama")), ("tokenizer.ggml.tokens", 9, arr(8, [s(p) for p in pieces])),
+           ("tokenizer.ggml.scores", 9, arr(6, [f32(-float(i)) for i in range(len(pieces))])),
+           ("tokenizer.ggml.token_type", 9, arr(5, [struct.pack("<i", t) for t in types])),
+           ("tokenizer.ggml.bos_token_id", 4, u32(1)), ("tokenizer.ggml.eos_token_id", 4, u32(2))]
+    spm_tensors = [(n, ne if n != "token_embd.weight" else [H, len(pieces)],
+                    v if n != "token_embd.weight" else ramp(H * len(pieces))) for n, ne, v in tensors]
+    write(out, "gguf_fuzzer", "seed-llama-spm", gguf_bytes(meta(spm), spm_tensors))
+
+
+def llama_config_seeds(out):
+    """config.json of each decoder family rlx reads, with the fields it checks."""
+    base = {"vocab_size": 640, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+            "max_position_embeddings": 128, "tie_word_embeddings": True}
+    families = {
+        "llama3": {"model_type": "llama", "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                           "high_freq_factor": 4.0,
+                                                           "original_max_position_embeddings": 64}},
+        "linear": {"model_type": "llama", "rope_scaling": {"type": "linear", "factor": 2.0}},
+        "mistral": {"model_type": "mistral", "sliding_window": 48},
+        "qwen2": {"model_type": "qwen2", "use_sliding_window": False, "sliding_window": 32},
+        "qwen3": {"model_type": "qwen3", "head_dim": 24},
+        "phi3": {"model_type": "phi3", "partial_rotary_factor": 1.0},
+    }
+    for name, extra in families.items():
+        write(out, "llama_config_fuzzer", "seed-" + name, json.dumps(dict(base, **extra)))
+
+
 def main():
     model, out = sys.argv[1], sys.argv[2]
     here = os.path.dirname(os.path.abspath(__file__))
     gguf_seeds(os.path.join(here, "..", "tests", "data"), out)
+    small_llama_seeds(out)
+    llama_config_seeds(out)
     safetensors_seeds(model, out)
     config_seeds(model, out)
     tokenizer_seeds(model, out)

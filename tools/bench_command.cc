@@ -214,7 +214,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--dtype", *dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--runs", *runs, "timed runs per mode");
   cmd->add_option("--warmup", *warmup, "untimed runs first");
-  cmd->add_option("--threads", *threads, "CPU threads (0 = physical cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", *threads, "CPU threads (0 = physical cores)")->check(non_negative());
   cmd->add_flag("--json", *json, "one JSON object per row instead of the table");
   cmd->add_option("--trace-json", *trace,
                   "cuda: write per-thunk GPU times of the graph executable here (Chrome trace) and print a "

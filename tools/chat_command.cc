@@ -90,7 +90,7 @@ void add_chat_command(CLI::App& app) {
   cmd->add_option("--system", a->system, "a system message to begin with");
   cmd->add_option("-n", a->n, "most tokens per reply");
   cmd->add_option("--ctx-size", a->ctx, "tokens the conversation can hold");
-  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy (the default)");
+  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy (the default)")->check(non_negative());
   cmd->add_option("--top-k", a->sampling.top_k, "sample among the k most likely tokens (0 = all)");
   cmd->add_option("--top-p", a->sampling.top_p, "sample among the most likely tokens holding this probability");
   cmd->add_option("--min-p", a->sampling.min_p, "drop tokens less likely than this times the most likely");
@@ -98,6 +98,6 @@ void add_chat_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "seed of the sampler (default: random, printed)");
   cmd->add_option("--device", a->device, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
-  cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)");
+  cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)")->check(non_negative());
   cmd->callback([a] { run_chat(*a); });
 }

@@ -1,10 +1,23 @@
 #include "tools/cli_options.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
 
 #include "rlx/error.h"
+
+CLI::Validator non_negative() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (end == s.c_str() || *end != '\0') return "'" + s + "' is not a number";
+        if (!std::isfinite(v) || v < 0) return s + " must be >= 0";
+        return "";
+      },
+      "NUMBER >= 0");
+}
 
 rlx::DType dtype_option(const std::string& s) {
   if (s == "f32") return rlx::DType::F32;

@@ -1,5 +1,6 @@
 // Parsing of the options several subcommands share.
 #pragma once
+#include <CLI/CLI.hpp>
 #include <string>
 
 #include "rlx/session.h"
@@ -12,6 +13,8 @@ rlx::ExecMode mode_option(const std::string& s);   // auto | perop | graph
 // batch <= 1024, seq <= 65536 and at most 2^20 tokens in all, so that a typo
 // fails with a message instead of allocating an arena of many gigabytes.
 void check_batch_seq(int64_t batch, int64_t seq);
+// A CLI11 check that a number option is finite and >= 0: "-5 must be >= 0".
+CLI::Validator non_negative();
 // A count option (--runs, --warmup ...) in [lo, hi], else rlx::Error naming it.
 void check_count(const char* option, int64_t value, int64_t lo, int64_t hi);
 

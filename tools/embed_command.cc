@@ -180,7 +180,7 @@ void add_embed_command(CLI::App& app) {
   cmd->add_option("--prompt-name", a->prompt_name, "a prompt of config_sentence_transformers.json, e.g. query");
   auto* prompt = cmd->add_option("--prompt", a->prompt,
                                  "text put before every sentence (overrides --prompt-name; \"\" = none)");
-  cmd->add_option("--threads", a->threads, "CPU threads (0 = physical cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", a->threads, "CPU threads (0 = physical cores)")->check(non_negative());
   cmd->callback([a, prompt] {
     a->prompt_given = prompt->count() > 0;
     run_embed(*a);

@@ -58,6 +58,8 @@ size_t complete_utf8(const std::string& s) {
 // "1,2,3" -> {1, 2, 3}; every id in [0, vocab).
 std::vector<int32_t> parse_ids(const std::string& text, int64_t vocab) {
   std::vector<int32_t> ids;
+  // getline drops a trailing empty item: "1,2," would pass as "1,2".
+  RLX_CHECK(!text.empty() && text.back() != ',', "--prompt-ids: '" << text << "' has an empty item");
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
@@ -68,7 +70,8 @@ std::vector<int32_t> parse_ids(const std::string& text, int64_t vocab) {
     } catch (const std::exception&) {
       used = 0;
     }
-    RLX_CHECK(used == item.size() && !item.empty(), "--prompt-ids: '" << item << "' is not an integer");
+    RLX_CHECK(!item.empty(), "--prompt-ids: '" << text << "' has an empty item");
+    RLX_CHECK(used == item.size(), "--prompt-ids: '" << item << "' is not an integer");
     RLX_CHECK(v >= 0 && v < vocab, "--prompt-ids: id " << v << " is outside the vocabulary [0, " << vocab << ")");
     ids.push_back(int32_t(v));
   }
@@ -150,6 +153,9 @@ void run_recompute(const GenerateArgs& a, const std::string& path) {
                                                    : gen.tokenizer().encode(read_prompt_text(a));
   RLX_CHECK(!ids.empty(), "the prompt is empty");
   const int64_t total = std::min<int64_t>(int64_t(ids.size()) + a.n, gen.config().max_positions);
+  if (int64_t(ids.size()) + a.n > total)
+    std::fprintf(stderr, "rlx: -n %d with a prompt of %zu tokens is more than the context holds (%d tokens): the "
+                 "reply stops when the context is full\n", a.n, ids.size(), gen.config().max_positions);
   gen.reserve(total);
   gen.prepare();
   std::fprintf(stderr, "rlx: load %.2f s\n", seconds_since(t0));
@@ -215,6 +221,9 @@ void run_generate(const GenerateArgs& a) {
   RLX_CHECK(!ids.empty(), "the prompt is empty");
   RLX_CHECK(int64_t(ids.size()) < llm.ctx_size(), "the prompt has " << ids.size() << " tokens; the context holds "
                                                                       << llm.ctx_size() << " (--ctx-size)");
+  if (int64_t(ids.size()) + a.n > llm.ctx_size())
+    std::fprintf(stderr, "rlx: -n %d with a prompt of %zu tokens is more than the context holds (%lld tokens, "
+                 "--ctx-size): the reply stops when the context is full\n", a.n, ids.size(), (long long)llm.ctx_size());
   const double load_s = seconds_since(t0);  // graphs for other shapes compile on first use
   if (a.batch > 1) return run_batch(a, llm, ids, as_ids, load_s);
 
@@ -274,10 +283,10 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--prompt-ids", a->prompt_ids,
                   "token ids to continue, comma-separated (prints ids; no tokenizer needed)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "do not stop at the end-of-sequence token: always -n tokens");
-  cmd->add_option("-n", a->n, "most tokens to generate");
+  cmd->add_option("-n", a->n, "most tokens to generate")->check(non_negative());
   cmd->add_option("--stop", a->stop, "text that ends the reply (not printed); may be given several times");
   cmd->add_option("--ctx-size", a->ctx, "tokens the sequence can hold (0: the model's context, at most 4096)");
-  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy (the default)");
+  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy (the default)")->check(non_negative());
   cmd->add_option("--top-k", a->sampling.top_k, "sample among the k most likely tokens (0 = all)");
   cmd->add_option("--top-p", a->sampling.top_p, "sample among the most likely tokens holding this probability");
   cmd->add_option("--min-p", a->sampling.min_p, "drop tokens less likely than this times the most likely");
@@ -287,7 +296,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "seed of the sampler (default: random, printed)");
   cmd->add_option("--device", a->device, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
-  cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)");
+  cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)")->check(non_negative());
   cmd->add_option("--quantize", a->quantize,
                   "q8_0 or q4_0: hold the matmul weights quantized (those a GGUF stores as Q8_0/Q4_0 always are)")
       ->check(CLI::IsMember({"q8_0", "q4_0"}));

@@ -80,6 +80,6 @@ void add_rerank_command(CLI::App& app) {
   cmd->add_option("--batch", a->batch, "largest batch per run (a power of two, at most 1024)");
   cmd->add_option("--max-length", a->max_length, "tokens per pair (0 = the model's)");
   cmd->add_flag("--truncate,!--no-truncate", a->truncate, "cut long pairs (the default) or refuse them");
-  cmd->add_option("--threads", a->threads, "CPU threads (0 = physical cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", a->threads, "CPU threads (0 = physical cores)")->check(non_negative());
   cmd->callback([a] { run_rerank(*a); });
 }

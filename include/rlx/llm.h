@@ -10,13 +10,18 @@
 //   rlx::Generation g = llm.generate(*seq, llm.tokenizer().encode("Once upon"), {.max_tokens = 32},
 //                                    [](const rlx::TextPiece& p) { std::cout << p.text; return true; });
 //
-// Thread safety: an LLM and its Engine are driven by one thread at a time
-// (a server runs them on one loop thread and hands requests to it); the
-// Tokenizer's const methods may be called from any thread.
+// Thread safety: an LLM, its Engine and its Sequences may be used from
+// several threads; their calls are serialised (one at a time, each
+// generate() whole), so several threads share the model but not its
+// throughput. For requests decoded together, submit them to the Engine from
+// one loop thread (as the server does). The Tokenizer's const methods may be
+// called from any thread. Stream and done callbacks run on the calling
+// thread, inside the serialised call.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -222,6 +227,7 @@ class LLM {
   std::string backend_summary() const;  // how the decode step runs (device, mode)
 
  private:
+  std::recursive_mutex& mutex() const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -26,6 +26,7 @@ Sequence::Sequence(std::unique_ptr<State> s) : s_(std::move(s)) {}
 
 Sequence::~Sequence() {
   if (!s_ || !s_->engine) return;
+  std::lock_guard<std::recursive_mutex> lock(s_->engine->mu);
   s_->engine->forget(*s_);
   s_->engine->free_slot(s_->slot);
 }
@@ -35,6 +36,7 @@ int64_t Sequence::cached_tokens() const { return s_->cached; }
 int Sequence::slot() const { return s_->slot; }
 
 void Sequence::truncate(int64_t n) {
+  std::lock_guard<std::recursive_mutex> lock(s_->engine->mu);
   RLX_CHECK(s_->request == 0, "sequence: cannot truncate while a request is running on it");
   RLX_CHECK(n >= 0, "sequence: truncate to " << n << " tokens");
   if (n >= int64_t(s_->tokens.size())) return;
@@ -49,14 +51,28 @@ Engine::~Engine() = default;
 
 Engine::RequestId Engine::submit(Sequence& seq, std::vector<int32_t> append, const GenerateOptions& o,
                                  StreamCallback on_piece, DoneCallback on_done) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
   return impl_->submit(seq.state(), std::move(append), o, std::move(on_piece), std::move(on_done));
 }
-void Engine::cancel(RequestId id) { impl_->cancel(id); }
-bool Engine::step() { return impl_->step(); }
-bool Engine::idle() const { return impl_->requests.empty(); }
-size_t Engine::running() const { return impl_->requests.size(); }
+void Engine::cancel(RequestId id) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  impl_->cancel(id);
+}
+bool Engine::step() {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  return impl_->step();
+}
+bool Engine::idle() const {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  return impl_->requests.empty();
+}
+size_t Engine::running() const {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  return impl_->requests.size();
+}
 
 EngineStats Engine::stats() const {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
   EngineStats s;
   const PoolRunner& r = impl_->runner;
   s.prefill_runs = r.prefill_runs();

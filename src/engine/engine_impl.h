@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -53,6 +54,11 @@ struct Engine::Impl {
   const TextTokenizer* tokenizer;
   int32_t eos_id;
   std::vector<int> free_slots;
+  // Held by every public call that reads or changes the engine (LLM,
+  // Engine, Sequence), so that callers on several threads are serialised.
+  // Recursive: LLM::generate steps the engine, and stream callbacks may call
+  // back into it on the same thread.
+  mutable std::recursive_mutex mu;
   std::deque<std::unique_ptr<Request>> requests;  // in arrival order
   RequestId next_id = 1;
   uint64_t prefilled_tokens = 0, decoded_tokens = 0;

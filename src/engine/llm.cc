@@ -57,6 +57,7 @@ LLM::LLM(const std::string& path, const LlmOptions& o) : impl_(std::make_unique<
   m.o.device = resolve_device(o.device);
   RLX_CHECK(o.device_index == 0, "llm: device index " << o.device_index << ": only device 0 is served");
   RLX_CHECK(o.ctx_size >= 0, "llm: ctx_size " << o.ctx_size << " must be >= 0");
+  RLX_CHECK(o.threads >= 0, "llm: threads " << o.threads << " must be >= 0 (0: all cores)");
   m.files = open_llama_model(path);
   const LlamaConfig& c = m.files.weights->config();
   m.quantized = plan_llama_quantization(
@@ -90,7 +91,10 @@ int64_t LLM::ctx_size() const { return impl_->runner->cache_len(); }
 int LLM::max_sequences() const { return impl_->runner->sequences(); }
 const std::string& LLM::chat_template() const { return impl_->files.chat_template; }
 Engine& LLM::engine() { return *impl_->engine; }
-void LLM::prepare() { impl_->runner->prepare(); }
+void LLM::prepare() {
+  std::lock_guard<std::recursive_mutex> lock(impl_->engine->impl().mu);
+  impl_->runner->prepare();
+}
 EngineStats LLM::stats() const { return impl_->engine->stats(); }
 std::string LLM::backend_summary() const { return impl_->runner->backend_summary(); }
 
@@ -133,7 +137,10 @@ std::string LLM::chat_turn_end() const {
   return end;
 }
 
+std::recursive_mutex& LLM::mutex() const { return impl_->engine->impl().mu; }
+
 std::unique_ptr<Sequence> LLM::new_sequence() {
+  std::lock_guard<std::recursive_mutex> lock(mutex());
   auto s = std::make_unique<Sequence::State>();
   s->engine = &impl_->engine->impl();
   s->slot = s->engine->take_slot();
@@ -142,6 +149,7 @@ std::unique_ptr<Sequence> LLM::new_sequence() {
 
 Generation LLM::generate(Sequence& seq, const std::vector<int32_t>& append, const GenerateOptions& o,
                          const StreamCallback& on_piece) {
+  std::lock_guard<std::recursive_mutex> lock(mutex());
   Generation result;
   bool done = false;
   engine().submit(seq, append, o, on_piece, [&](const Generation& g) {
@@ -153,6 +161,7 @@ Generation LLM::generate(Sequence& seq, const std::vector<int32_t>& append, cons
 }
 
 Generation LLM::generate(const std::vector<int32_t>& prompt, const GenerateOptions& o, const StreamCallback& on_piece) {
+  std::lock_guard<std::recursive_mutex> lock(mutex());  // until the sequence is freed
   auto seq = new_sequence();
   return generate(*seq, prompt, o, on_piece);
 }
@@ -170,6 +179,7 @@ GenerateOptions LLM::chat_options(const GenerateOptions& o) const {
 
 Generation LLM::chat(Sequence& seq, const std::vector<ChatMessage>& messages, const GenerateOptions& o,
                      const StreamCallback& on_piece) {
+  std::lock_guard<std::recursive_mutex> lock(mutex());
   const std::vector<int32_t> ids = chat_tokens(messages, true);
   const std::vector<int32_t>& have = seq.tokens();
   const size_t keep = size_t(std::mismatch(have.begin(), have.end(), ids.begin(), ids.end()).first - have.begin());
@@ -178,6 +188,7 @@ Generation LLM::chat(Sequence& seq, const std::vector<ChatMessage>& messages, co
 }
 
 std::vector<Generation> LLM::generate_batch(const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o) {
+  std::lock_guard<std::recursive_mutex> lock(mutex());
   std::vector<Generation> results(prompts.size());
   std::vector<std::unique_ptr<Sequence>> seqs(prompts.size());
   size_t next = 0, finished = 0;

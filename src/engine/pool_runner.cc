@@ -148,7 +148,7 @@ std::vector<PoolRunner::Choice> PoolRunner::decode(const std::vector<DecodeRow>&
   for (int64_t i = 0; i < n; ++i) {
     result[size_t(i)].argmax = chosen[size_t(i)];
     if (logits)
-      result[size_t(i)].logits.assign(all.begin() + i * cfg_.vocab_size, all.begin() + (i + 1) * cfg_.vocab_size);
+      result[size_t(i)].logits.assign(all.begin() + i * cfg_.chosen_vocab(), all.begin() + (i + 1) * cfg_.chosen_vocab());
   }
   return result;
 }

@@ -156,6 +156,18 @@ void BertWeights::check_sizes(const BertConfig& c) const {
   const std::string last = nm.layer + std::to_string(c.num_hidden_layers - 1) + ".";
   expect(last + nm.ffn_in + ".weight", {c.intermediate_size, H});
   expect(last + nm.out_norm + ".weight", {H});
+  // Layers past the config's are weights it would silently not run.
+  const std::string layers = prefix_ + nm.layer;
+  for (const std::string& name : file_.names()) {
+    if (name.rfind(layers, 0) != 0) continue;
+    const size_t end = name.find('.', layers.size());
+    const std::string n = name.substr(layers.size(), end == std::string::npos ? end : end - layers.size());
+    RLX_CHECK(n.empty() || n.size() > 9 || n.find_first_not_of("0123456789") != std::string::npos ||
+                  std::stoll(n) < c.num_hidden_layers,
+              "bert: '" << file_.path() << "': tensor '" << name << "' belongs to layer " << n
+                        << ", but config.json says num_hidden_layers " << c.num_hidden_layers
+                        << " (weights the config does not use)");
+  }
   if (c.classifier) {
     const ClassifierNames h = classifier_names(c.family);
     expect(h.hidden + ".weight", {H, H});

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/gguf.h"
+#include "models/llama_limits.h"
 #include "rlx/error.h"
 
 namespace rlx {
@@ -134,26 +135,27 @@ LlamaConfig gemma_config_from_hf(const json& root, const std::string& path) {
 void read_gemma_gguf(const GgufFile& f, LlamaConfig& c) {
   const std::string k = c.family + ".";
   const bool g2 = c.family == "gemma2";
+  const LlamaLimits L;
   gemma_layer(c);
   // As llama.cpp reads these files: Gemma 2 always caps its attention scores
   // (50 without the key), Gemma 3 never does; the final cap is Gemma 2's 30
   // or Gemma 3's none without the key.
-  c.attn_softcap = g2 ? float(f.get_float(k + "attn_logit_softcapping", 50.0)) : 0.f;
-  c.final_softcap = float(f.get_float(k + "final_logit_softcapping", g2 ? 30.0 : 0.0));
-  c.sliding_window = int(f.get_int(k + "attention.sliding_window", g2 ? 4096 : 0));
+  c.attn_softcap = g2 ? float(f.get_float_or(k + "attn_logit_softcapping", 50.0, 0.0, 1e6)) : 0.f;
+  c.final_softcap = float(f.get_float_or(k + "final_logit_softcapping", g2 ? 30.0 : 0.0, 0.0, 1e6));
+  c.sliding_window = int(f.get_int_or(k + "attention.sliding_window", g2 ? 4096 : 0, 0, L.positions));
   const std::string pattern_key = k + "attention.sliding_window_pattern";
   if (f.has(pattern_key) && f.get(pattern_key).type == GgufValueType::Array) {
     for (int64_t v : f.get_int_array(pattern_key)) c.local_layers.push_back(v != 0);
   } else {
     // llama.cpp's rule: layer l is local when l % n < n - 1 (n = 0: all).
-    const int n = int(f.get_int(pattern_key, g2 ? 2 : 6));
+    const int n = int(f.get_int_or(pattern_key, g2 ? 2 : 6, 0, L.layers));
     for (int l = 0; l < c.num_layers; ++l) c.local_layers.push_back(n == 0 || l % n < n - 1);
   }
   if (c.sliding_window <= 0) c.local_layers.assign(size_t(c.num_layers), false);
   // Gemma 3's local layers rotate with their own base (10000 without the key)
   // and no scaling; Gemma 2's as the global ones unless the file says.
   const std::string swa_base = k + "rope.freq_base_swa";
-  if (!g2 || f.has(swa_base)) c.local_rope_theta = float(f.get_float(swa_base, 10000.0));
+  if (!g2 || f.has(swa_base)) c.local_rope_theta = float(f.get_float_or(swa_base, 10000.0, L.min_theta, L.max_theta));
   RLX_CHECK(!g2 || c.local_rope_theta == 0.f || c.rope_freq_divisors.empty(),
             "gemma: '" << f.path() << "': " << swa_base << " with rope scaling is not supported");
   // The files carry no query_pre_attn_scalar: llama.cpp takes hidden / heads

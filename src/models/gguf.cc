@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "rlx/error.h"
@@ -15,7 +16,6 @@ namespace rlx {
 namespace {
 
 constexpr uint32_t kMaxDims = 4;      // GGML_MAX_DIMS
-constexpr uint32_t kMaxNesting = 8;   // arrays of arrays deeper than this are corruption
 
 // Reads little-endian values from [begin, end) and fails, naming the file and
 // what it was reading, instead of stepping past the end.
@@ -36,6 +36,8 @@ class Cursor {
     pos_ += sizeof(T);
     return v;
   }
+  const uint8_t* here() const { return p_ + pos_; }
+  void skip(uint64_t n) { pos_ += n; }  // after need(n)
   std::string string(const std::string& what) {
     const uint64_t n = read<uint64_t>(what + " (length)");
     RLX_CHECK(n <= left(), "gguf: '" << path_ << "': " << what << " claims " << n
@@ -64,8 +66,7 @@ uint64_t min_value_bytes(GgufValueType t) {
   return 0;
 }
 
-GgufValue read_value(Cursor& c, GgufValueType t, const std::string& what, const std::string& path,
-                     uint32_t depth) {
+GgufValue read_value(Cursor& c, GgufValueType t, const std::string& what, const std::string& path) {
   GgufValue v;
   v.type = t;
   switch (t) {
@@ -87,18 +88,31 @@ GgufValue read_value(Cursor& c, GgufValueType t, const std::string& what, const 
     }
     case GgufValueType::String: v.s = c.string(what); break;
     case GgufValueType::Array: {
-      RLX_CHECK(depth < kMaxNesting, "gguf: '" << path << "': " << what << " nests arrays too deep");
       const uint32_t et = c.read<uint32_t>(what + " (element type)");
       const uint64_t n = c.read<uint64_t>(what + " (count)");
       v.elem = GgufValueType(et);
       const uint64_t min = min_value_bytes(v.elem);
       RLX_CHECK(min != 0, "gguf: '" << path << "': " << what << " has unknown element type " << et);
+      RLX_CHECK(v.elem != GgufValueType::Array, "gguf: '" << path << "': " << what
+                                                          << " is an array of arrays, which GGUF readers refuse");
+      // The count is bounded by the bytes left, so what the value holds in
+      // memory is bounded by the file: numbers stay in the map, and a string
+      // takes at most its 8-byte length's worth of bookkeeping besides its text.
       RLX_CHECK(n <= c.left() / min, "gguf: '" << path << "': " << what << " claims " << n
                                                << " elements, more than the " << c.left()
                                                << " bytes left can hold");
-      v.items.reserve(size_t(n));
-      for (uint64_t k = 0; k < n; ++k)
-        v.items.push_back(read_value(c, v.elem, what + "[" + std::to_string(k) + "]", path, depth + 1));
+      v.count = n;
+      if (v.elem == GgufValueType::String) {
+        v.strings.reserve(size_t(n));
+        for (uint64_t k = 0; k < n; ++k) v.strings.push_back(c.string(what + "[" + std::to_string(k) + "]"));
+      } else {
+        v.raw = c.here();
+        c.skip(n * min);
+        if (v.elem == GgufValueType::Bool)
+          for (uint64_t k = 0; k < n; ++k)
+            RLX_CHECK(v.raw[k] <= 1, "gguf: '" << path << "': " << what << "[" << k << "] is a bool of value "
+                                               << int(v.raw[k]));
+      }
       break;
     }
     default:
@@ -107,7 +121,9 @@ GgufValue read_value(Cursor& c, GgufValueType t, const std::string& what, const 
   return v;
 }
 
-const char* value_type_name(GgufValueType t) {
+}  // namespace
+
+const char* gguf_value_type_name(GgufValueType t) {
   switch (t) {
     case GgufValueType::U8: return "u8";
     case GgufValueType::I8: return "i8";
@@ -126,13 +142,10 @@ const char* value_type_name(GgufValueType t) {
   return "?";
 }
 
-}  // namespace
-
 bool GgufValue::is_integer() const {
   switch (type) {
     case GgufValueType::U8: case GgufValueType::I8: case GgufValueType::U16: case GgufValueType::I16:
     case GgufValueType::U32: case GgufValueType::I32: case GgufValueType::U64: case GgufValueType::I64:
-    case GgufValueType::Bool:
       return true;
     default:
       return false;
@@ -151,11 +164,62 @@ int64_t GgufValue::as_int() const {
 
 double GgufValue::as_double() const {
   if (type == GgufValueType::F32 || type == GgufValueType::F64) return f;
+  if (type == GgufValueType::U64) return double(u);
   return double(as_int());
 }
 
+GgufValue GgufValue::element(uint64_t k) const {
+  RLX_CHECK(type == GgufValueType::Array && raw && k < count, "gguf: element " << k << " of a value that is not an "
+                                                                                  "array of numbers of that size");
+  GgufValue e;
+  e.type = elem;
+  const uint8_t* p = raw + k * min_value_bytes(elem);
+  auto load = [&](auto v) {
+    std::memcpy(&v, p, sizeof v);  // little-endian hosts only
+    return v;
+  };
+  switch (elem) {
+    case GgufValueType::U8: case GgufValueType::Bool: e.u = load(uint8_t{}); break;
+    case GgufValueType::I8: e.i = load(int8_t{}); break;
+    case GgufValueType::U16: e.u = load(uint16_t{}); break;
+    case GgufValueType::I16: e.i = load(int16_t{}); break;
+    case GgufValueType::U32: e.u = load(uint32_t{}); break;
+    case GgufValueType::I32: e.i = load(int32_t{}); break;
+    case GgufValueType::U64: e.u = load(uint64_t{}); break;
+    case GgufValueType::I64: e.i = load(int64_t{}); break;
+    case GgufValueType::F32: e.f = load(float{}); break;
+    case GgufValueType::F64: e.f = load(double{}); break;
+    default: RLX_FAIL("gguf: element of an array of " << gguf_value_type_name(elem));
+  }
+  return e;
+}
+
+namespace {
+
+// An integer value in [lo, hi], compared without narrowing first (a u64 of
+// 2^32 + 1 is not 1, and not a negative int64 either).
+bool integer_in(const GgufValue& v, int64_t lo, int64_t hi, std::string& shown) {
+  if (v.type == GgufValueType::U8 || v.type == GgufValueType::U16 || v.type == GgufValueType::U32 ||
+      v.type == GgufValueType::U64) {
+    shown = std::to_string(v.u);
+    return hi >= 0 && v.u >= uint64_t(std::max<int64_t>(lo, 0)) && v.u <= uint64_t(hi);
+  }
+  shown = std::to_string(v.i);
+  return v.i >= lo && v.i <= hi;
+}
+
+std::string range_str(int64_t lo, int64_t hi) {
+  return "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+}
+
+}  // namespace
+
 GgufFile::GgufFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // stat before open: opening a FIFO would wait for a writer.
+  struct stat pre{};
+  RLX_CHECK(::stat(path.c_str(), &pre) == 0, "gguf: cannot open '" << path << "': " << std::strerror(errno));
+  RLX_CHECK(S_ISREG(pre.st_mode), "gguf: '" << path << "' is not a regular file");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   RLX_CHECK(fd >= 0, "gguf: cannot open '" << path << "': " << std::strerror(errno));
   struct stat st{};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -206,16 +270,14 @@ void GgufFile::parse() {
     const uint32_t t = c.read<uint32_t>(what + " (type)");
     RLX_CHECK(min_value_bytes(GgufValueType(t)) != 0,
               "gguf: '" << path_ << "': " << what << " has unknown value type " << t);
-    GgufValue v = read_value(c, GgufValueType(t), what, path_, 0);
+    GgufValue v = read_value(c, GgufValueType(t), what, path_);
     kv_index_[key] = kv_.size();
     kv_.emplace_back(std::move(key), std::move(v));
   }
   if (has("general.alignment")) {
-    const GgufValue& a = get("general.alignment");
-    RLX_CHECK(a.is_integer() && a.as_int() > 0 && (a.as_int() & (a.as_int() - 1)) == 0 &&
-                  a.as_int() <= (1 << 20),
-              "gguf: '" << path_ << "': general.alignment must be a power of two, not " << a.as_int());
-    alignment_ = uint64_t(a.as_int());
+    const int64_t a = get_int("general.alignment", 1, 1 << 20);
+    RLX_CHECK((a & (a - 1)) == 0, "gguf: '" << path_ << "': general.alignment must be a power of two, not " << a);
+    alignment_ = uint64_t(a);
   }
 
   for (uint64_t k = 0; k < n_tensors; ++k) {
@@ -278,38 +340,52 @@ const GgufValue& GgufFile::get(const std::string& key) const {
 std::string GgufFile::get_string(const std::string& key) const {
   const GgufValue& v = get(key);
   RLX_CHECK(v.type == GgufValueType::String, "gguf: '" << path_ << "': metadata '" << key << "' is a "
-                                                       << value_type_name(v.type) << ", not a string");
+                                                       << gguf_value_type_name(v.type) << ", not a string");
   return v.s;
 }
 
-int64_t GgufFile::get_int(const std::string& key) const {
-  const GgufValue& v = get(key);
-  RLX_CHECK(v.is_integer(), "gguf: '" << path_ << "': metadata '" << key << "' is a "
-                                      << value_type_name(v.type) << ", not an integer");
-  return v.as_int();
-}
-
-double GgufFile::get_float(const std::string& key) const {
-  const GgufValue& v = get(key);
-  RLX_CHECK(v.is_number(), "gguf: '" << path_ << "': metadata '" << key << "' is a "
-                                     << value_type_name(v.type) << ", not a number");
-  return v.as_double();
-}
-
-int64_t GgufFile::get_int(const std::string& key, int64_t fallback) const {
-  return has(key) ? get_int(key) : fallback;
-}
-double GgufFile::get_float(const std::string& key, double fallback) const {
-  return has(key) ? get_float(key) : fallback;
-}
 std::string GgufFile::get_string(const std::string& key, const std::string& fallback) const {
   return has(key) ? get_string(key) : fallback;
 }
+
+int64_t GgufFile::get_int(const std::string& key, int64_t lo, int64_t hi) const {
+  const GgufValue& v = get(key);
+  RLX_CHECK(v.is_integer(), "gguf: '" << path_ << "': metadata '" << key << "' is a "
+                                      << gguf_value_type_name(v.type) << ", not an integer");
+  std::string shown;
+  RLX_CHECK(integer_in(v, lo, hi, shown), "gguf: '" << path_ << "': metadata '" << key << "' is " << shown
+                                                    << ", outside " << range_str(lo, hi));
+  return v.as_int();
+}
+
+int64_t GgufFile::get_int_or(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) const {
+  return has(key) ? get_int(key, lo, hi) : fallback;
+}
+
+double GgufFile::get_float(const std::string& key) const {
+  return get_float(key, -std::numeric_limits<double>::max(), std::numeric_limits<double>::max());
+}
+
+double GgufFile::get_float(const std::string& key, double lo, double hi) const {
+  const GgufValue& v = get(key);
+  RLX_CHECK(v.type == GgufValueType::F32 || v.type == GgufValueType::F64,
+            "gguf: '" << path_ << "': metadata '" << key << "' is a " << gguf_value_type_name(v.type)
+                      << ", not a float (f32 or f64)");
+  RLX_CHECK(std::isfinite(v.f) && v.f >= lo && v.f <= hi, "gguf: '" << path_ << "': metadata '" << key << "' is "
+                                                                    << v.f << ", outside [" << lo << ", " << hi
+                                                                    << "]");
+  return v.f;
+}
+
+double GgufFile::get_float_or(const std::string& key, double fallback, double lo, double hi) const {
+  return has(key) ? get_float(key, lo, hi) : fallback;
+}
+
 bool GgufFile::get_bool(const std::string& key, bool fallback) const {
   if (!has(key)) return fallback;
   const GgufValue& v = get(key);
   RLX_CHECK(v.type == GgufValueType::Bool, "gguf: '" << path_ << "': metadata '" << key << "' is a "
-                                                     << value_type_name(v.type) << ", not a bool");
+                                                     << gguf_value_type_name(v.type) << ", not a bool");
   return v.u != 0;
 }
 
@@ -317,21 +393,39 @@ std::vector<std::string> GgufFile::get_string_array(const std::string& key) cons
   const GgufValue& v = get(key);
   RLX_CHECK(v.type == GgufValueType::Array && v.elem == GgufValueType::String,
             "gguf: '" << path_ << "': metadata '" << key << "' is not an array of strings");
-  std::vector<std::string> out;
-  out.reserve(v.items.size());
-  for (const auto& x : v.items) out.push_back(x.s);
-  return out;
+  return v.strings;
 }
 
-std::vector<int64_t> GgufFile::get_int_array(const std::string& key) const {
+std::vector<int64_t> GgufFile::get_int_array(const std::string& key, int64_t lo, int64_t hi) const {
   const GgufValue& v = get(key);
   GgufValue elem;
   elem.type = v.elem;
   RLX_CHECK(v.type == GgufValueType::Array && elem.is_integer(),
             "gguf: '" << path_ << "': metadata '" << key << "' is not an array of integers");
   std::vector<int64_t> out;
-  out.reserve(v.items.size());
-  for (const auto& x : v.items) out.push_back(x.as_int());
+  out.reserve(size_t(v.count));
+  for (uint64_t k = 0; k < v.count; ++k) {
+    const GgufValue e = v.element(k);
+    std::string shown;
+    RLX_CHECK(integer_in(e, lo, hi, shown), "gguf: '" << path_ << "': metadata '" << key << "'[" << k << "] is "
+                                                      << shown << ", outside " << range_str(lo, hi));
+    out.push_back(e.as_int());
+  }
+  return out;
+}
+
+std::vector<float> GgufFile::get_float_array(const std::string& key) const {
+  const GgufValue& v = get(key);
+  RLX_CHECK(v.type == GgufValueType::Array && (v.elem == GgufValueType::F32 || v.elem == GgufValueType::F64),
+            "gguf: '" << path_ << "': metadata '" << key << "' is not an array of floats (f32 or f64)");
+  std::vector<float> out;
+  out.reserve(size_t(v.count));
+  for (uint64_t k = 0; k < v.count; ++k) {
+    const double x = v.element(k).f;
+    RLX_CHECK(std::isfinite(float(x)), "gguf: '" << path_ << "': metadata '" << key << "'[" << k << "] is " << x
+                                                 << ", not a finite float");
+    out.push_back(float(x));
+  }
   return out;
 }
 

@@ -4,6 +4,7 @@
 // tensor read afterwards never touches bytes outside the file.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <span>
 #include <string>
@@ -26,13 +27,23 @@ struct GgufValue {
   int64_t i = 0;      // signed integers
   double f = 0;       // floats
   std::string s;      // strings
-  std::vector<GgufValue> items;  // arrays
+  // Arrays hold `count` elements. Numbers and bools stay in the mapped file
+  // (`raw`, little-endian, as stored), so a value never takes more memory
+  // than its bytes; strings are copied into `strings`. Arrays of arrays are
+  // refused when the file is read, as ggml's reader refuses them.
+  uint64_t count = 0;
+  const uint8_t* raw = nullptr;
+  std::vector<std::string> strings;
 
-  bool is_integer() const;
+  bool is_integer() const;  // any integer type; bool is not one
   bool is_number() const { return is_integer() || type == GgufValueType::F32 || type == GgufValueType::F64; }
-  int64_t as_int() const;    // any integer type (or bool)
+  int64_t as_int() const;    // any integer type or bool (u64 past 2^63 wraps: use the checked readers)
   double as_double() const;  // any number
+  // Element k of an array of numbers or bools, as a scalar value.
+  GgufValue element(uint64_t k) const;
 };
+
+const char* gguf_value_type_name(GgufValueType t);
 
 // Tensor element types, numbered as ggml numbers them.
 enum class GgmlType : uint32_t {
@@ -72,16 +83,35 @@ class GgufFile {
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
   bool has(const std::string& key) const { return kv_index_.count(key) != 0; }
   const GgufValue& get(const std::string& key) const;  // throws naming file and key
-  // Typed getters: throw naming the file and key on absence or a wrong type.
+  // Typed getters: each fails naming the file and the key when the key is
+  // absent (the forms without a fallback), has another type, or lies outside
+  // the range. Integers are read from any integer type (never a bool) and
+  // range-checked before they are narrowed; floats are read from f32 or f64
+  // and must be finite.
   std::string get_string(const std::string& key) const;
-  int64_t get_int(const std::string& key) const;
-  double get_float(const std::string& key) const;
-  int64_t get_int(const std::string& key, int64_t fallback) const;
-  double get_float(const std::string& key, double fallback) const;
   std::string get_string(const std::string& key, const std::string& fallback) const;
+  int64_t get_int(const std::string& key) const { return get_int(key, INT64_MIN, INT64_MAX); }
+  int64_t get_int(const std::string& key, int64_t lo, int64_t hi) const;
+  int64_t get_int_or(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) const;
+  // Narrowed to T, which bounds the range as well as [lo, hi].
+  template <class T>
+  T get_as(const std::string& key, T lo = std::numeric_limits<T>::min(), T hi = std::numeric_limits<T>::max()) const {
+    return T(get_int(key, int64_t(lo), int64_t(hi)));
+  }
+  template <class T>
+  T get_as_or(const std::string& key, T fallback, T lo = std::numeric_limits<T>::min(),
+           T hi = std::numeric_limits<T>::max()) const {
+    return T(get_int_or(key, int64_t(fallback), int64_t(lo), int64_t(hi)));
+  }
+  double get_float(const std::string& key) const;  // any finite value
+  double get_float(const std::string& key, double lo, double hi) const;
+  double get_float_or(const std::string& key, double fallback, double lo, double hi) const;
   bool get_bool(const std::string& key, bool fallback) const;
   std::vector<std::string> get_string_array(const std::string& key) const;
-  std::vector<int64_t> get_int_array(const std::string& key) const;
+  // Arrays of any integer type, each element in [lo, hi].
+  std::vector<int64_t> get_int_array(const std::string& key, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX) const;
+  // Arrays of f32 or f64, each element finite.
+  std::vector<float> get_float_array(const std::string& key) const;
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   bool has_tensor(const std::string& name) const { return tensor_index_.count(name) != 0; }

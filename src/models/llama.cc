@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include "models/gguf.h"
 #include "rlx/error.h"
@@ -198,6 +199,7 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   if (c.final_softcap > 0.f)
     logits = scaled(g.tanh(scaled(logits, 1.f / c.final_softcap, "final_softcap_inv")), c.final_softcap,
                     "final_softcap");
+  if (c.chosen_vocab() < c.vocab_size) logits = g.narrow(logits, 1, 0, c.chosen_vocab());
   if (pooled) {
     // The host chooses what comes next: the argmax for greedy rows, the logits for the rest.
     g.output("next_token", g.argmax(logits));
@@ -234,6 +236,14 @@ LlamaGguf::LlamaGguf(const std::string& path)
 LlamaGguf::~LlamaGguf() = default;
 
 void LlamaGguf::validate(const Graph& g) const {
+  // Every tensor of the file is read (as llama.cpp requires): one the graph
+  // does not use means the config and the weights disagree.
+  std::set<std::string> used = {"rope_freqs.weight"};  // read into the config
+  for (const LlamaParamSource& s : llama_param_sources(g)) used.insert(s.tensor);
+  for (const GgufTensorInfo& t : file_->tensors())
+    RLX_CHECK(used.count(t.name), "llama: '" << file_->path() << "': tensor '" << t.name
+                                             << "' is not used by the " << cfg_.family
+                                             << " config (unknown or extra weights)");
   for (const LlamaParamSource& s : llama_param_sources(g)) {
     RLX_CHECK(file_->has_tensor(s.tensor), "llama: '" << file_->path() << "' has no tensor '" << s.tensor << "'");
     const GgufTensorInfo& t = file_->tensor(s.tensor);

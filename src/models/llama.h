@@ -62,6 +62,11 @@ struct LlamaConfig {
   // > 0: local layers rotate with this base and no frequency divisors
   // (Gemma 3: rope scaling is the global layers'); 0: as the global ones.
   float local_rope_theta = 0.f;
+  // The LM head's rows that can be chosen (0: all of vocab_size). A padded
+  // embedding (Qwen2.5: 151936 rows for 151665 tokens) has rows past the
+  // tokenizer that are never sampled, as transformers and llama.cpp treat them.
+  int output_vocab = 0;
+  int chosen_vocab() const { return output_vocab > 0 ? output_vocab : vocab_size; }
 };
 
 // The divisors rope_scaling {"rope_type": "llama3", factor, low_freq_factor,
@@ -138,6 +143,8 @@ class LlamaWeights {
   // rlx::Error naming the file and tensor.
   virtual void validate(const Graph& g) const = 0;
   virtual void load_into(Executable& exe, const Graph& g) const = 0;
+  // Limits the logits to the first n rows (the tokenizer's), 0 < n <= vocab_size.
+  virtual void set_output_vocab(int n) = 0;
   // The format the file stores a tensor in, where it is Q8_0 or Q4_0.
   virtual std::optional<QuantType> stored_quant(const std::string&) const { return std::nullopt; }
 };
@@ -152,6 +159,7 @@ class LlamaGguf : public LlamaWeights {
   const GgufFile& file() const { return *file_; }
   void validate(const Graph& g) const override;
   void load_into(Executable& exe, const Graph& g) const override;
+  void set_output_vocab(int n) override { cfg_.output_vocab = n; }
   std::optional<QuantType> stored_quant(const std::string& tensor) const override;
 
  private:

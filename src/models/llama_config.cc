@@ -4,13 +4,16 @@
 // a family needs that the graph lacks is refused naming the field.
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numbers>
+#include <optional>
+#include <set>
 
 #include "models/gemma_config.h"
 #include "models/gguf.h"
+#include "models/json_read.h"
 #include "models/llama.h"
+#include "models/llama_limits.h"
 #include "rlx/error.h"
 
 namespace rlx {
@@ -31,6 +34,28 @@ void check_sizes(const LlamaConfig& c, const std::string& path) {
                        << c.rope_dims / 2 << " rotated pairs");
   RLX_CHECK(c.rope_freq_divisors.size() <= 64, "llama: '" << path << "': rope scaling with head_dim " << c.head_dim
                                                           << " (at most 128 rotated dims) is not supported");
+}
+
+// The layers a GGUF's tensors hold (blk.N.*) must be those block_count
+// names: 0 .. num_layers - 1, each present, none beyond. Checked before any
+// graph is sized from block_count.
+void check_gguf_layers(const GgufFile& f, int num_layers) {
+  std::set<int64_t> held;
+  for (const GgufTensorInfo& t : f.tensors()) {
+    if (t.name.rfind("blk.", 0) != 0) continue;
+    const size_t dot = t.name.find('.', 4);
+    const std::string n = t.name.substr(4, dot == std::string::npos ? std::string::npos : dot - 4);
+    RLX_CHECK(!n.empty() && n.size() <= 9 && n.find_first_not_of("0123456789") == std::string::npos,
+              "llama: '" << f.path() << "': tensor '" << t.name << "' names no layer number");
+    const int64_t layer = std::stoll(n);
+    RLX_CHECK(layer < num_layers, "llama: '" << f.path() << "': tensor '" << t.name << "' belongs to layer " << layer
+                                             << ", but block_count is " << num_layers
+                                             << " (weights the config does not use)");
+    held.insert(layer);
+  }
+  RLX_CHECK(int64_t(held.size()) == num_layers,
+            "llama: '" << f.path() << "': block_count is " << num_layers << " but the file holds tensors of "
+                       << held.size() << " layers");
 }
 
 }  // namespace
@@ -61,23 +86,23 @@ LlamaConfig llama_config_from_gguf(const GgufFile& f) {
   RLX_CHECK(arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "phi3" || gemma,
             "llama: '" << f.path() << "' holds a '" << arch << "' model; rlx loads GGUF architectures " << kGgufArchs);
   const std::string k = arch + ".";
-  auto i = [&](const char* key) { return int(f.get_int(k + key)); };
+  const LlamaLimits L;
   LlamaConfig c;
   c.family = arch;
-  c.hidden_size = i("embedding_length");
-  c.intermediate_size = i("feed_forward_length");
-  c.num_layers = i("block_count");
-  c.num_heads = i("attention.head_count");
-  c.num_kv_heads = int(f.get_int(k + "attention.head_count_kv", c.num_heads));
-  c.max_positions = int(f.get_int(k + "context_length", 2048));
-  c.rms_eps = float(f.get_float(k + "attention.layer_norm_rms_epsilon"));
-  c.rope_theta = float(f.get_float(k + "rope.freq_base", 10000.0));
-  RLX_CHECK(c.num_heads > 0 && (f.has(k + "attention.key_length") || c.hidden_size % c.num_heads == 0),
+  c.hidden_size = f.get_as<int>(k + "embedding_length", 1, L.hidden_size);
+  c.intermediate_size = f.get_as<int>(k + "feed_forward_length", 1, L.intermediate_size);
+  c.num_layers = f.get_as<int>(k + "block_count", 1, L.layers);
+  c.num_heads = f.get_as<int>(k + "attention.head_count", 1, L.heads);
+  c.num_kv_heads = f.get_as_or<int>(k + "attention.head_count_kv", c.num_heads, 1, L.heads);
+  c.max_positions = f.get_as_or<int>(k + "context_length", 2048, 1, L.positions);
+  c.rms_eps = float(f.get_float(k + "attention.layer_norm_rms_epsilon", L.min_eps, L.max_eps));
+  c.rope_theta = float(f.get_float_or(k + "rope.freq_base", 10000.0, L.min_theta, L.max_theta));
+  RLX_CHECK(f.has(k + "attention.key_length") || c.hidden_size % c.num_heads == 0,
             "llama: '" << f.path() << "': embedding_length " << c.hidden_size << " is not a multiple of head_count "
                        << c.num_heads);
-  c.head_dim = int(f.get_int(k + "attention.key_length", c.hidden_size / c.num_heads));
-  c.rope_dims = int(f.get_int(k + "rope.dimension_count", c.head_dim));
-  RLX_CHECK(f.get_int(k + "attention.value_length", c.head_dim) == c.head_dim,
+  c.head_dim = f.get_as_or<int>(k + "attention.key_length", c.hidden_size / c.num_heads, 1, L.head_dim);
+  c.rope_dims = f.get_as_or<int>(k + "rope.dimension_count", c.head_dim, 1, L.head_dim);
+  RLX_CHECK(f.get_int_or(k + "attention.value_length", c.head_dim, 1, L.head_dim) == c.head_dim,
             "llama: '" << f.path() << "': key and value head sizes differ");
   // llama.cpp's converter permutes LLaMA's Q/K rows for interleaved pairs;
   // Qwen keeps Hugging Face's halves (NeoX rotation).
@@ -93,8 +118,7 @@ LlamaConfig llama_config_from_gguf(const GgufFile& f) {
   }
   const std::string scaling = f.get_string(k + "rope.scaling.type", "none");
   if (scaling == "linear") {
-    const float factor = float(f.get_float(k + "rope.scaling.factor"));
-    RLX_CHECK(factor > 0, "llama: '" << f.path() << "': " << k << "rope.scaling.factor " << factor);
+    const float factor = float(f.get_float(k + "rope.scaling.factor", L.min_factor, L.max_factor));
     c.rope_freq_divisors.assign(size_t(c.rope_dims / 2), factor);
   } else {
     RLX_CHECK(scaling == "none", "llama: '" << f.path() << "': " << k << "rope.scaling.type '" << scaling
@@ -114,102 +138,90 @@ LlamaConfig llama_config_from_gguf(const GgufFile& f) {
   const auto& emb = f.tensor("token_embd.weight");
   RLX_CHECK(emb.shape.size() == 2 && emb.shape[1] == c.hidden_size,
             "llama: '" << f.path() << "': token_embd.weight has shape " << shape_str(emb.shape));
-  c.vocab_size = int(f.get_int(k + "vocab_size", emb.shape[0]));
+  c.vocab_size = f.get_as_or<int>(k + "vocab_size", int(std::min<int64_t>(emb.shape[0], L.vocab)), 1, L.vocab);
   RLX_CHECK(c.vocab_size == emb.shape[0], "llama: '" << f.path() << "': " << k << "vocab_size " << c.vocab_size
                                                      << " but token_embd.weight has " << emb.shape[0] << " rows");
   c.tie_embeddings = !f.has_tensor("output.weight");
   if (gemma) read_gemma_gguf(f, c);
   check_sizes(c, f.path());
+  check_gguf_layers(f, c.num_layers);
   return c;
 }
 
 LlamaConfig load_llama_config(const std::string& dir_or_file) {
   namespace fs = std::filesystem;
-  std::string path = fs::is_directory(dir_or_file) ? (fs::path(dir_or_file) / "config.json").string() : dir_or_file;
-  std::ifstream in(path);
-  RLX_CHECK(in, "llama: cannot open '" << path << "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    RLX_FAIL("llama: '" << path << "' is not valid JSON: " << e.what());
-  }
+  const std::string path = fs::is_directory(dir_or_file) ? (fs::path(dir_or_file) / "config.json").string()
+                                                          : dir_or_file;
+  const nlohmann::json doc = read_json_file(path);
+  const JsonField j(doc, path);
+  j.object();
+  const LlamaLimits L;
   LlamaConfig c;
-  try {
-    const std::string type = j.value("model_type", "");
-    if (is_gemma_model_type(type)) {
-      c = gemma_config_from_hf(j, path);
-      check_sizes(c, path);
-      return c;
+  const std::string type = j.string_or("model_type", "");
+  if (is_gemma_model_type(type)) {
+    c = gemma_config_from_hf(doc, path);
+    check_sizes(c, path);
+    return c;
+  }
+  RLX_CHECK(type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "phi3",
+            "llama: '" << path << "': model_type is '" << type << "'; rlx loads model_type " << kHfTypes);
+  c.family = type;
+  c.vocab_size = int(j.at("vocab_size").integer(1, L.vocab));
+  c.hidden_size = int(j.at("hidden_size").integer(1, L.hidden_size));
+  c.intermediate_size = int(j.at("intermediate_size").integer(1, L.intermediate_size));
+  c.num_layers = int(j.at("num_hidden_layers").integer(1, L.layers));
+  c.num_heads = int(j.at("num_attention_heads").integer(1, L.heads));
+  c.num_kv_heads = int(j.integer_or("num_key_value_heads", c.num_heads, 1, L.heads));
+  RLX_CHECK(j.has("head_dim") || c.hidden_size % c.num_heads == 0,
+            j.where() << "hidden_size " << c.hidden_size << " is not a multiple of num_attention_heads "
+                      << c.num_heads);
+  c.head_dim = int(j.integer_or("head_dim", c.hidden_size / c.num_heads, 1, L.head_dim));
+  c.rope_dims = c.head_dim;
+  // transformers 5 writes the rotary settings as one object, rope_parameters
+  // {rope_type, rope_theta, factor, ...}; earlier versions as rope_theta and
+  // rope_scaling beside each other. Either is read: a theta taken from the
+  // wrong place gives every position the wrong angle without a word.
+  std::optional<JsonField> rope;
+  if (j.has("rope_parameters")) rope = j.at("rope_parameters");
+  else if (j.has("rope_scaling")) rope = j.at("rope_scaling");
+  if (rope) rope->object();
+  c.rope_theta = float(rope && rope->has("rope_theta") ? rope->at("rope_theta").number(L.min_theta, L.max_theta)
+                                                       : j.number_or("rope_theta", 10000.0, L.min_theta, L.max_theta));
+  c.rms_eps = float(j.number_or("rms_norm_eps", 1e-6, L.min_eps, L.max_eps));
+  c.max_positions = int(j.integer_or("max_position_embeddings", 2048, 1, L.positions));
+  c.tie_embeddings = j.boolean_or("tie_word_embeddings", false);
+  c.qkv_bias = type == "qwen2";  // Qwen2Attention: biases on q, k and v, none on o
+  c.qk_norm = type == "qwen3";
+  c.fused_qkv_gate_up = type == "phi3";
+  const double partial = rope ? rope->number_or("partial_rotary_factor", j.number_or("partial_rotary_factor", 1.0, 0.0, 1.0),
+                                               0.0, 1.0)
+                             : j.number_or("partial_rotary_factor", 1.0, 0.0, 1.0);
+  RLX_CHECK(partial == 1.0, j.where() << "partial_rotary_factor " << partial << " is not supported");
+  RLX_CHECK(!j.boolean_or("mlp_bias", false), j.where() << "mlp_bias is not supported");
+  RLX_CHECK(type == "qwen2" || !j.boolean_or("attention_bias", false),
+            j.where() << "attention_bias (a bias on o_proj too) is not supported");
+  // A sliding window as long as the context changes nothing; a shorter one
+  // bounds the context to the window (within it the attention is exact).
+  const bool windowed = type == "mistral" || type == "phi3" || j.boolean_or("use_sliding_window", false);
+  if (windowed && j.has("sliding_window"))
+    c.max_positions = std::min(c.max_positions, int(j.at("sliding_window").integer(1, L.positions)));
+  if (rope) {
+    const JsonField& rs = *rope;
+    const std::string kind = rs.has("rope_type") ? rs.at("rope_type").string() : rs.string_or("type", "default");
+    auto factor = [&](const char* key) { return float(rs.at(key).number(L.min_factor, L.max_factor)); };
+    if (kind == "llama3") {
+      const float lo = factor("low_freq_factor"), hi = factor("high_freq_factor");
+      RLX_CHECK(hi > lo, rs.where() << "high_freq_factor " << hi << " must exceed low_freq_factor " << lo);
+      c.rope_freq_divisors = llama3_rope_divisors(
+          c.rope_dims, c.rope_theta, factor("factor"), lo, hi,
+          float(rs.at("original_max_position_embeddings").integer(1, L.positions)));
+    } else if (kind == "linear") {
+      c.rope_freq_divisors.assign(size_t(c.rope_dims / 2), factor("factor"));
+    } else {
+      RLX_CHECK(kind == "default", rs.where() << "rope_scaling type '" << kind
+                                              << "' is not supported (llama3, linear and default are)");
+      // (Phi-3's longrope/su, YaRN and dynamic NTK land here.)
     }
-    RLX_CHECK(type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "phi3",
-              "llama: '" << path << "': model_type is '" << type << "'; rlx loads model_type " << kHfTypes);
-    c.family = type;
-    c.vocab_size = j.at("vocab_size").get<int>();
-    c.hidden_size = j.at("hidden_size").get<int>();
-    c.intermediate_size = j.at("intermediate_size").get<int>();
-    c.num_layers = j.at("num_hidden_layers").get<int>();
-    c.num_heads = j.at("num_attention_heads").get<int>();
-    c.num_kv_heads = j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null()
-                         ? j["num_key_value_heads"].get<int>()
-                         : c.num_heads;
-    RLX_CHECK(c.num_heads > 0, "llama: '" << path << "': num_attention_heads must be positive");
-    c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? j["head_dim"].get<int>()
-                                                                      : c.hidden_size / c.num_heads;
-    c.rope_dims = c.head_dim;
-    // transformers 5 writes the rotary settings as one object, rope_parameters
-    // {rope_type, rope_theta, factor, ...}; earlier versions as rope_theta and
-    // rope_scaling beside each other. Either is read; a theta taken from the
-    // wrong place would give every position the wrong angle without a word.
-    const bool has_parameters = j.contains("rope_parameters") && !j["rope_parameters"].is_null();
-    RLX_CHECK(!has_parameters || j["rope_parameters"].is_object(),
-              "llama: '" << path << "': rope_parameters must be an object");
-    const nlohmann::json none = nlohmann::json::object();
-    const nlohmann::json& rope = has_parameters ? j["rope_parameters"]
-                                 : j.contains("rope_scaling") && !j["rope_scaling"].is_null() ? j["rope_scaling"]
-                                                                                              : none;
-    c.rope_theta = rope.contains("rope_theta") ? rope["rope_theta"].get<float>() : j.value("rope_theta", 10000.f);
-    RLX_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 0,
-              "llama: '" << path << "': rope_theta " << c.rope_theta << " must be a positive number");
-    c.rms_eps = j.value("rms_norm_eps", 1e-6f);
-    c.max_positions = j.value("max_position_embeddings", 2048);
-    c.tie_embeddings = j.value("tie_word_embeddings", false);
-    c.qkv_bias = type == "qwen2";  // Qwen2Attention: biases on q, k and v, none on o
-    c.qk_norm = type == "qwen3";
-    c.fused_qkv_gate_up = type == "phi3";
-    const double partial = rope.value("partial_rotary_factor", j.value("partial_rotary_factor", 1.0));
-    RLX_CHECK(partial == 1.0, "llama: '" << path << "': partial_rotary_factor " << partial << " is not supported");
-    RLX_CHECK(!j.value("mlp_bias", false), "llama: '" << path << "': mlp_bias is not supported");
-    RLX_CHECK(type == "qwen2" || !j.value("attention_bias", false),
-              "llama: '" << path << "': attention_bias (a bias on o_proj too) is not supported");
-    // A sliding window as long as the context changes nothing; a shorter one
-    // bounds the context to the window (within it the attention is exact).
-    const bool windowed = type == "mistral" || type == "phi3" || j.value("use_sliding_window", false);
-    if (windowed && j.contains("sliding_window") && !j["sliding_window"].is_null()) {
-      const int window = j["sliding_window"].get<int>();
-      RLX_CHECK(window > 0, "llama: '" << path << "': sliding_window " << window);
-      c.max_positions = std::min(c.max_positions, window);
-    }
-    if (!rope.empty()) {
-      const auto& rs = rope;
-      const std::string kind = rs.contains("rope_type") ? rs["rope_type"].get<std::string>()
-                                                        : rs.value("type", std::string("default"));
-      if (kind == "llama3") {
-        c.rope_freq_divisors = llama3_rope_divisors(
-            c.rope_dims, c.rope_theta, rs.at("factor").get<float>(), rs.at("low_freq_factor").get<float>(),
-            rs.at("high_freq_factor").get<float>(), rs.at("original_max_position_embeddings").get<float>());
-      } else if (kind == "linear") {
-        const float factor = rs.at("factor").get<float>();
-        RLX_CHECK(factor > 0, "llama: '" << path << "': rope_scaling.factor " << factor);
-        c.rope_freq_divisors.assign(size_t(c.rope_dims / 2), factor);
-      } else {
-        RLX_CHECK(kind == "default", "llama: '" << path << "': rope_scaling type '" << kind
-                                                << "' is not supported (llama3, linear and default are)");
-        // (Phi-3's longrope/su, YaRN and dynamic NTK land here.)
-      }
-    }
-  } catch (const nlohmann::json::exception& e) {
-    RLX_FAIL("llama: '" << path << "': malformed config: " << e.what());
   }
   check_sizes(c, path);
   return c;

@@ -1,6 +1,7 @@
 #include "models/llama_generator.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "models/llama_model_files.h"
 #include "models/sampling.h"
@@ -10,6 +11,17 @@ namespace rlx {
 namespace {
 
 constexpr int64_t kMinBucket = 16;
+
+// A forward whose logits are all NaN has no next token (argmax would give id
+// 0, sampling the lowest id): NaN or inf in the weights or the activations.
+void check_logits(const std::map<std::string, HostTensor>& out, int64_t tokens) {
+  auto it = out.find("logits");
+  if (it == out.end()) return;
+  const std::vector<float> l = it->second.to_f32();
+  RLX_CHECK(l.empty() || !std::all_of(l.begin(), l.end(), [](float v) { return std::isnan(v); }),
+            "llama: the forward pass over " << tokens << " tokens gave NaN for every logit "
+                                            << "(NaN or inf in the weights or activations)");
+}
 
 }  // namespace
 
@@ -39,6 +51,7 @@ const TextTokenizer& LlamaGenerator::tokenizer() const {
 int64_t LlamaGenerator::bucket_for(int64_t n) const { return llama_length_bucket(n, config().max_positions); }
 
 void LlamaGenerator::reserve(int64_t max_tokens) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   RLX_CHECK(exes_.empty(), "llama: reserve() must come before the first forward pass");
   RLX_CHECK(max_tokens > 0 && max_tokens <= config().max_positions,
             "llama: " << max_tokens << " tokens exceed the context length " << config().max_positions);
@@ -46,6 +59,7 @@ void LlamaGenerator::reserve(int64_t max_tokens) {
 }
 
 void LlamaGenerator::prepare() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   const int64_t last = bucket_for(max_tokens_ ? max_tokens_ : config().max_positions);
   for (int64_t b = bucket_for(1);; b = std::min(bucket_for(b * 2), last)) {
     executable(b);
@@ -101,6 +115,7 @@ Executable& LlamaGenerator::decode_executable() {
 }
 
 Executable& LlamaGenerator::state_fed_executable() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   RLX_CHECK(o_.kv_cache, "llama: decoding from state needs the KV cache");
   if (!state_fed_) state_fed_ = compile_graph(1, LlamaFeed::State);
   return *state_fed_;
@@ -125,6 +140,7 @@ std::map<std::string, HostTensor> LlamaGenerator::prefill(const std::vector<int3
   }
   auto out = exe.run(in);
   last_device_us_ = exe.last_device_us();
+  check_logits(out, int64_t(ids.size()));
   return out;
 }
 
@@ -148,6 +164,7 @@ std::map<std::string, HostTensor> LlamaGenerator::run_cached(const std::vector<i
                       {"pos", HostTensor::from_i32({1}, {int32_t(have)})},
                       {"last_index", HostTensor::from_i32({1}, {0})}});
     last_device_us_ = decode.last_device_us();
+    check_logits(out, n);
   } else {
     // The new tokens after the cached prefix, or all of them when their
     // bucket would run past the cache's end.
@@ -161,6 +178,7 @@ std::map<std::string, HostTensor> LlamaGenerator::run_cached(const std::vector<i
 }
 
 std::vector<float> LlamaGenerator::next_logits(const std::vector<int32_t>& ids) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   check_length(int64_t(ids.size()));
   if (!o_.kv_cache) return prefill(ids, 0).at("logits").to_f32();
   return run_cached(ids).at("logits").to_f32();
@@ -172,6 +190,7 @@ int32_t LlamaGenerator::next_greedy(const std::vector<int32_t>& ids) {
 }
 
 int32_t LlamaGenerator::next_token(const std::vector<int32_t>& ids) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   const int64_t n = int64_t(ids.size());
   check_length(n);
   if (!o_.kv_cache) return sampler_.next(prefill(ids, 0).at("logits").to_f32(), n);

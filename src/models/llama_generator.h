@@ -14,6 +14,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +42,11 @@ struct GeneratorOptions {
 // length (max_positions).
 int64_t llama_length_bucket(int64_t n, int64_t max_positions);
 
+// Thread safety: the running methods (reserve, prepare, next_logits,
+// next_token, state_fed_executable) are serialised by a mutex, so one
+// generator may be shared by threads; its KV cache holds one sequence, so
+// threads that interleave different sequences each re-prefill theirs. For
+// parallel throughput use one generator per thread (or rlx::LLM).
 class LlamaGenerator {
  public:
   // A .gguf file, or a directory holding config.json.
@@ -118,6 +124,7 @@ class LlamaGenerator {
   std::map<int64_t, std::unique_ptr<Executable>> exes_;
   std::unique_ptr<Executable> decode_, state_fed_;
   Executable* with_params_ = nullptr;
+  std::recursive_mutex mu_;  // see "Thread safety" above
   int64_t cache_len_ = 0;
   std::vector<int32_t> cached_;  // the tokens whose K/V rows the cache holds
   // The token the state's next_token holds (the last run's choice; its

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "rlx/error.h"
@@ -90,6 +91,26 @@ const SafetensorsFile& LlamaSafetensors::file_of(const std::string& name) const 
 }
 
 void LlamaSafetensors::validate(const Graph& g) const {
+  // A tensor the graph does not read means the config and the weights
+  // disagree (layers past num_hidden_layers, another architecture's weights).
+  // Two are known to be harmless: the rotary inverse frequencies some
+  // checkpoints store, and an LM head beside tied embeddings.
+  std::set<std::string> used;
+  for (const LlamaParamSource& s : llama_param_sources(g)) used.insert(name_of(s.tensor));
+  auto ends_with = [](const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  // A multimodal checkpoint's other towers (vision, projector) sit beside
+  // its language model, which is all a text decoder reads.
+  auto other_tower = [&](const std::string& name) {
+    return !model_prefix_.empty() && name.rfind(model_prefix_, 0) != 0 && !ends_with(name, "lm_head.weight");
+  };
+  for (const auto& [name, shard] : shard_of_)
+    RLX_CHECK(used.count(name) || ends_with(name, "rotary_emb.inv_freq") || other_tower(name) ||
+                  (ends_with(name, "lm_head.weight") && cfg_.tie_embeddings),
+              "llama: '" << shards_[shard]->path() << "': tensor '" << name << "' is not used by the "
+                         << cfg_.family << " config (" << cfg_.num_layers
+                         << " layers; unknown or extra weights)");
   for (const LlamaParamSource& s : llama_param_sources(g)) {
     const std::string name = name_of(s.tensor);
     const SafetensorsFile& f = file_of(name);

@@ -24,6 +24,7 @@ class LlamaSafetensors : public LlamaWeights {
   const LlamaConfig& config() const override { return cfg_; }
   void validate(const Graph& g) const override;
   void load_into(Executable& exe, const Graph& g) const override;
+  void set_output_vocab(int n) override { cfg_.output_vocab = n; }
 
  private:
   const SafetensorsFile& file_of(const std::string& hf_name) const;

@@ -58,8 +58,11 @@ LlamaModelFiles open_llama_model(const std::string& path) {
   }
   const LlamaConfig& c = m.weights->config();
   RLX_CHECK(!m.tokenizer || int64_t(m.tokenizer->vocab_size()) <= c.vocab_size,
-            "llama: '" << path << "': the tokenizer has " << m.tokenizer->vocab_size() << " tokens, the model "
-                       << c.vocab_size);
+            "llama: '" << path << "': the tokenizer has " << m.tokenizer->vocab_size()
+                       << " tokens, more than the model's vocab_size " << c.vocab_size);
+  // A padded vocabulary: the rows past the tokenizer's are never chosen.
+  if (m.tokenizer && int64_t(m.tokenizer->vocab_size()) < c.vocab_size)
+    m.weights->set_output_vocab(int(m.tokenizer->vocab_size()));
   return m;
 }
 

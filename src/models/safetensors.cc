@@ -10,7 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <unordered_set>
 
 #include "models/json_read.h"
 #include "rlx/error.h"
@@ -20,6 +20,31 @@ namespace {
 
 // The format caps the header at 100 MB; anything larger is corruption.
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+
+// A SAX handler that records the first key named twice in the top-level
+// object, and nothing else.
+struct TopLevelDuplicates : nlohmann::json_sax<nlohmann::json> {
+  int depth = 0;
+  std::unordered_set<std::string> seen;
+  std::string twice;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return ++depth, true; }
+  bool end_object() override { return --depth, true; }
+  bool start_array(std::size_t) override { return ++depth, true; }
+  bool end_array() override { return --depth, true; }
+  bool key(string_t& k) override {
+    if (depth == 1 && twice.empty() && !seen.insert(k).second) twice = k;
+    return true;
+  }
+  // The full parse that follows reports the error.
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+};
 
 bool parse_dtype(const std::string& s, DType& dt) {
   if (s == "F32") { dt = DType::F32; return true; }
@@ -80,18 +105,16 @@ void SafetensorsFile::parse_header(uint64_t header_len) {
                                                       << size_ << " bytes");
   data_start_ = 8 + header_len;
   const char* text = reinterpret_cast<const char*>(map_ + 8);
-  nlohmann::json header;
-  // The parser keeps the last of two equal keys; a tensor named twice is an error instead.
-  std::set<std::string> seen;
+  // The parser keeps the last of two equal keys; a tensor named twice is an
+  // error instead. A SAX pass finds it in linear time (a parse callback would
+  // make nlohmann rescan the parent object after every entry: quadratic).
   std::string twice;
-  auto note_key = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string() &&
-        !seen.insert(parsed.get<std::string>()).second && twice.empty())
-      twice = parsed.get<std::string>();
-    return true;
-  };
+  TopLevelDuplicates dup;
+  nlohmann::json header;
   try {
-    header = nlohmann::json::parse(text, text + header_len, note_key);
+    nlohmann::json::sax_parse(text, text + header_len, &dup);
+    twice = dup.twice;
+    header = nlohmann::json::parse(text, text + header_len);
   } catch (const nlohmann::json::exception& e) {
     RLX_FAIL("safetensors: '" << path_ << "' has a corrupt JSON header: " << e.what());
   }

@@ -9,7 +9,7 @@
 namespace rlx {
 
 struct SamplingOptions {
-  float temperature = 0.f;  // <= 0: greedy (argmax, lowest id on ties)
+  float temperature = 0.f;  // 0: greedy (argmax, lowest id on ties, the first NaN above all); < 0 is refused
   int top_k = 0;            // 0: no limit; ties at the k-th largest logit are all kept
   float top_p = 1.f;        // nucleus: the most likely tokens whose probability first reaches top_p
   uint64_t seed = 0;
@@ -27,6 +27,9 @@ class Sampler {
   SamplingOptions o_;
 };
 
+// The lowest index of the largest logit; a NaN counts as larger than every
+// number and the first NaN wins (numpy.argmax, torch.argmax). Sampling counts
+// a NaN as -inf instead (thunks/sample_math.h).
 int32_t argmax(const std::vector<float>& logits);
 
 }  // namespace rlx

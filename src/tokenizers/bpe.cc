@@ -174,7 +174,7 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& f) {
   }
   std::vector<std::pair<std::string, std::string>> merges;
   for (const auto& m : f.get_string_array("tokenizer.ggml.merges")) merges.push_back(split_merge(m, where));
-  auto id = [&](const char* key) { return int32_t(f.get_int(key, -1)); };
+  auto id = [&](const char* key) { return int32_t(f.get_int_or(key, -1, -1, INT32_MAX)); };
   BpeTokenizer t(std::move(tokens), merges, special, o, id("tokenizer.ggml.bos_token_id"),
                  id("tokenizer.ggml.eos_token_id"), user_defined);
   return t;

@@ -1,6 +1,7 @@
 #include "tokenizers/spm.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -25,10 +26,8 @@ SpmTokenizer SpmTokenizer::from_gguf(const GgufFile& f) {
   const size_t n = t.pieces_.size();
   RLX_CHECK(n > 0 && n < (size_t(1) << 24), where << ": vocabulary of " << n << " tokens");
   if (f.has("tokenizer.ggml.scores")) {
-    const GgufValue& v = f.get("tokenizer.ggml.scores");
-    RLX_CHECK(v.type == GgufValueType::Array && v.items.size() == n && (n == 0 || v.items[0].is_number()),
-              where << ": tokenizer.ggml.scores must be " << n << " numbers");
-    for (const auto& x : v.items) t.scores_.push_back(float(x.as_double()));
+    t.scores_ = f.get_float_array("tokenizer.ggml.scores");
+    RLX_CHECK(t.scores_.size() == n, where << ": tokenizer.ggml.scores must be " << n << " numbers");
   } else {
     t.scores_.assign(n, 0.f);
   }
@@ -44,7 +43,10 @@ SpmTokenizer SpmTokenizer::from_gguf(const GgufFile& f) {
     const std::string& p = t.pieces_[i];
     if (t.types_[i] == 6) {
       unsigned b = 0;
-      RLX_CHECK(p.size() == 6 && std::sscanf(p.c_str(), "<0x%2X>", &b) == 1,
+      // sscanf's %X would take a sign ("<0x-C>"): both digits must be hex.
+      RLX_CHECK(p.size() == 6 && std::isxdigit(static_cast<unsigned char>(p[3])) &&
+                    std::isxdigit(static_cast<unsigned char>(p[4])) && std::sscanf(p.c_str(), "<0x%2X>", &b) == 1 &&
+                    b < 256,
                 where << ": byte token " << i << " is '" << p << "', not <0xNN>");
       t.byte_ids_[b] = int32_t(i);
     } else if (t.types_[i] == 1 || t.types_[i] == 4) {
@@ -56,7 +58,7 @@ SpmTokenizer SpmTokenizer::from_gguf(const GgufFile& f) {
   }
   t.specials_.finish();
   auto id = [&](const char* key) {
-    int64_t v = f.get_int(key, -1);
+    int64_t v = f.get_int_or(key, -1, -1, INT32_MAX);
     RLX_CHECK(v < int64_t(n), where << ": " << key << " " << v << " is out of range");
     return int32_t(v);
   };

@@ -17,6 +17,18 @@ class GgufWriter {
   GgufWriter& str(const std::string& k, const std::string& v) { return head(k, 8).text(kv_, v); }
   GgufWriter& u32(const std::string& k, uint32_t v) { return head(k, 4).raw(kv_, v); }
   GgufWriter& f32(const std::string& k, float v) { return head(k, 6).raw(kv_, v); }
+  // A value of any GGUF type, as its bytes (hostile files: a u64 or a bool
+  // where a u32 belongs, a NaN f64).
+  GgufWriter& value(const std::string& k, uint32_t type, const std::string& payload) {
+    head(k, type);
+    kv_ += payload;
+    return *this;
+  }
+  GgufWriter& str_array(const std::string& k, const std::vector<std::string>& v) {
+    head(k, 9).raw(kv_, uint32_t(8)).raw(kv_, uint64_t(v.size()));
+    for (const auto& x : v) text(kv_, x);
+    return *this;
+  }
   GgufWriter& tensor(const std::string& name, const Shape& shape, const std::vector<float>& v) {
     while (data_.size() % 32) data_ += '\0';
     text(infos_, name).raw(infos_, uint32_t(shape.size()));

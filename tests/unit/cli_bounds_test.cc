@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
@@ -131,6 +132,15 @@ TEST(CliBounds, HostileModelFoldersFailFast) {
     expect_refused("embed --device cpu --model " + d.path().string() + " hello", "encoder.layer.6");
   }
   {
+    // Fewer layers than the file holds: the sixth would silently not run.
+    test::TempDir d;
+    hostile_model(d.path(), "config.json", minilm_config_with("num_hidden_layers", "5"));
+    expect_refused("embed --device cpu --model " + d.path().string() + " hello",
+                   "tensor 'encoder.layer.5.");
+    expect_refused("embed --device cpu --model " + d.path().string() + " hello",
+                   "num_hidden_layers 5 (weights the config does not use)");
+  }
+  {
     test::TempDir d;
     hostile_model(d.path(), "config.json", minilm_config_with("hidden_size", "4294967680"));
     expect_refused("embed --device cpu --model " + d.path().string() + " hello", "hidden_size: 4294967680 is outside");
@@ -184,6 +194,57 @@ TEST(CliBounds, LongInputsWarnOnceOrFailWithNoTruncate) {
   Ran quiet = rlx_cli("embed --device cpu --no-truncate --model " + test::minilm_dir() + " \"short line\"");
   EXPECT_EQ(quiet.status, 0) << quiet.err;
   EXPECT_EQ(quiet.err.find("warning"), std::string::npos) << quiet.err;
+}
+
+std::string tiny_llama() { return std::string(RLX_SOURCE_DIR) + "/tests/data/tiny_llama.gguf"; }
+
+TEST(CliBounds, GenerateFlagsOutsideTheirDomain) {
+  const std::string g = "generate --device cpu --threads 1 --model " + tiny_llama() + " ";
+  const std::pair<std::string, std::string> bad[] = {{"--temperature -1", "--temperature: -1 must be >= 0"},
+                                                     {"--threads -5", "--threads: -5 must be >= 0"},
+                                                     {"-n -3", "-n: -3 must be >= 0"},
+                                                     {"--temperature nan", "nan must be >= 0"}};
+  for (const auto& [flag, says] : bad) {
+    Ran r = rlx_cli(g + flag + " --prompt-ids 1,2");
+    EXPECT_GT(r.status, 0) << flag << "\n" << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << flag << ": '" << says << "' not in\n" << r.err;
+  }
+  expect_refused(g + "--prompt-ids 1,2,", "--prompt-ids: '1,2,' has an empty item");
+  expect_refused(g + "--prompt-ids 1,,2", "has an empty item");
+  expect_refused(g + "--prompt-ids ,1", "has an empty item");
+  expect_refused(g + "--batch 1000000 --prompt-ids 1,2", "--batch must be in [1, 1024]");
+}
+
+TEST(CliBounds, GenerateSaysWhenTheContextEndsTheReply) {
+  // The tiny model's context holds 64 tokens.
+  Ran r = rlx_cli("generate --device cpu --threads 1 --ignore-eos -n 100 --prompt-ids 1,2,3 --model " + tiny_llama());
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("-n 100 with a prompt of 3 tokens is more than the context holds (64 tokens"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(CliBounds, ArenasLargerThanTheMachineAreRefusedBeforeTheyAreAllocated) {
+  // The tiny model with a context of 2^24 tokens: 64 sequences of it need
+  // a KV cache of terabytes, refused before anything is allocated.
+  std::ifstream in(tiny_llama(), std::ios::binary);
+  std::string b((std::istreambuf_iterator<char>(in)), {});
+  const std::string key = "llama.context_length";
+  const size_t at = b.find(key);
+  ASSERT_NE(at, std::string::npos);
+  uint32_t type = 0, ctx = uint32_t(1) << 24;
+  std::memcpy(&type, b.data() + at + key.size(), 4);
+  ASSERT_EQ(type, 4u);  // u32
+  std::memcpy(b.data() + at + key.size() + 4, &ctx, 4);
+  test::TempDir d;
+  const fs::path p = d.path() / "long_context.gguf";
+  test::write_text(p, b);
+  Ran r = rlx_cli("generate --device cpu --threads 1 --ctx-size 16777216 --batch 64 -n 2 --prompt-ids 1,2 --model " +
+                  p.string());
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("cpu: the graph asks for an arena of"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("this machine has"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 30.0);
 }
 
 }  // namespace

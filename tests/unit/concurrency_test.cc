@@ -1,6 +1,7 @@
-// One Embedder and one Executable shared by 4 threads, as a server shares
-// them between requests: every result equals the one-thread result, bit for
-// bit. The ThreadSanitizer build in .ci/run runs these too.
+// One Embedder, one Executable, one LLM and one LlamaGenerator shared by 4
+// threads, as a server shares them between requests: every result equals the
+// one-thread result, bit for bit. The ThreadSanitizer build in .ci/run runs
+// these too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,8 +9,10 @@
 #include <thread>
 
 #include "models/embedder.h"
+#include "models/llama_generator.h"
 #include "models/encoder_demo.h"
 #include "models/test_files.h"  // tests/models
+#include "rlx/llm.h"
 #include "rlx/session.h"
 #include "test_util.h"
 #include "thunks/thunk.h"
@@ -102,6 +105,55 @@ TEST(Concurrency, OneExecutableSharedByFourThreads) {
         if (exe->wait(ticket).at("last_hidden_state").bytes != alone[size_t(t)]) ++mismatches[size_t(t)];
       }
     }
+  });
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[size_t(t)], 0) << "thread " << t;
+}
+
+std::string tiny_llama() { return std::string(RLX_SOURCE_DIR) + "/tests/data/tiny_llama.gguf"; }
+
+// A different prompt per thread, of different lengths.
+std::vector<int32_t> thread_prompt(int t) {
+  std::vector<int32_t> p;
+  for (int i = 0; i <= 2 * t + 1; ++i) p.push_back(int32_t(3 + 7 * t + 5 * i));
+  return p;
+}
+
+TEST(Concurrency, OneLlmSharedByFourThreads) {
+  LlmOptions o;
+  o.device = Device::Cpu;
+  o.threads = 1;
+  o.max_sequences = kThreads;  // each thread holds at most one sequence
+  GenerateOptions g;
+  g.max_tokens = 6;
+  g.ignore_eos = true;
+  std::vector<std::vector<int32_t>> alone(kThreads);
+  LLM llm(tiny_llama(), o);
+  for (int t = 0; t < kThreads; ++t) alone[size_t(t)] = llm.generate(thread_prompt(t), g).ids;
+  for (int t = 1; t < kThreads; ++t) ASSERT_NE(alone[0], alone[size_t(t)]) << "continuations must differ per thread";
+  std::vector<int> mismatches(kThreads, 0);
+  on_threads([&](int t) {
+    for (int r = 0; r < 2; ++r) {
+      if (llm.generate(thread_prompt(t), g).ids != alone[size_t(t)]) ++mismatches[size_t(t)];
+      // A sequence of its own, held across two calls.
+      auto seq = llm.new_sequence();
+      std::vector<int32_t> got = llm.generate(*seq, thread_prompt(t), g).ids;
+      if (got != alone[size_t(t)]) ++mismatches[size_t(t)];
+    }
+  });
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[size_t(t)], 0) << "thread " << t;
+}
+
+TEST(Concurrency, OneGeneratorSharedByFourThreads) {
+  GeneratorOptions o;
+  o.device = Device::Cpu;
+  o.threads = 1;
+  LlamaGenerator gen(tiny_llama(), o);
+  std::vector<int32_t> alone(kThreads);
+  for (int t = 0; t < kThreads; ++t) alone[size_t(t)] = gen.next_token(thread_prompt(t));
+  std::vector<int> mismatches(kThreads, 0);
+  on_threads([&](int t) {
+    for (int r = 0; r < 3; ++r)
+      if (gen.next_token(thread_prompt(t)) != alone[size_t(t)]) ++mismatches[size_t(t)];
   });
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[size_t(t)], 0) << "thread " << t;
 }

@@ -167,8 +167,8 @@ TEST(DecoderFamilies, RopeParametersReadAsTheOlderKeys) {
   EXPECT_EQ(v5.rope_freq_divisors, llama3_rope_divisors(48, 500000.f, 8, 1, 4, 16));
   for (const auto& [rope, want] : std::vector<std::pair<std::string, std::string>>{
            {R"("rope_parameters": {"rope_type": "yarn", "factor": 4.0})", "yarn"},
-           {R"("rope_parameters": {"rope_theta": -1.0})", "rope_theta -1"},
-           {R"("rope_parameters": 5)", "rope_parameters must be an object"},
+           {R"("rope_parameters": {"rope_theta": -1.0})", "rope_parameters.rope_theta: -1.0 is outside"},
+           {R"("rope_parameters": 5)", "rope_parameters: must be a JSON object"},
            {R"("rope_parameters": {"partial_rotary_factor": 0.5})", "partial_rotary_factor"}}) {
     std::string e = test::error_of([&] { load(rope); });
     EXPECT_NE(e.find(want), std::string::npos) << e;

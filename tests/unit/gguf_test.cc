@@ -73,7 +73,7 @@ TEST(Gguf, ReadsEveryMetadataType) {
   EXPECT_EQ(f.get_float("t.f64"), -0.125);
   EXPECT_EQ(f.get_int_array("t.arr_i32"), (std::vector<int64_t>{1, -2, 3}));
   EXPECT_EQ(f.get_string_array("t.arr_str"), (std::vector<std::string>{"a", "", "ccc"}));
-  EXPECT_EQ(f.get_int("absent.key", 7), 7);
+  EXPECT_EQ(f.get_int_or("absent.key", 7, 0, 10), 7);
   std::string e = error_of([&] { f.get_string("t.u8"); });
   EXPECT_NE(e.find("gguf_cases.gguf"), std::string::npos) << e;
   EXPECT_NE(e.find("t.u8"), std::string::npos) << e;

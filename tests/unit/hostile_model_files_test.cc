@@ -118,6 +118,24 @@ TEST(HostileSafetensors, TensorNamedTwiceIsAnError) {
   expect_error(error_of([&] { SafetensorsFile f(p.string()); }), {"m.safetensors", "'a' is named twice"});
 }
 
+TEST(HostileSafetensors, DuplicateCheckIsLinearInTheNames) {
+  // 50 000 names, the last one repeated: the duplicate check ran over the
+  // parent object per entry (quadratic: 100 s in a release build); one pass
+  // finds it in well under a second (a few under the sanitizers).
+  TempDir d;
+  auto p = d.path() / "m.safetensors";
+  std::string header = "{";
+  const int n = 50000;
+  for (int i = 0; i < n; ++i)
+    header += std::string(i ? "," : "") + "\"t" + std::to_string(i) + R"(":{"dtype":"F32","shape":[1],"data_offsets":[)" +
+              std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]}";
+  test::write_safetensors_raw(p, header + R"(,"t7":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                              std::string(size_t(4 * n), '\0'));
+  auto t0 = std::chrono::steady_clock::now();
+  expect_error(error_of([&] { SafetensorsFile g(p.string()); }), {"m.safetensors", "'t7' is named twice"});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
+}
+
 TEST(HostileSafetensors, DirectoriesAndFifosAreRefusedWithoutWaiting) {
   TempDir d;
   std::filesystem::create_directories(d.path() / "dir.safetensors");

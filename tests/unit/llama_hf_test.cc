@@ -66,10 +66,17 @@ TEST(LlamaHf, ShardedDirectoryMatchesTheReference) {
   std::vector<int32_t> ids = gen.tokenizer().encode("Hello, world! It's a test: 3.14");
   ASSERT_GE(ids.size(), 8u);
   ASSERT_LE(ids.size(), 16u);
-  test::expect_close(gen.next_logits(ids), test::reference(c, w, ids, int(ids.size()) - 1), 1e-4,
+  // The model's 640 rows are padded past the tokenizer's 600 tokens (as
+  // Qwen2.5's are): the logits are those of the tokenizer's tokens.
+  ASSERT_LT(gen.tokenizer().vocab_size(), size_t(c.vocab_size));
+  auto tokens_only = [&](std::vector<double> v) {
+    v.resize(gen.tokenizer().vocab_size());
+    return v;
+  };
+  test::expect_close(gen.next_logits(ids), tokens_only(test::reference(c, w, ids, int(ids.size()) - 1)), 1e-4,
                      "logits after a prompt");
   ids.resize(5);
-  test::expect_close(gen.next_logits(ids), test::reference(c, w, ids, 4), 1e-4, "logits after 5 tokens");
+  test::expect_close(gen.next_logits(ids), tokens_only(test::reference(c, w, ids, 4)), 1e-4, "logits after 5 tokens");
   EXPECT_EQ(gen.buckets(), (std::vector<int64_t>{16}));
 }
 

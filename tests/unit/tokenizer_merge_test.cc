@@ -183,7 +183,7 @@ std::vector<int32_t> spm_reference(const GgufFile& f, const std::string& text) {
   auto pieces = f.get_string_array("tokenizer.ggml.tokens");
   auto types = f.get_int_array("tokenizer.ggml.token_type");
   std::vector<double> scores;
-  for (const auto& x : f.get("tokenizer.ggml.scores").items) scores.push_back(x.as_double());
+  for (float x : f.get_float_array("tokenizer.ggml.scores")) scores.push_back(x);
   std::unordered_map<std::string, int32_t> vocab;
   std::map<unsigned char, int32_t> byte_id;
   for (size_t i = 0; i < pieces.size(); ++i) {

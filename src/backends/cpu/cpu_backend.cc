@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 
 #include "thunks/buffer_uses.h"
 
@@ -41,6 +42,12 @@ GemmChoice gemm_choice() {
   return GemmChoice::Auto;
 }
 
+// The machine's physical memory: the most an arena can be.
+uint64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? uint64_t(pages) * uint64_t(size) : UINT64_MAX;
+}
+
 class CpuExecutable final : public BackendExecutable {
  public:
   CpuExecutable(const Schedule& s, const CpuRegistry& registry, int threads, std::shared_ptr<ArenaShare> share)
@@ -48,6 +55,12 @@ class CpuExecutable final : public BackendExecutable {
     arena_bytes_ = s.arena_bytes;
     bool fresh = false;
     auto alloc = [](uint64_t bytes) {
+      // Sizes come from model files and flags: refuse what the machine cannot
+      // hold before the allocator commits (and the memset touches) it.
+      const uint64_t have = physical_memory_bytes();
+      RLX_CHECK(bytes <= have, "cpu: the graph asks for an arena of " << bytes << " bytes (" << (bytes >> 20)
+                                   << " MiB); this machine has " << have << " bytes (" << (have >> 20)
+                                   << " MiB) of memory (a smaller context or batch needs less)");
       uint64_t n = (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
       auto* p = static_cast<uint8_t*>(std::aligned_alloc(kArenaAlign, n));
       if (p) std::memset(p, 0, n);

@@ -37,7 +37,9 @@ const char* cpu_vector_isa();
 // Taylor polynomial (truncation < 1e-8 relative), times 2^n built in the
 // exponent bits. Below -87.3 (where 2^n leaves the normal range) it is 0.
 RLX_CPU_INLINE float exp_approx(float x) {
-  const float xc = x < -87.3f ? -87.3f : (x > 88.3f ? 88.3f : x);
+  // A NaN takes the low clamp, so that n below stays a finite, convertible
+  // number; the NaN itself is returned at the end.
+  const float xc = !(x >= -87.3f) ? -87.3f : (x > 88.3f ? 88.3f : x);
   // Round to nearest by the 1.5 * 2^23 trick: no libm call, vectorizes anywhere.
   const float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;
   // ln2 in two parts; n * the first is exact, so r loses nothing.
@@ -51,7 +53,7 @@ RLX_CPU_INLINE float exp_approx(float x) {
   p = p * r + 1.f;
   p = p * r + 1.f;
   const float scale = std::bit_cast<float>((int32_t(n) + 127) << 23);
-  return x < -87.3f ? 0.f : p * scale;
+  return x < -87.3f ? 0.f : (x != x ? x : p * scale);
 }
 
 // erfc(|x| / sqrt2) as exp(-x^2/2) R(t), t = 1 / (1 + z/2), z = |x| / sqrt2,

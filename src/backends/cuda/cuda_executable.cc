@@ -44,6 +44,12 @@ CudaExecutable::CudaExecutable(const Schedule& s, const CompileOptions& o) : sch
   share_ = o.arena_share ? o.arena_share : make_arena_share();
   bool fresh = false;
   auto alloc = [](uint64_t bytes) -> uint8_t* {
+    // Sizes come from model files and flags: say what was asked and what is free.
+    size_t free_bytes = 0, total_bytes = 0;
+    check(cudaMemGetInfo(&free_bytes, &total_bytes), "memory query");
+    RLX_CHECK(bytes <= free_bytes, "cuda: the graph asks for an arena of " << bytes << " bytes (" << (bytes >> 20)
+                                       << " MiB); the device has " << free_bytes << " bytes (" << (free_bytes >> 20)
+                                       << " MiB) free of " << total_bytes << " (a smaller context or batch needs less)");
     uint8_t* p = nullptr;
     check(cudaMalloc(&p, bytes), "arena allocation");
     check(cudaMemset(p, 0xff, bytes), "arena poison");
