@@ -294,24 +294,7 @@ void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out
     buf.append(text);
     text = buf;
   }
-  std::vector<ByteRange> pieces, split;
-  if (opts_.split_digits) split_digits(text, {0, text.size()}, pieces);
-  else pieces.push_back({0, text.size()});
-  if (opts_.split != BpeSplit::None) {
-    for (auto r : pieces) {
-      switch (opts_.split) {
-        case BpeSplit::Gpt2: split_gpt2(text, r, split); break;
-        case BpeSplit::Llama3: split_llama3(text, r, split, 3); break;
-        case BpeSplit::Qwen2: split_llama3(text, r, split, 1); break;
-        case BpeSplit::Qwen35: split_llama3(text, r, split, 1, true); break;
-        case BpeSplit::DeepseekLlm: split_deepseek_llm(text, r, split); break;
-        case BpeSplit::DeepseekCoder: split_deepseek_coder(text, r, split); break;
-        case BpeSplit::Falcon: split_falcon(text, r, split); break;
-        case BpeSplit::None: break;
-      }
-    }
-    pieces.swap(split);
-  }
+  const std::vector<ByteRange> pieces = pre_tokenize(text, opts_.split, opts_.split_digits);
   std::string mapped;
   for (auto [b, e] : pieces) {
     mapped.clear();

@@ -11,15 +11,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tokenizers/pre_tokenizers.h"
 #include "tokenizers/special_tokens.h"
 #include "tokenizers/text_tokenizer.h"
 
 namespace rlx {
 
 class GgufFile;
-
-// The regex (or sequence of regexes) the pre-tokenizer splits with.
-enum class BpeSplit { None, Gpt2, Llama3, Qwen2, Qwen35, DeepseekLlm, DeepseekCoder, Falcon };
 
 struct BpeOptions {
   bool split_digits = false;  // Digits(individual_digits=true) before the regex

@@ -14,6 +14,13 @@
 
 namespace rlx {
 
+// The regex (or sequence of regexes) a byte-level BPE pre-tokenizer splits with.
+enum class BpeSplit { None, Gpt2, Llama3, Qwen2, Qwen35, DeepseekLlm, DeepseekCoder, Falcon };
+
+// The pieces of text: with split_digits every \p{N} apart first (Digits with
+// individual_digits), then the split's regexes.
+std::vector<ByteRange> pre_tokenize(std::string_view text, BpeSplit split, bool split_digits);
+
 using CodePointSet = bool (*)(int32_t cp);
 
 // The regex \s?[set]+ (space_prefix) or [set]{min,max} over each piece of in.

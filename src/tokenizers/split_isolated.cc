@@ -3,6 +3,26 @@
 
 namespace rlx {
 
+std::vector<ByteRange> pre_tokenize(std::string_view text, BpeSplit how, bool digits) {
+  std::vector<ByteRange> pieces, split;
+  if (digits) split_digits(text, {0, text.size()}, pieces);
+  else pieces.push_back({0, text.size()});
+  if (how == BpeSplit::None) return pieces;
+  for (auto r : pieces) {
+    switch (how) {
+      case BpeSplit::Gpt2: split_gpt2(text, r, split); break;
+      case BpeSplit::Llama3: split_llama3(text, r, split, 3); break;
+      case BpeSplit::Qwen2: split_llama3(text, r, split, 1); break;
+      case BpeSplit::Qwen35: split_llama3(text, r, split, 1, true); break;
+      case BpeSplit::DeepseekLlm: split_deepseek_llm(text, r, split); break;
+      case BpeSplit::DeepseekCoder: split_deepseek_coder(text, r, split); break;
+      case BpeSplit::Falcon: split_falcon(text, r, split); break;
+      case BpeSplit::None: break;
+    }
+  }
+  return split;
+}
+
 void split_isolated(std::string_view t, const std::vector<ByteRange>& in, const RunRule& rule,
                     std::vector<ByteRange>& out) {
   for (auto [b, e] : in) {
