@@ -17,6 +17,23 @@ class GgufWriter {
   GgufWriter& str(const std::string& k, const std::string& v) { return head(k, 8).text(kv_, v); }
   GgufWriter& u32(const std::string& k, uint32_t v) { return head(k, 4).raw(kv_, v); }
   GgufWriter& f32(const std::string& k, float v) { return head(k, 6).raw(kv_, v); }
+  GgufWriter& i32(const std::string& k, int32_t v) { return head(k, 5).raw(kv_, v); }
+  GgufWriter& boolean(const std::string& k, bool v) { return head(k, 7).raw(kv_, uint8_t(v)); }
+  GgufWriter& strs(const std::string& k, const std::vector<std::string>& v) {
+    head(k, 9).raw(kv_, uint32_t(8)).raw(kv_, uint64_t(v.size()));
+    for (const auto& x : v) text(kv_, x);
+    return *this;
+  }
+  GgufWriter& i32s(const std::string& k, const std::vector<int32_t>& v) {
+    head(k, 9).raw(kv_, uint32_t(5)).raw(kv_, uint64_t(v.size()));
+    for (int32_t x : v) raw(kv_, x);
+    return *this;
+  }
+  GgufWriter& f32s(const std::string& k, const std::vector<float>& v) {
+    head(k, 9).raw(kv_, uint32_t(6)).raw(kv_, uint64_t(v.size()));
+    for (float x : v) raw(kv_, x);
+    return *this;
+  }
   GgufWriter& tensor(const std::string& name, const Shape& shape, const std::vector<float>& v) {
     while (data_.size() % 32) data_ += '\0';
     text(infos_, name).raw(infos_, uint32_t(shape.size()));
