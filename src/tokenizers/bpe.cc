@@ -96,12 +96,15 @@ BpeTokenizer BpeTokenizer::from_tokenizer_json(const std::string& path) {
       } else if (t == "Split" && !byte_level && !split) {
         const auto& pat = p.at("pattern");
         const std::string re = pat.contains("Regex") ? pat["Regex"].get<std::string>() : "";
-        RLX_CHECK((re == kLlama3Pattern || re == kQwen2Pattern || re == kQwen35Pattern) &&
+        RLX_CHECK((re == kLlama3Pattern || re == kQwen2Pattern || re == kQwen35Pattern || re == kTekkenPattern) &&
                       p.value("behavior", "") == "Isolated" && !p.value("invert", false),
                   where << ": Split pre-tokenizer with pattern '" << re
-                        << "' is not supported (Llama 3's, Qwen2's and Qwen3.5's are)");
+                        << "' is not supported (Llama 3's, Qwen2's, Qwen3.5's and Tekken's are)");
         split = true;
-        o.split = re == kLlama3Pattern ? BpeSplit::Llama3 : re == kQwen2Pattern ? BpeSplit::Qwen2 : BpeSplit::Qwen35;
+        o.split = re == kLlama3Pattern   ? BpeSplit::Llama3
+                  : re == kQwen2Pattern  ? BpeSplit::Qwen2
+                  : re == kQwen35Pattern ? BpeSplit::Qwen35
+                                         : BpeSplit::Tekken;
       } else if (t == "Digits" && p.value("individual_digits", false) && !byte_level) {
         o.split_digits = true;
       } else {
@@ -179,6 +182,10 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& f) {
     o.split = BpeSplit::DeepseekCoder;
   } else if (pre == "falcon") {
     o.split = BpeSplit::Falcon;
+  } else if (pre == "tekken") {
+    o.split = BpeSplit::Tekken;
+    o.ignore_merges = true;
+    o.add_bos = true;  // llama.cpp's default for Tekken
   } else if (pre == "gemma4") {
     o.split = BpeSplit::None;
     o.spm_style = true;

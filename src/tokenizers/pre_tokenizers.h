@@ -15,7 +15,7 @@
 namespace rlx {
 
 // The regex (or sequence of regexes) a byte-level BPE pre-tokenizer splits with.
-enum class BpeSplit { None, Gpt2, Llama3, Qwen2, Qwen35, DeepseekLlm, DeepseekCoder, Falcon };
+enum class BpeSplit { None, Gpt2, Llama3, Qwen2, Qwen35, DeepseekLlm, DeepseekCoder, Falcon, Tekken };
 
 // The pieces of text: with split_digits every \p{N} apart first (Digits with
 // individual_digits), then the split's regexes.
@@ -44,5 +44,9 @@ void split_deepseek_coder(std::string_view text, ByteRange r, std::vector<ByteRa
 // Digits(individual_digits=false) and Split [0-9][0-9][0-9] over the byte-mapped
 // characters (so bytes that map to numeric characters such as '²' count as digits).
 void split_falcon(std::string_view text, ByteRange r, std::vector<ByteRange>& out);
+// Mistral's Tekken regex: words cut where lower case turns to upper case
+// (split_tekken.cc has the pattern).
+void split_tekken(std::string_view text, ByteRange r, std::vector<ByteRange>& out);
+extern const char* const kTekkenPattern;
 
 }  // namespace rlx

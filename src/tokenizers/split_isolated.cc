@@ -17,6 +17,7 @@ std::vector<ByteRange> pre_tokenize(std::string_view text, BpeSplit how, bool di
       case BpeSplit::DeepseekLlm: split_deepseek_llm(text, r, split); break;
       case BpeSplit::DeepseekCoder: split_deepseek_coder(text, r, split); break;
       case BpeSplit::Falcon: split_falcon(text, r, split); break;
+      case BpeSplit::Tekken: split_tekken(text, r, split); break;
       case BpeSplit::None: break;
     }
   }

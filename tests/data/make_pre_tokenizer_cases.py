@@ -25,6 +25,9 @@ QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{
          r"\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN35 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|"
           r"\s*[\r\n]+|\s+(?!\S)|\s+")
+TEKKEN = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|"
+          r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|"
+          r"\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 DEEPSEEK_LETTERS = (
     "\\s?[A-Za-z\xb5\xc0-\xd6\xd8-\xf6\xf8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af\u0370-\u0373"
     "\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c\u038e-\u03a1\u03a3-\u03f5\u03f7-\u0481"
@@ -55,6 +58,7 @@ RULES = {
     "llama3": pt.Sequence([split(LLAMA3), byte_level()]),
     "qwen2": pt.Sequence([split(QWEN2), byte_level()]),
     "qwen35": pt.Sequence([split(QWEN35), byte_level()]),
+    "tekken": pt.Sequence([split(TEKKEN), byte_level()]),
     "deepseek-llm": pt.Sequence([split(r"[\r\n]"), split(DEEPSEEK_LETTERS), split(DEEPSEEK_PUNCT), split(r"\s+$"),
                                  split(CJK), split(r"\p{N}+"), byte_level()]),
     "deepseek-coder": pt.Sequence([split(r"[\r\n]"), split(r"\s?\p{L}+"), split(r"\s?\p{P}+"), split(CJK),
@@ -70,10 +74,11 @@ HAND = [
     "emoji 🦙🚀 and 👍🏽 x", "café naïve résumé", "e\u0301 a\u0308b \u0301x", "full-width ＡＢＣ１２３！？",
     "“quotes” ‘single’ «guillemets»", "Ωμέγα Δ ℃ ℕ", "²³¹ ¼½¾ x²", "\u00a0nbsp\u3000ideo\u2009thin",
     "a\u200bzero width", "مرحبا بالعالم ١٢٣", "हिन्दी भाषा", "Привет, мир!", "x  \n  y", "3.14159...",
-    "<|im_end|> <s> [INST]", "a/b\\c", "__init__ self._x", "((a))[[b]]{{c}}", "!!!\n\n", "？！。、",
+    "<|im_end|> <s> [INST]", "HelloWorld camelCase XMLHttpRequest ABCdef aBC", "ǅungla ʰaʰ Ǆ ǅa",
+    "中文Abc 文a A文 a\u0301B \u0301A", "path/to/file.txt!\n/next //x", "'s don't ÉCOLE École", "a/b\\c", "__init__ self._x", "((a))[[b]]{{c}}", "!!!\n\n", "？！。、",
 ]
 
-CLASSES = ["abcXYZ", "éàüÑß", "αβΓΩ", "中文字", "한국", "ひらがなカ", "0123456789", "٠١٢", "²½", ".,;:!?'\"",
+CLASSES = ["abcXYZ", "ABCabc", "ǅǄʰ", "XYz", "éàüÑß", "αβΓΩ", "中文字", "한국", "ひらがなカ", "0123456789", "٠١٢", "²½", ".,;:!?'\"",
            "$+<=>^`|~", "-_/\\()[]{}", "“”‘’«»", "！？。、（）", "🦙👍🏽🚀", "\u0301\u0308", " ", "  ", "\t", "\n",
            "\r\n", "\u00a0\u3000\u2009", "'s'LL'd"]
 

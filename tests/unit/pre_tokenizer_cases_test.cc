@@ -29,6 +29,7 @@ const Rule kRules[] = {
     {"deepseek-llm", BpeSplit::DeepseekLlm, false},
     {"deepseek-coder", BpeSplit::DeepseekCoder, false},
     {"falcon", BpeSplit::Falcon, false},
+    {"tekken", BpeSplit::Tekken, false},
 };
 
 const nlohmann::json& cases() {
