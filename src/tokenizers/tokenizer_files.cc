@@ -8,6 +8,7 @@
 #include "rlx/error.h"
 #include "tokenizers/bpe.h"
 #include "tokenizers/spm.h"
+#include "tokenizers/unigram.h"
 #include "tokenizers/wordpiece_text.h"
 
 namespace rlx {
@@ -42,8 +43,10 @@ std::unique_ptr<TextTokenizer> open_tokenizer(const std::string& path) {
         j.contains("model") && j["model"].is_object() ? j["model"].value("type", std::string()) : std::string();
     if (type == "BPE") return std::make_unique<BpeTokenizer>(BpeTokenizer::from_tokenizer_json(json.string()));
     if (type == "WordPiece") return std::make_unique<WordPieceText>(WordPieceText::from_dir(path));
+    if (type == "Unigram")
+      return std::make_unique<UnigramTokenizer>(UnigramTokenizer::from_tokenizer_json(json.string()));
     RLX_FAIL("tokenizer: '" << json.string() << "': model type '" << type
-                            << "' is not supported (BPE and WordPiece are)");
+                            << "' is not supported (BPE, WordPiece and Unigram are)");
   }
   RLX_CHECK(fs::exists(fs::path(path) / "vocab.txt"),
             "tokenizer: '" << path << "' holds neither tokenizer.json nor vocab.txt");

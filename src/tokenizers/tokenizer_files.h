@@ -15,7 +15,7 @@ class GgufFile;
 std::unique_ptr<TextTokenizer> tokenizer_from_gguf(const GgufFile& f);
 
 // A .gguf file (a vocabulary-only one too) or a directory with
-// tokenizer.json (BPE or WordPiece) or vocab.txt.
+// tokenizer.json (BPE, WordPiece or Unigram) or vocab.txt.
 std::unique_ptr<TextTokenizer> open_tokenizer(const std::string& path);
 
 }  // namespace rlx
