@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -60,6 +61,26 @@ TEST_P(PreTokenizerCases, MatchTokenizersLibrary) {
     passed += got == want;
   }
   EXPECT_EQ(passed, list.size());
+}
+
+// On any bytes (invalid UTF-8, lone continuation bytes, NULs) every rule
+// cuts the text into non-empty pieces that tile it in order.
+TEST_P(PreTokenizerCases, PiecesTileAnyBytes) {
+  const Rule& r = GetParam();
+  std::mt19937 rng(22);
+  const std::string alphabet = std::string("aZ1 \n\r\t.'/\0", 11) + "\xe4\xb8\xad\xcc\x81\xf0\x9f\xa6\x99\xff\x80\xc2\xb2";
+  for (int round = 0; round < 500; ++round) {
+    std::string text;
+    const size_t n = rng() % 40;
+    for (size_t i = 0; i < n; ++i) text += alphabet[rng() % alphabet.size()];
+    size_t at = 0;
+    for (auto [b, e] : pre_tokenize(text, r.split, r.digits)) {
+      ASSERT_EQ(b, at) << r.name << ": a gap or overlap in '" << text << "'";
+      ASSERT_LT(b, e) << r.name << ": an empty piece in '" << text << "'";
+      at = e;
+    }
+    EXPECT_EQ(at, text.size()) << r.name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(, PreTokenizerCases, ::testing::ValuesIn(kRules), [](const auto& info) {
