@@ -166,7 +166,7 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& f) {
   // The names llama.cpp gives these rules (llama_vocab::impl::load), each
   // with its own splitting rule or one it shares.
   if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "codeshell" || pre == "command-r" ||
-      pre == "exaone" || pre == "minerva") {
+      pre == "exaone" || pre == "minerva-7b") {
     o.split_digits = true;
   } else if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3" || pre == "falcon3" || pre == "pixtral") {
     o.split = BpeSplit::Llama3;
