@@ -10,3 +10,4 @@ void add_forward_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   add_generate_command(app);
   add_chat_command(app);
   add_serve_command(app);
+  add_tokenize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

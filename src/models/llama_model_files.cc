@@ -9,6 +9,7 @@
 #include "rlx/error.h"
 #include "tokenizers/bpe.h"
 #include "tokenizers/spm.h"
+#include "tokenizers/tokenizer_files.h"
 
 namespace rlx {
 namespace {
@@ -48,10 +49,8 @@ LlamaModelFiles open_llama_model(const std::string& path) {
     // Without a vocabulary the model still runs on token ids.
     if (!f.has("tokenizer.ggml.model"))
       ;
-    else if (f.get_string("tokenizer.ggml.model") == "llama")
-      m.tokenizer = std::make_unique<SpmTokenizer>(SpmTokenizer::from_gguf(f));
     else
-      m.tokenizer = std::make_unique<BpeTokenizer>(BpeTokenizer::from_gguf(f));
+      m.tokenizer = tokenizer_from_gguf(f);
     if (m.tokenizer) m.eos_id = m.tokenizer->eos_id();
     m.chat_template = f.get_string("tokenizer.chat_template", "");
     m.weights = std::move(gguf);

@@ -9,7 +9,9 @@
 #include "models/gguf.h"
 #include "rlx/error.h"
 #include "tokenizers/byte_level.h"
+#include "tokenizers/gguf_vocab.h"
 #include "tokenizers/merge.h"
+#include "tokenizers/pre_tokenizers.h"
 
 namespace rlx {
 namespace {
@@ -29,29 +31,40 @@ std::pair<std::string, std::string> split_merge(const std::string& m, const std:
 BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens,
                            const std::vector<std::pair<std::string, std::string>>& merges,
                            const std::vector<int32_t>& special, BpeOptions opts, int32_t bos_id,
-                           int32_t eos_id, const std::vector<int32_t>& user_defined)
+                           int32_t eos_id, const std::vector<int32_t>& user_defined, const std::string& where)
     : tokens_(std::move(tokens)), opts_(opts), bos_id_(bos_id), eos_id_(eos_id) {
   RLX_CHECK(!tokens_.empty() && tokens_.size() < size_t(std::numeric_limits<int32_t>::max()),
             "bpe: the vocabulary is empty or too large");
   vocab_.reserve(tokens_.size());
   for (size_t i = 0; i < tokens_.size(); ++i) vocab_.emplace(tokens_[i], int32_t(i));
+  // tokenizers' rule (BpeBuilder: MergeTokenOutOfVocabulary): both parts of a
+  // merge and what they form are tokens of the vocabulary. llama.cpp keeps
+  // such merges (they can only form a token that is then missing); a file
+  // holding one is malformed, so it is refused here.
   merge_rank_.reserve(merges.size());
-  for (size_t i = 0; i < merges.size(); ++i)
-    merge_rank_.emplace(merge_key(merges[i].first, merges[i].second), int32_t(i));
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const auto& [l, r] = merges[i];
+    for (const std::string* part : {&l, &r})
+      RLX_CHECK(vocab_.count(*part), where << ": merge " << i << " '" << l << " " << r << "' names '" << *part
+                                           << "', which is not in the vocabulary");
+    RLX_CHECK(vocab_.count(l + r), where << ": merge " << i << " '" << l << " " << r << "' forms '" << l + r
+                                         << "', which is not in the vocabulary");
+    merge_rank_.emplace(merge_key(l, r), int32_t(i));
+  }
   special_.assign(tokens_.size(), false);
   std::vector<bool> always(tokens_.size(), false);
   for (int32_t id : user_defined) {
-    RLX_CHECK(id >= 0 && size_t(id) < tokens_.size(), "bpe: user-defined token id " << id << " is out of range");
+    RLX_CHECK(id >= 0 && size_t(id) < tokens_.size(), where << ": user-defined token id " << id << " is out of range");
     always[size_t(id)] = true;
   }
   for (int32_t id : special) {
-    RLX_CHECK(id >= 0 && size_t(id) < tokens_.size(), "bpe: special token id " << id << " is out of range");
+    RLX_CHECK(id >= 0 && size_t(id) < tokens_.size(), where << ": special token id " << id << " is out of range");
     special_[size_t(id)] = true;
     specials_.add(tokens_[size_t(id)], id, !always[size_t(id)]);
   }
   specials_.finish();
   for (int32_t id : {bos_id_, eos_id_})
-    RLX_CHECK(id < int32_t(tokens_.size()), "bpe: bos/eos id " << id << " is out of range");
+    RLX_CHECK(id >= -1 && id < int32_t(tokens_.size()), where << ": bos/eos id " << id << " is out of range");
 }
 
 BpeTokenizer BpeTokenizer::from_tokenizer_json(const std::string& path) {
@@ -83,12 +96,15 @@ BpeTokenizer BpeTokenizer::from_tokenizer_json(const std::string& path) {
       } else if (t == "Split" && !byte_level && !split) {
         const auto& pat = p.at("pattern");
         const std::string re = pat.contains("Regex") ? pat["Regex"].get<std::string>() : "";
-        RLX_CHECK((re == kLlama3Pattern || re == kQwen2Pattern) && p.value("behavior", "") == "Isolated" &&
-                      !p.value("invert", false),
+        RLX_CHECK((re == kLlama3Pattern || re == kQwen2Pattern || re == kQwen35Pattern || re == kTekkenPattern) &&
+                      p.value("behavior", "") == "Isolated" && !p.value("invert", false),
                   where << ": Split pre-tokenizer with pattern '" << re
-                        << "' is not supported (Llama 3's and Qwen2's are)");
+                        << "' is not supported (Llama 3's, Qwen2's, Qwen3.5's and Tekken's are)");
         split = true;
-        o.split = re == kLlama3Pattern ? BpeSplit::Llama3 : BpeSplit::Qwen2;
+        o.split = re == kLlama3Pattern   ? BpeSplit::Llama3
+                  : re == kQwen2Pattern  ? BpeSplit::Qwen2
+                  : re == kQwen35Pattern ? BpeSplit::Qwen35
+                                         : BpeSplit::Tekken;
       } else if (t == "Digits" && p.value("individual_digits", false) && !byte_level) {
         o.split_digits = true;
       } else {
@@ -131,7 +147,7 @@ BpeTokenizer BpeTokenizer::from_tokenizer_json(const std::string& path) {
         if (tokens[i] == name) bos = int32_t(i);
       o.add_bos = bos >= 0;
     }
-    BpeTokenizer t(std::move(tokens), merges, special, o, bos, -1, user_defined);
+    BpeTokenizer t(std::move(tokens), merges, special, o, bos, -1, user_defined, where);
     if (m.contains("unk_token") && m["unk_token"].is_string()) t.unk_id_ = t.id_of(m["unk_token"]);
     return t;
   } catch (const nlohmann::json::exception& e) {
@@ -142,41 +158,68 @@ BpeTokenizer BpeTokenizer::from_tokenizer_json(const std::string& path) {
 BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& f) {
   const std::string where = "bpe: '" + f.path() + "'";
   const std::string model = f.get_string("tokenizer.ggml.model");
-  RLX_CHECK(model == "gpt2", where << ": tokenizer.ggml.model is '" << model
-                                   << "'; only byte-level BPE ('gpt2') is read");
-  const std::string pre = f.get_string("tokenizer.ggml.pre", "default");
+  RLX_CHECK(model == "gpt2" || model == "gemma4",
+            where << ": tokenizer.ggml.model is '" << model << "'; only byte-level BPE ('gpt2') and 'gemma4' are read");
+  // llama.cpp names Gemma 4's rule after its model; its files say no pre.
+  const std::string pre = model == "gemma4" ? "gemma4" : f.get_string("tokenizer.ggml.pre", "default");
   BpeOptions o;
-  // The names llama.cpp gives these rules (command-r splits as starcoder does,
-  // gpt-2 as gpt2).
-  if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "codeshell" || pre == "command-r") {
+  // The names llama.cpp gives these rules (llama_vocab::impl::load), each
+  // with its own splitting rule or one it shares.
+  if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "codeshell" || pre == "command-r" ||
+      pre == "exaone" || pre == "minerva-7b") {
     o.split_digits = true;
-  } else if (pre == "llama-bpe" || pre == "llama3") {
+  } else if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3" || pre == "falcon3" || pre == "pixtral") {
     o.split = BpeSplit::Llama3;
     o.ignore_merges = true;
     o.add_bos = true;  // llama.cpp's default for Llama 3 when the file does not say
-  } else if (pre == "qwen2") {
+  } else if (pre == "qwen2" || pre == "deepseek-r1-qwen" || pre == "stablelm2") {
     o.split = BpeSplit::Qwen2;
-  } else if (pre != "gpt2" && pre != "gpt-2" && pre != "default" && pre != "mpt" && pre != "olmo") {
-    RLX_FAIL(where << ": pre-tokenizer '" << pre << "' is not supported");
+  } else if (pre == "qwen35") {
+    o.split = BpeSplit::Qwen35;
+  } else if (pre == "deepseek-llm") {
+    o.split = BpeSplit::DeepseekLlm;
+  } else if (pre == "deepseek-coder") {
+    o.split = BpeSplit::DeepseekCoder;
+  } else if (pre == "falcon") {
+    o.split = BpeSplit::Falcon;
+  } else if (pre == "tekken") {
+    o.split = BpeSplit::Tekken;
+    o.ignore_merges = true;
+    o.add_bos = true;  // llama.cpp's default for Tekken
+  } else if (pre == "gemma4") {
+    o.split = BpeSplit::None;
+    o.spm_style = true;
+    o.add_bos = true;  // llama.cpp turns BOS on for Gemma 4 even where the file says false
+  } else if (pre != "gpt2" && pre != "gpt-2" && pre != "phi-2" && pre != "default" && pre != "mpt" &&
+             pre != "olmo" && pre != "exaone4") {
+    RLX_FAIL(where << ": pre-tokenizer '" << pre << "' (tokenizer.ggml.pre) is not supported");
   }
-  o.add_bos = f.get_bool("tokenizer.ggml.add_bos_token", o.add_bos);
+  if (pre != "gemma4") o.add_bos = f.get_bool("tokenizer.ggml.add_bos_token", o.add_bos);
   o.add_eos = f.get_bool("tokenizer.ggml.add_eos_token", false);
   std::vector<std::string> tokens = f.get_string_array("tokenizer.ggml.tokens");
+  const size_t n = tokens.size();
+  RLX_CHECK(n > 0 && n < (size_t(1) << 24), where << ": vocabulary of " << n << " tokens");
+  const std::vector<int32_t> types = read_token_types(f, n, where);
   std::vector<int32_t> special, user_defined;
-  if (f.has("tokenizer.ggml.token_type")) {
-    auto types = f.get_int_array("tokenizer.ggml.token_type");
-    RLX_CHECK(types.size() == tokens.size(), where << ": tokenizer.ggml.token_type has " << types.size()
-                                                   << " entries for " << tokens.size() << " tokens");
-    for (size_t i = 0; i < types.size(); ++i) {
-      if (types[i] == 3 || types[i] == 4) special.push_back(int32_t(i));  // control, user-defined
-      if (types[i] == 4) user_defined.push_back(int32_t(i));
-    }
+  for (size_t i = 0; i < n; ++i) {
+    if (types[i] == kTokenControl || types[i] == kTokenUserDefined) special.push_back(int32_t(i));
+    if (types[i] == kTokenUserDefined) user_defined.push_back(int32_t(i));
+    uint8_t b = 0;
+    RLX_CHECK(types[i] != kTokenByte || parse_byte_token(tokens[i], b),
+              where << ": byte token " << i << " is '" << tokens[i] << "', not <0xNN>");
   }
   std::vector<std::pair<std::string, std::string>> merges;
   for (const auto& m : f.get_string_array("tokenizer.ggml.merges")) merges.push_back(split_merge(m, where));
-  auto id = [&](const char* key) { return int32_t(f.get_int_or(key, -1, -1, INT32_MAX)); };
-  BpeTokenizer t(std::move(tokens), merges, special, o, id("tokenizer.ggml.bos_token_id"),
-                 id("tokenizer.ggml.eos_token_id"), user_defined);
+  check_special_token_ids(f, n, where);
+  BpeTokenizer t(std::move(tokens), merges, special, o, read_token_id(f, "tokenizer.ggml.bos_token_id", n, where),
+                 read_token_id(f, "tokenizer.ggml.eos_token_id", n, where), user_defined, where);
+  if (o.spm_style) {
+    t.byte_of_.assign(n, -1);
+    for (size_t i = 0; i < n; ++i) {
+      uint8_t b = 0;
+      if (types[i] == kTokenByte && parse_byte_token(t.tokens_[i], b)) t.byte_of_[i] = b;
+    }
+  }
   return t;
 }
 
@@ -214,28 +257,51 @@ void BpeTokenizer::bpe_piece(const std::string& mapped, std::vector<int32_t>& ou
   for (std::string_view s : merge_symbols<int32_t>(mapped, rank)) {
     piece.assign(s);
     int32_t id = id_of(piece);
+    if (id >= 0) {
+      out.push_back(id);
+    } else if (opts_.spm_style) {
+      // llama.cpp's fallback for raw-UTF-8 BPE: each byte's <0xNN> token, skipped if absent.
+      static const char* hex = "0123456789ABCDEF";
+      for (unsigned char b : piece) {
+        const char buf[7] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>', 0};
+        if (int32_t bid = id_of(buf); bid >= 0) out.push_back(bid);
+      }
+    } else if (unk_id_ >= 0) {
+      out.push_back(unk_id_);
+    }
+  }
+}
+
+void BpeTokenizer::encode_spm_style(std::string_view text, std::vector<int32_t>& out) const {
+  std::string s;
+  s.reserve(text.size());
+  for (char c : text) {
+    if (c == ' ') s += "\xe2\x96\x81";  // U+2581
+    else s += c;
+  }
+  // [^\n]+|[\n]+; a run of newlines that is a token is that token (llama.cpp
+  // does so for Gemma 4 rather than merge it pair by pair).
+  for (size_t i = 0; i < s.size();) {
+    const bool nl = s[i] == '\n';
+    size_t j = i;
+    while (j < s.size() && (s[j] == '\n') == nl) ++j;
+    const std::string run = s.substr(i, j - i);
+    int32_t id = nl ? id_of(run) : -1;
     if (id >= 0) out.push_back(id);
-    else if (unk_id_ >= 0) out.push_back(unk_id_);
+    else bpe_piece(run, out);
+    i = j;
   }
 }
 void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
+  if (opts_.spm_style) return encode_spm_style(text, out);
   std::string buf;
   if (opts_.add_prefix_space && text[0] != ' ') {
     buf.push_back(' ');
     buf.append(text);
     text = buf;
   }
-  std::vector<ByteRange> pieces, split;
-  if (opts_.split_digits) split_digits(text, {0, text.size()}, pieces);
-  else pieces.push_back({0, text.size()});
-  if (opts_.split != BpeSplit::None) {
-    for (auto r : pieces) {
-      if (opts_.split == BpeSplit::Gpt2) split_gpt2(text, r, split);
-      else split_llama3(text, r, split, opts_.split == BpeSplit::Qwen2 ? 1 : 3);
-    }
-    pieces.swap(split);
-  }
+  const std::vector<ByteRange> pieces = pre_tokenize(text, opts_.split, opts_.split_digits);
   std::string mapped;
   for (auto [b, e] : pieces) {
     mapped.clear();
@@ -267,6 +333,19 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, const EncodeOpt
 std::string BpeTokenizer::token_bytes(int32_t id) const {
   const std::string& t = token(id);
   if (is_special(id)) return t;
+  if (opts_.spm_style) {
+    if (byte_of_[size_t(id)] >= 0) return std::string(1, char(byte_of_[size_t(id)]));
+    std::string out;
+    for (size_t i = 0; i < t.size();) {
+      if (t.compare(i, 3, "\xe2\x96\x81") == 0) {
+        out += ' ';
+        i += 3;
+      } else {
+        out += t[i++];
+      }
+    }
+    return out;
+  }
   std::string out;
   unicode_to_bytes(t, out);
   return out;

@@ -11,15 +11,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tokenizers/pre_tokenizers.h"
 #include "tokenizers/special_tokens.h"
 #include "tokenizers/text_tokenizer.h"
 
 namespace rlx {
 
 class GgufFile;
-
-// The regex the pre-tokenizer splits with.
-enum class BpeSplit { None, Gpt2, Llama3, Qwen2 };
 
 struct BpeOptions {
   bool split_digits = false;  // Digits(individual_digits=true) before the regex
@@ -28,6 +26,11 @@ struct BpeOptions {
   bool add_prefix_space = false;
   bool add_bos = false;       // prepend bos_id when encoding with add_special
   bool add_eos = false;       // append eos_id when encoding with add_special
+  // SentencePiece-style BPE over raw UTF-8 (GGUF tokenizer.ggml.model "gemma4"):
+  // spaces written as U+2581, no byte-to-character map, the text split only
+  // into runs of newlines and runs of the rest, and what no token covers
+  // falls back to <0xNN> byte tokens.
+  bool spm_style = false;
 };
 
 class BpeTokenizer : public TextTokenizer {
@@ -38,12 +41,12 @@ class BpeTokenizer : public TextTokenizer {
   // without it too.
   BpeTokenizer(std::vector<std::string> tokens, const std::vector<std::pair<std::string, std::string>>& merges,
                const std::vector<int32_t>& special, BpeOptions opts, int32_t bos_id, int32_t eos_id,
-               const std::vector<int32_t>& user_defined = {});
+               const std::vector<int32_t>& user_defined = {}, const std::string& where = "bpe");
 
   // A Hugging Face tokenizer.json with a BPE model and a ByteLevel
   // pre-tokenizer; throws naming the file for anything else.
   static BpeTokenizer from_tokenizer_json(const std::string& path);
-  // GGUF metadata with tokenizer.ggml.model = "gpt2".
+  // GGUF metadata with tokenizer.ggml.model = "gpt2" (or "gemma4").
   static BpeTokenizer from_gguf(const GgufFile& f);
 
   using TextTokenizer::encode;
@@ -64,6 +67,7 @@ class BpeTokenizer : public TextTokenizer {
 
  private:
   void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_spm_style(std::string_view text, std::vector<int32_t>& out) const;
   void bpe_piece(const std::string& mapped, std::vector<int32_t>& out) const;
 
   std::vector<std::string> tokens_;
@@ -71,6 +75,7 @@ class BpeTokenizer : public TextTokenizer {
   std::unordered_map<std::string, int32_t> merge_rank_;  // left + '\xff' + right
   SpecialTokens specials_;
   std::vector<bool> special_;
+  std::vector<int16_t> byte_of_;  // spm_style: the byte a <0xNN> token stands for, else -1
   BpeOptions opts_;
   int32_t bos_id_ = -1, eos_id_ = -1, unk_id_ = -1;
 };

@@ -1,5 +1,7 @@
 #include "tokenizers/byte_level.h"
 
+#include "tokenizers/unicode_class.h"
+
 #include <utf8proc.h>
 
 #include <array>
@@ -33,7 +35,9 @@ Cls classify(int32_t cp) {
   }
 }
 
-Char char_at(std::string_view t, size_t i, size_t end) {
+// marks_are_letters: \p{M} joins \p{L} (Qwen3.5's [\p{L}\p{M}]+) instead of
+// being "other".
+Char char_at(std::string_view t, size_t i, size_t end, bool marks_are_letters = false) {
   Char c;
   utf8proc_int32_t cp = -1;
   auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(t.data() + i),
@@ -43,6 +47,7 @@ Char char_at(std::string_view t, size_t i, size_t end) {
     c.cp = cp;
   }
   c.cls = classify(c.cp);
+  if (marks_are_letters && c.cls == Cls::Other && is_mark(c.cp)) c.cls = Cls::Letter;
   return c;
 }
 
@@ -132,11 +137,19 @@ const char* const kLlama3Pattern =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+const char* const kQwen35Pattern =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 const char* const kQwen2Pattern =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-void split_llama3(std::string_view t, ByteRange r, std::vector<ByteRange>& out, size_t max_digits) {
+void split_llama3(std::string_view t, ByteRange r, std::vector<ByteRange>& out, size_t max_digits,
+                  bool marks_are_letters) {
+  auto char_at = [marks_are_letters](std::string_view s, size_t i, size_t e) {
+    return rlx::char_at(s, i, e, marks_are_letters);
+  };
   const size_t end = r.second;
   auto is_nl = [](int32_t cp) { return cp == '\r' || cp == '\n'; };
   auto run = [&](size_t j, Cls c, size_t max_chars) {

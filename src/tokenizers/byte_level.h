@@ -22,9 +22,13 @@ void split_gpt2(std::string_view text, ByteRange r, std::vector<ByteRange>& out)
 // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 // With max_digits 1 it is Qwen2's (GGUF pre "qwen2"), whose only difference
 // is \p{N} for \p{N}{1,3}.
-void split_llama3(std::string_view text, ByteRange r, std::vector<ByteRange>& out, size_t max_digits = 3);
+// With marks_are_letters too it is Qwen3.5's (GGUF pre "qwen35"):
+// [\p{L}\p{M}]+ for \p{L}+ and [^\s\p{L}\p{M}\p{N}] for [^\s\p{L}\p{N}].
+void split_llama3(std::string_view text, ByteRange r, std::vector<ByteRange>& out, size_t max_digits = 3,
+                  bool marks_are_letters = false);
 extern const char* const kLlama3Pattern;
 extern const char* const kQwen2Pattern;
+extern const char* const kQwen35Pattern;
 
 // Hugging Face's Digits(individual_digits=true): every \p{N} character is a
 // piece of its own; the runs between them are pieces too.

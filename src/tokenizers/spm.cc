@@ -8,6 +8,7 @@
 
 #include "models/gguf.h"
 #include "rlx/error.h"
+#include "tokenizers/gguf_vocab.h"
 #include "tokenizers/merge.h"
 
 namespace rlx {
@@ -31,40 +32,27 @@ SpmTokenizer SpmTokenizer::from_gguf(const GgufFile& f) {
   } else {
     t.scores_.assign(n, 0.f);
   }
-  t.types_.assign(n, 1);
-  if (f.has("tokenizer.ggml.token_type")) {
-    auto ty = f.get_int_array("tokenizer.ggml.token_type");
-    RLX_CHECK(ty.size() == n, where << ": tokenizer.ggml.token_type has " << ty.size() << " entries for " << n
-                                    << " tokens");
-    for (size_t i = 0; i < n; ++i) t.types_[i] = int32_t(ty[i]);
-  }
+  t.types_ = read_token_types(f, n, where);
   std::fill(std::begin(t.byte_ids_), std::end(t.byte_ids_), -1);
   for (size_t i = 0; i < n; ++i) {
     const std::string& p = t.pieces_[i];
-    if (t.types_[i] == 6) {
-      unsigned b = 0;
-      // sscanf's %X would take a sign ("<0x-C>"): both digits must be hex.
-      RLX_CHECK(p.size() == 6 && std::isxdigit(static_cast<unsigned char>(p[3])) &&
-                    std::isxdigit(static_cast<unsigned char>(p[4])) && std::sscanf(p.c_str(), "<0x%2X>", &b) == 1 &&
-                    b < 256,
-                where << ": byte token " << i << " is '" << p << "', not <0xNN>");
+    if (t.types_[i] == kTokenByte) {
+      uint8_t b = 0;
+      RLX_CHECK(parse_byte_token(p, b), where << ": byte token " << i << " is '" << p << "', not <0xNN>");
       t.byte_ids_[b] = int32_t(i);
-    } else if (t.types_[i] == 1 || t.types_[i] == 4) {
+    } else if (t.types_[i] == kTokenNormal || t.types_[i] == kTokenUserDefined) {
       t.vocab_.emplace(p, int32_t(i));
-    } else if (t.types_[i] == 2) {
+    } else if (t.types_[i] == kTokenUnknown) {
       t.unk_id_ = int32_t(i);
     }
-    if (t.types_[i] == 2 || t.types_[i] == 3 || t.types_[i] == 4) t.specials_.add(p, int32_t(i), t.types_[i] != 4);
+    if (t.types_[i] == kTokenUnknown || t.types_[i] == kTokenControl || t.types_[i] == kTokenUserDefined)
+      t.specials_.add(p, int32_t(i), t.types_[i] != kTokenUserDefined);
   }
   t.specials_.finish();
-  auto id = [&](const char* key) {
-    int64_t v = f.get_int_or(key, -1, -1, INT32_MAX);
-    RLX_CHECK(v < int64_t(n), where << ": " << key << " " << v << " is out of range");
-    return int32_t(v);
-  };
-  t.bos_id_ = id("tokenizer.ggml.bos_token_id");
-  t.eos_id_ = id("tokenizer.ggml.eos_token_id");
-  if (f.has("tokenizer.ggml.unknown_token_id")) t.unk_id_ = id("tokenizer.ggml.unknown_token_id");
+  check_special_token_ids(f, n, where);
+  t.bos_id_ = read_token_id(f, "tokenizer.ggml.bos_token_id", n, where);
+  t.eos_id_ = read_token_id(f, "tokenizer.ggml.eos_token_id", n, where);
+  if (f.has("tokenizer.ggml.unknown_token_id")) t.unk_id_ = read_token_id(f, "tokenizer.ggml.unknown_token_id", n, where);
   t.add_bos_ = f.get_bool("tokenizer.ggml.add_bos_token", true);
   t.add_eos_ = f.get_bool("tokenizer.ggml.add_eos_token", false);
   t.add_space_prefix_ = f.get_bool("tokenizer.ggml.add_space_prefix", true);

@@ -31,8 +31,8 @@ void write_llama(const std::filesystem::path& p, const LlamaConfig& c, const tes
       .f32("llama.attention.layer_norm_rms_epsilon", 1e-5f)
       .f32("llama.rope.freq_base", 10000.f);
   if (tokens > 0) {
-    gw.str("tokenizer.ggml.model", "gpt2").str_array("tokenizer.ggml.tokens", test::byte_level_tokens(tokens));
-    gw.str_array("tokenizer.ggml.merges", {});
+    gw.str("tokenizer.ggml.model", "gpt2").strs("tokenizer.ggml.tokens", test::byte_level_tokens(tokens));
+    gw.strs("tokenizer.ggml.merges", {});
   }
   Graph g = build_llama_graph(c, 1, 1, DType::F32);
   for (const auto& [n, v] : w) gw.tensor(n, test::param_shape(g, n), v);

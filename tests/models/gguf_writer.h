@@ -24,9 +24,21 @@ class GgufWriter {
     kv_ += payload;
     return *this;
   }
-  GgufWriter& str_array(const std::string& k, const std::vector<std::string>& v) {
+  GgufWriter& i32(const std::string& k, int32_t v) { return head(k, 5).raw(kv_, v); }
+  GgufWriter& boolean(const std::string& k, bool v) { return head(k, 7).raw(kv_, uint8_t(v)); }
+  GgufWriter& strs(const std::string& k, const std::vector<std::string>& v) {
     head(k, 9).raw(kv_, uint32_t(8)).raw(kv_, uint64_t(v.size()));
     for (const auto& x : v) text(kv_, x);
+    return *this;
+  }
+  GgufWriter& i32s(const std::string& k, const std::vector<int32_t>& v) {
+    head(k, 9).raw(kv_, uint32_t(5)).raw(kv_, uint64_t(v.size()));
+    for (int32_t x : v) raw(kv_, x);
+    return *this;
+  }
+  GgufWriter& f32s(const std::string& k, const std::vector<float>& v) {
+    head(k, 9).raw(kv_, uint32_t(6)).raw(kv_, uint64_t(v.size()));
+    for (float x : v) raw(kv_, x);
     return *this;
   }
   GgufWriter& tensor(const std::string& name, const Shape& shape, const std::vector<float>& v) {

@@ -80,8 +80,8 @@ class LlamaGgufFiles : public ::testing::Test {
     gw.str("general.architecture", "llama");
     for (const auto& [k, e] : kv) gw.value(k, e.type, e.payload);
     if (!tokens.empty()) {
-      gw.str("tokenizer.ggml.model", "gpt2").str_array("tokenizer.ggml.tokens", tokens);
-      gw.str_array("tokenizer.ggml.merges", {});
+      gw.str("tokenizer.ggml.model", "gpt2").strs("tokenizer.ggml.tokens", tokens);
+      gw.strs("tokenizer.ggml.merges", {});
     }
     Graph g = build_llama_graph(c, 1, 1, DType::F32);
     for (const auto& [n, v] : weights ? *weights : w_) gw.tensor(n, test::param_shape(g, n), v);
@@ -251,7 +251,7 @@ TEST(HostileGgufTokenizer, ASignedByteTokenIsRefused) {
   std::string types;
   for (int32_t t : {2, 3, 3, 6, 6, 1}) types += bytes_of(t);
   test::GgufWriter gw;
-  gw.str("tokenizer.ggml.model", "llama").str_array("tokenizer.ggml.tokens", pieces);
+  gw.str("tokenizer.ggml.model", "llama").strs("tokenizer.ggml.tokens", pieces);
   gw.value("tokenizer.ggml.token_type", 9, bytes_of(uint32_t(5)) + bytes_of(uint64_t(pieces.size())) + types);
   const fs::path p = d.path() / "signed_byte.gguf";
   gw.write(p);
