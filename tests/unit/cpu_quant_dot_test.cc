@@ -1,8 +1,8 @@
 // The CPU's quantized matrix products (cpu_quant_dot.h), each kernel this
 // processor runs forced in turn and asserted to be the one that ran: every
 // format, odd sizes (n odd, k of 1, 3, 5, 7, 8 and 18 blocks: groups of 4
-// blocks with every tail, 1..17 rows of x, some with the fused RMSNorm and
-// residual), NaN-poisoned outputs. The f32 kernel is held to the
+// blocks with every tail, 1..17 rows of x, up to 8 also with the fused
+// RMSNorm and residual), NaN-poisoned outputs. The f32 kernel is held to the
 // dequantized product within f32 rounding; the integer kernels to the bound
 // their int8 activations allow (per block of x, |x - dx q| <= dx / 2, so
 // |error| <= sum over blocks of dx / 2 * sum |w|) and to each other within
@@ -89,7 +89,8 @@ TEST(CpuQuantDot, EveryKernelAgainstTheDequantizedProductAtOddSizes) {
   for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_1})
     for (int64_t blocks : {1, 3, 5, 7, 8, 18})
       for (int64_t m : {1, 3, 9, 17})
-        cases.push_back({t, m, blocks % 2 ? 37 : 19, blocks * kQuantBlock, m % 2 == 1, m == 3 || m == 9, m >= 9});
+        // The fusions come with few rows only (fuse_matvec), as in a graph.
+        cases.push_back({t, m, blocks % 2 ? 37 : 19, blocks * kQuantBlock, m % 2 == 1, m == 3, m == 1 || m == 3});
   for (const Case& c : cases) {
     const QuantWeight w = test::random_quant_weight(c.type, c.n, c.k, seed += 10);
     const std::vector<float> x = test::random_floats(size_t(c.m * c.k), seed + 1, -2.f, 2.f);

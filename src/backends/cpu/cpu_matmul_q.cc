@@ -8,8 +8,6 @@
 // dequantized a block at a time (f32) and dotted with every row of x; larger
 // products dequantize W into the node's scratch output (in x's dtype) and
 // run the plain matrix product over it, as the CUDA backend does.
-#include <algorithm>
-
 #include "backends/cpu/cpu_matmul.h"
 #include "backends/cpu/cpu_matvec_fusion.h"
 #include "backends/cpu/cpu_parallel.h"
@@ -35,21 +33,16 @@ template <class T> void matmul_q_int8(const MatMulQParams& p, CpuContext& ctx, Q
   product_rows_f32(at<T>(arena, p.x), p.m, p.k, p.k, p.fused, arena, x);
   thread_local Q8Activations a;  // grow-only, read by the workers while this call waits
   quantize_activations(x, p.m, p.k, p.quant, a);
-  const QuantRowsDot dot = quant_rows_dot(p.quant, kernel);
+  const QuantProduct product = quant_product(p.quant, kernel);
+  const QuantRows w{quants, scales, row_bytes, row_scales};
+  float* y = ctx.scratch(1, size_t(p.m * p.n));
+  parallel_ranges(p.n, p.m * p.n * p.k > 16384 ? run_threads() : 1,
+                  [&](int64_t lo, int64_t hi, int) { product(w, lo, hi, a, y, p.n); });
   T* out = at<T>(arena, p.out);
-  constexpr int64_t kRows = 16;  // rows of x a weight row meets while it is in L1
-  parallel_for(p.n, p.m * p.n * p.k > 16384, [&](int64_t r) {
-    const uint8_t* wq = quants + r * row_bytes;
-    const uint16_t* ws = scales + r * row_scales;
-    const float b = bias ? to_f32(bias[r]) : 0.f;
-    float y[kRows];
-    for (int64_t i0 = 0; i0 < p.m; i0 += kRows) {
-      const int64_t rows = std::min(kRows, p.m - i0);
-      dot(wq, ws, a, i0, rows, y);
-      for (int64_t i = i0; i < i0 + rows; ++i)
-        out[i * p.n + r] = from_f32<T>(y[i - i0] + b + (residual ? to_f32(residual[i * p.n + r]) : 0.f));
-    }
-  });
+  for (int64_t i = 0; i < p.m; ++i)
+    for (int64_t r = 0; r < p.n; ++r)
+      out[i * p.n + r] = from_f32<T>(y[i * p.n + r] + (bias ? to_f32(bias[r]) : 0.f) +
+                                     (residual ? to_f32(residual[i * p.n + r]) : 0.f));
 }
 
 template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {

@@ -110,7 +110,7 @@ RLX_TARGET_AVX2 float dot_avx2(const uint8_t* wq, const uint16_t* ws, const Q8Ac
 // holds block t's sums. R rows of x at once share each weight load; every
 // row's sums run in the same order whatever R is.
 template <QuantType Q, int R>
-RLX_TARGET_VNNI void dot_vnni_4bit(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i0,
+RLX_TARGET_VNNI inline __attribute__((always_inline)) void dot_vnni_4bit(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i0,
                                    float* out) {
   constexpr int kPer = Q == QuantType::Q4_1 ? 2 : 1;  // f16 per block in the scales
   const __m512i low = _mm512_set1_epi8(0x0f);
@@ -152,7 +152,7 @@ RLX_TARGET_VNNI void dot_vnni_4bit(const uint8_t* wq, const uint16_t* ws, const 
 // Q8_0: two 64-byte loads a group (blocks 0-1, 2-3); signed by signed as
 // |w| times x with w's sign, since VPDPBUSD multiplies u8 by s8.
 template <int R>
-RLX_TARGET_VNNI void dot_vnni_q8_0(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i0,
+RLX_TARGET_VNNI inline __attribute__((always_inline)) void dot_vnni_q8_0(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i0,
                                    float* out) {
   const __m512i zero = _mm512_setzero_si512();
   const __m512i idx0 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
@@ -191,37 +191,41 @@ RLX_TARGET_VNNI void dot_vnni_q8_0(const uint8_t* wq, const uint16_t* ws, const 
   for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
 }
 
-// Up to kRowsAtOnce rows of x through the R-row kernels.
-template <template <int> class K>
-void rows_through(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i0, int64_t count,
-                  float* out) {
-  for (; count >= 4; count -= 4, i0 += 4, out += 4) K<4>::run(wq, ws, a, i0, out);
-  if (count >= 2) {
-    K<2>::run(wq, ws, a, i0, out);
-    count -= 2, i0 += 2, out += 2;
-  }
-  if (count == 1) K<1>::run(wq, ws, a, i0, out);
+// Weight rows [r0, r1), each against every row of x, 4, 2 or 1 rows of x
+// at a time; the kernels inlined into one loop per format.
+template <QuantType Q, int R>
+RLX_TARGET_VNNI inline __attribute__((always_inline)) void dot_vnni(const uint8_t* wq, const uint16_t* ws,
+                                                                    const Q8Activations& a, int64_t i0, float* out) {
+  if constexpr (Q == QuantType::Q8_0) dot_vnni_q8_0<R>(wq, ws, a, i0, out);
+  else dot_vnni_4bit<Q, R>(wq, ws, a, i0, out);
 }
-template <QuantType Q> struct Vnni4 {
-  template <int R> struct K {
-    static void run(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i0, float* out) {
-      dot_vnni_4bit<Q, R>(wq, ws, a, i0, out);
+template <QuantType Q>
+RLX_TARGET_VNNI void product_vnni(const QuantRows& w, int64_t r0, int64_t r1, const Q8Activations& a, float* y,
+                                  int64_t ldy) {
+  float t[4];
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* wq = w.quants + r * w.row_bytes;
+    const uint16_t* ws = w.scales + r * w.row_scales;
+    if (a.m == 1) {
+      dot_vnni<Q, 1>(wq, ws, a, 0, y + r);
+      continue;
     }
-  };
-};
-template <int R> struct Vnni8 {
-  static void run(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i0, float* out) {
-    dot_vnni_q8_0<R>(wq, ws, a, i0, out);
+    int64_t i = 0;
+    for (; i + 4 <= a.m; i += 4) {
+      dot_vnni<Q, 4>(wq, ws, a, i, t);
+      for (int j = 0; j < 4; ++j) y[(i + j) * ldy + r] = t[j];
+    }
+    if (i + 2 <= a.m) {
+      dot_vnni<Q, 2>(wq, ws, a, i, t);
+      y[i * ldy + r] = t[0];
+      y[(i + 1) * ldy + r] = t[1];
+      i += 2;
+    }
+    if (i < a.m) {
+      dot_vnni<Q, 1>(wq, ws, a, i, t);
+      y[i * ldy + r] = t[0];
+    }
   }
-};
-void rows_vnni_q4_0(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i0, int64_t n, float* o) {
-  rows_through<Vnni4<QuantType::Q4_0>::K>(wq, ws, a, i0, n, o);
-}
-void rows_vnni_q4_1(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i0, int64_t n, float* o) {
-  rows_through<Vnni4<QuantType::Q4_1>::K>(wq, ws, a, i0, n, o);
-}
-void rows_vnni_q8_0(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i0, int64_t n, float* o) {
-  rows_through<Vnni8>(wq, ws, a, i0, n, o);
 }
 
 #endif  // RLX_QUANT_X86
@@ -334,21 +338,22 @@ void quantize_activations(const float* x, int64_t m, int64_t k, QuantType weight
 
 namespace {
 
-// The one-row kernels over rows of x, one at a time.
+// The one-row kernels over every (weight row, row of x).
 template <float (*Dot)(const uint8_t*, const uint16_t*, const Q8Activations&, int64_t)>
-void one_by_one(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i0, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = Dot(wq, ws, a, i0 + i);
+void one_by_one(const QuantRows& w, int64_t r0, int64_t r1, const Q8Activations& a, float* y, int64_t ldy) {
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t i = 0; i < a.m; ++i) y[i * ldy + r] = Dot(w.quants + r * w.row_bytes, w.scales + r * w.row_scales, a, i);
 }
 
 }  // namespace
 
-QuantRowsDot quant_rows_dot(QuantType t, QuantKernel k) {
+QuantProduct quant_product(QuantType t, QuantKernel k) {
   RLX_CHECK(k != QuantKernel::F32 && quant_kernel_runs(k),
             "matmul_q: no integer " << quant_kernel_name(k) << " kernel here");
 #ifdef RLX_QUANT_X86
   if (k == QuantKernel::Avx512Vnni) {
-    if (t == QuantType::Q8_0) return rows_vnni_q8_0;
-    return t == QuantType::Q4_0 ? rows_vnni_q4_0 : rows_vnni_q4_1;
+    if (t == QuantType::Q8_0) return product_vnni<QuantType::Q8_0>;
+    return t == QuantType::Q4_0 ? product_vnni<QuantType::Q4_0> : product_vnni<QuantType::Q4_1>;
   }
   if (k == QuantKernel::Avx2) {
     if (t == QuantType::Q8_0) return one_by_one<dot_avx2<QuantType::Q8_0>>;

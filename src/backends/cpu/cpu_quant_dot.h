@@ -67,11 +67,19 @@ struct Q8Activations {
 
 void quantize_activations(const float* x, int64_t m, int64_t k, QuantType weights, Q8Activations& out);
 
-// The dots of one weight row (its quants and scales, a.blocks blocks) with
-// rows [i0, i0 + n) of a into out[0, n), by an integer kernel (not F32).
-// A row's result does not depend on i0 or n.
-using QuantRowsDot = void (*)(const uint8_t* quants, const uint16_t* scales, const Q8Activations& a, int64_t i0,
-                              int64_t n, float* out);
-QuantRowsDot quant_rows_dot(QuantType t, QuantKernel k);
+// W's rows as matmul_q holds them: row r's quants at quants + r * row_bytes,
+// its scales at scales + r * row_scales.
+struct QuantRows {
+  const uint8_t* quants;
+  const uint16_t* scales;
+  int64_t row_bytes, row_scales;
+};
+
+// y[i * ldy + r] = the dot of W's row r with row i of a, for r in [r0, r1)
+// and every row i of a, by an integer kernel (not F32). A result does not
+// depend on r0, r1 or how many rows a has.
+using QuantProduct = void (*)(const QuantRows& w, int64_t r0, int64_t r1, const Q8Activations& a, float* y,
+                              int64_t ldy);
+QuantProduct quant_product(QuantType t, QuantKernel k);
 
 }  // namespace rlx::cpu
