@@ -31,7 +31,10 @@ template <class T> void matmul_q_int8(const MatMulQParams& p, CpuContext& ctx, Q
   const T* residual = p.fused.residual == kNoBuffer ? nullptr : at<const T>(arena, p.fused.residual);
   float* x = ctx.scratch(0, size_t(p.m * p.k));
   product_rows_f32(at<T>(arena, p.x), p.m, p.k, p.k, p.fused, arena, x);
-  thread_local Q8Activations a;  // grow-only, read by the workers while this call waits
+  // Grow-only. The workers must read this thread's copy: a lambda does not
+  // capture a thread_local (each thread would name its own), the reference does.
+  thread_local Q8Activations mine;
+  Q8Activations& a = mine;
   quantize_activations(x, p.m, p.k, p.quant, a);
   const QuantProduct product = quant_product(p.quant, kernel);
   const QuantRows w{quants, scales, row_bytes, row_scales};
