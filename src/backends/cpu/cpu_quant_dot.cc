@@ -310,16 +310,20 @@ void quantize_activations(const float* x, int64_t m, int64_t k, QuantType weight
     for (int64_t b = 0; b < a.blocks; ++b) {
       const float* xb = x + i * k + b * kQuantBlock;
       float amax = 0.f;
-      for (int j = 0; j < kQuantBlock; ++j) amax = std::max(amax, std::fabs(xb[j]));
-      if (std::isnan(amax) || std::isinf(amax)) amax = NAN;  // max() drops NaN: keep it
-      for (int j = 0; j < kQuantBlock; ++j)
-        if (std::isnan(xb[j])) amax = NAN;
+      bool finite = true;
+      for (int j = 0; j < kQuantBlock; ++j) {
+        amax = std::max(amax, std::fabs(xb[j]));
+        finite &= std::fabs(xb[j]) <= 3.4e38f;  // false for NaN and inf, which max() would drop
+      }
+      if (!finite) amax = NAN;
       const float dx = amax / 127.f, id = dx != 0.f ? 1.f / dx : 0.f;
       int32_t sum = 0;
       int8_t* qg = q + (b / kGroup) * kGroupBytes;
       for (int j = 0; j < kQuantBlock; ++j) {
-        const float r = std::nearbyint(xb[j] * id);
-        const int8_t v = std::isnan(r) ? 0 : int8_t(std::clamp(r, -127.f, 127.f));
+        // Round to nearest even, as nearbyint, without the library call;
+        // |x * id| <= 127 for finite blocks, NaN blocks give 0 (d is NaN).
+        const float r = xb[j] * id;
+        const int8_t v = finite ? int8_t(__builtin_lrintf(r)) : 0;
         qg[act_offset(four_bit, b % kGroup, j)] = v;
         sum += v;
       }
