@@ -14,8 +14,12 @@
 #
 # llama-bench from the source llama-cpp-python vendors (the sdist on PyPI):
 #   tar xf llama_cpp_python-*.tar.gz; cd llama_cpp_python-*/vendor/llama.cpp
-#   cmake -B build -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DCMAKE_BUILD_TYPE=Release
+#   cmake -B build -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DCMAKE_BUILD_TYPE=Release \
+#     -DCMAKE_C_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" \
+#     -DCMAKE_CXX_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 #   cmake --build build --target llama-bench -j2
+# (the AMX flags: a processor that lists AMX under a kernel that does not
+# grant it runs a native build into an illegal instruction)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=${1:-models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf}
