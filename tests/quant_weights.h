@@ -15,11 +15,11 @@ namespace rlx::test {
 struct QuantWeight {
   QuantType type = QuantType::Q8_0;
   int64_t n = 0, k = 0;
-  std::vector<uint8_t> quants, scales;  // the params' bytes: i32 [n, k / per word], f16 [n, k / 32]
+  std::vector<uint8_t> quants, scales;  // the params' bytes: i32 [n, k / per word], f16 [n, k / 32 * per block]
   std::vector<float> values;            // dequant(W) [n, k]
 
   Shape quants_shape() const { return {n, k / quant_elems_per_word(type)}; }
-  Shape scales_shape() const { return {n, k / kQuantBlock}; }
+  Shape scales_shape() const { return {n, k / kQuantBlock * quant_scales_per_block(type)}; }
 };
 
 inline QuantWeight random_quant_weight(QuantType t, int64_t n, int64_t k, uint64_t seed) {
@@ -27,10 +27,11 @@ inline QuantWeight random_quant_weight(QuantType t, int64_t n, int64_t k, uint64
   const std::vector<float> v = random_floats(size_t(n * k), seed);
   const int64_t row_bytes = k / kQuantBlock * quant_block_bytes(t);
   w.quants.resize(size_t(n * row_bytes));
-  w.scales.resize(size_t(n * (k / kQuantBlock)) * 2);
+  const int64_t row_scales = k / kQuantBlock * quant_scales_per_block(t);
+  w.scales.resize(size_t(n * row_scales) * 2);
   w.values.resize(size_t(n * k));
   for (int64_t r = 0; r < n; ++r) {
-    uint16_t* sc = reinterpret_cast<uint16_t*>(w.scales.data()) + r * (k / kQuantBlock);
+    uint16_t* sc = reinterpret_cast<uint16_t*>(w.scales.data()) + r * row_scales;
     quantize_row(t, v.data() + r * k, k, w.quants.data() + r * row_bytes, sc);
     dequantize_row(t, w.quants.data() + r * row_bytes, sc, k, w.values.data() + r * k);
   }

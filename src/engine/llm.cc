@@ -61,7 +61,7 @@ LLM::LLM(const std::string& path, const LlmOptions& o) : impl_(std::make_unique<
   m.files = open_llama_model(path);
   const LlamaConfig& c = m.files.weights->config();
   m.quantized = plan_llama_quantization(
-      c, [&](const std::string& t) { return m.files.weights->stored_quant(t); }, o.quantize);
+      c, [&](const std::string& t) { return m.files.weights->stored_quant(t); }, o.quantize, m.o.device);
   const int64_t ctx = o.ctx_size ? o.ctx_size : std::min<int64_t>(c.max_positions, LlmOptions::kDefaultMaxContext);
   RLX_CHECK(ctx <= c.max_positions, "llm: '" << path << "': ctx_size " << ctx << " exceeds the model's context length "
                                              << c.max_positions);

@@ -164,9 +164,10 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       RLX_CHECK(k > 0 && k % kQuantBlock == 0,
                 who << ": " << quant_type_name(type) << " needs rows of a multiple of " << kQuantBlock
                     << " elements, x has " << k);
-      RLX_CHECK(q.shape[1] * quant_elems_per_word(type) == k && s.shape == Shape({n, k / kQuantBlock}),
+      const int64_t scale_cols = k / kQuantBlock * quant_scales_per_block(type);
+      RLX_CHECK(q.shape[1] * quant_elems_per_word(type) == k && s.shape == Shape({n, scale_cols}),
                 who << ": " << quant_type_name(type) << " weight of " << k << " columns needs quants [" << n << ", "
-                    << k / quant_elems_per_word(type) << "] and scales [" << n << ", " << k / kQuantBlock
+                    << k / quant_elems_per_word(type) << "] and scales [" << n << ", " << scale_cols
                     << "], got " << shape_str(q.shape) << " and " << shape_str(s.shape));
       const ProductInputs pi = product_inputs(in.size(), 3, at.fused);
       if (pi.bias >= 0) need_vector(V(size_t(pi.bias)), n, x.dtype, who, "bias");

@@ -43,7 +43,8 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     auto q = quantized.find(name);
     if (q == quantized.end()) return g.matmul(x, param(name, {out, in}), false, true);
     return g.matmul_q(x, g.param(name + ".quants", {out, in / quant_elems_per_word(q->second)}, DType::I32),
-                      g.param(name + ".scales", {out, in / kQuantBlock}, DType::F16), q->second);
+                      g.param(name + ".scales", {out, in / kQuantBlock * quant_scales_per_block(q->second)}, DType::F16),
+                      q->second);
   };
   // The products of x with several weights [out_i, in] when all are
   // quantized alike: one matmul_q over their concatenated params (param
@@ -62,7 +63,7 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     std::vector<ValueId> quants, scales;
     for (const auto& [name, rows] : ws) {
       quants.push_back(g.param(name + ".quants", {rows, in / quant_elems_per_word(t)}, DType::I32));
-      scales.push_back(g.param(name + ".scales", {rows, in / kQuantBlock}, DType::F16));
+      scales.push_back(g.param(name + ".scales", {rows, in / kQuantBlock * quant_scales_per_block(t)}, DType::F16));
     }
     ValueId y = g.matmul_q(x, g.concat(quants, 0), g.concat(scales, 0), t);
     const int last = int(g.value(y).shape.size()) - 1;
@@ -260,6 +261,7 @@ std::optional<QuantType> LlamaGguf::stored_quant(const std::string& tensor) cons
   switch (file_->tensor(tensor).type) {
     case GgmlType::Q8_0: return QuantType::Q8_0;
     case GgmlType::Q4_0: return QuantType::Q4_0;
+    case GgmlType::Q4_1: return QuantType::Q4_1;
     default: return std::nullopt;
   }
 }

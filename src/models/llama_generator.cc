@@ -6,6 +6,7 @@
 #include "models/llama_model_files.h"
 #include "models/sampling.h"
 #include "rlx/error.h"
+#include "rlx/session.h"
 
 namespace rlx {
 namespace {
@@ -38,7 +39,8 @@ LlamaGenerator::LlamaGenerator(const std::string& path, GeneratorOptions o) : o_
   eos_id_ = m.eos_id;
   chat_template_ = std::move(m.chat_template);
   quantized_ = plan_llama_quantization(
-      config(), [&](const std::string& t) { return model_->stored_quant(t); }, o_.quantize);
+      config(), [&](const std::string& t) { return model_->stored_quant(t); }, o_.quantize,
+      o_.device == Device::Auto ? (cuda_available() ? Device::Cuda : Device::Cpu) : o_.device);
 }
 
 LlamaGenerator::~LlamaGenerator() = default;

@@ -20,7 +20,8 @@ void set_split(Executable& exe, const LlamaParamSource& s, std::vector<uint8_t> 
   const int64_t n = s.shape[0], k = s.shape[1];
   exe.set_param(s.tensor + kQuants,
                 HostTensor{DType::I32, {n, k / quant_elems_per_word(*s.quant)}, std::move(quants)});
-  exe.set_param(s.tensor + kScales, HostTensor{DType::F16, {n, k / kQuantBlock}, std::move(scales)});
+  exe.set_param(s.tensor + kScales,
+                HostTensor{DType::F16, {n, k / kQuantBlock * quant_scales_per_block(*s.quant)}, std::move(scales)});
 }
 
 }  // namespace
@@ -45,10 +46,13 @@ std::vector<std::pair<std::string, Shape>> llama_matmul_weights(const LlamaConfi
 
 QuantizedWeights plan_llama_quantization(const LlamaConfig& c,
                                          const std::function<std::optional<QuantType>(const std::string&)>& stored,
-                                         std::optional<QuantType> quantize) {
+                                         std::optional<QuantType> quantize, Device device) {
+  RLX_CHECK(!quantize || quant_type_runs_on(*quantize, device),
+            "llama: quantize " << quant_type_name(*quantize) << " has no kernels on this device");
   QuantizedWeights q;
   for (const auto& [name, shape] : llama_matmul_weights(c)) {
     std::optional<QuantType> t = stored ? stored(name) : std::nullopt;
+    if (t && !quant_type_runs_on(*t, device)) t.reset();
     if (!t) t = quantize;
     if (!t) continue;
     RLX_CHECK(shape[1] % kQuantBlock == 0, "llama: tensor '" << name << "' has rows of " << shape[1]
@@ -57,6 +61,10 @@ QuantizedWeights plan_llama_quantization(const LlamaConfig& c,
     q[name] = *t;
   }
   return q;
+}
+
+bool quant_type_runs_on(QuantType t, Device device) {
+  return device == Device::Cpu || t == QuantType::Q8_0 || t == QuantType::Q4_0;
 }
 
 std::vector<LlamaParamSource> llama_param_sources(const Graph& g) {
@@ -77,11 +85,16 @@ std::vector<LlamaParamSource> llama_param_sources(const Graph& g) {
     auto sc = shapes.find(w + kScales);
     RLX_CHECK(sc != shapes.end() && shape.size() == 2 && sc->second.size() == 2 && shape[1] > 0,
               "llama: param '" << name << "' comes without its scales");
-    const int64_t k = sc->second[1] * kQuantBlock, per_word = k / shape[1];
-    RLX_CHECK(per_word * shape[1] == k && (per_word == 4 || per_word == 8),
-              "llama: params '" << name << "' " << shape_str(shape) << " and '" << w << kScales << "' "
-                                << shape_str(sc->second) << " are no quantized weight");
-    out.push_back({name, w, {shape[0], k}, per_word == 8 ? QuantType::Q4_0 : QuantType::Q8_0});
+    // Words of quants per f16 of scales: Q8_0 8, Q4_0 4, Q4_1 2.
+    const int64_t words = shape[1], halves = sc->second[1];
+    std::optional<QuantType> t;
+    for (QuantType c : {QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_1})
+      if (halves % quant_scales_per_block(c) == 0 &&
+          halves / quant_scales_per_block(c) * kQuantBlock == words * quant_elems_per_word(c))
+        t = c;
+    RLX_CHECK(t, "llama: params '" << name << "' " << shape_str(shape) << " and '" << w << kScales << "' "
+                                   << shape_str(sc->second) << " are no quantized weight");
+    out.push_back({name, w, {shape[0], words * quant_elems_per_word(*t)}, t});
   }
   return out;
 }
@@ -90,24 +103,25 @@ void set_quantized_weight(Executable& exe, const LlamaParamSource& s, const std:
   const int64_t n = s.shape[0], k = s.shape[1], row_bytes = k / kQuantBlock * quant_block_bytes(*s.quant);
   RLX_CHECK(int64_t(w.size()) == n * k, "llama: tensor '" << s.tensor << "' has " << w.size() << " values, not "
                                                           << n * k);
-  std::vector<uint8_t> quants(size_t(n * row_bytes)), scales(size_t(n * (k / kQuantBlock)) * 2);
+  const int64_t row_scales = k / kQuantBlock * quant_scales_per_block(*s.quant);
+  std::vector<uint8_t> quants(size_t(n * row_bytes)), scales(size_t(n * row_scales) * 2);
   for (int64_t r = 0; r < n; ++r)
     quantize_row(*s.quant, w.data() + r * k, k, quants.data() + r * row_bytes,
-                 reinterpret_cast<uint16_t*>(scales.data()) + r * (k / kQuantBlock));
+                 reinterpret_cast<uint16_t*>(scales.data()) + r * row_scales);
   set_split(exe, s, std::move(quants), std::move(scales));
 }
 
 void set_quantized_weight_blocks(Executable& exe, const LlamaParamSource& s, std::span<const uint8_t> blocks) {
   const int64_t n = s.shape[0], k = s.shape[1], count = n * (k / kQuantBlock);
-  const size_t qb = size_t(quant_block_bytes(*s.quant));
-  RLX_CHECK(blocks.size() == size_t(count) * (2 + qb),
+  const size_t qb = size_t(quant_block_bytes(*s.quant)), sb = size_t(2 * quant_scales_per_block(*s.quant));
+  RLX_CHECK(blocks.size() == size_t(count) * (sb + qb),
             "llama: tensor '" << s.tensor << "' has " << blocks.size() << " bytes, not " << count << " "
                               << quant_type_name(*s.quant) << " blocks");
-  std::vector<uint8_t> quants(size_t(count) * qb), scales(size_t(count) * 2);
+  std::vector<uint8_t> quants(size_t(count) * qb), scales(size_t(count) * sb);
   for (int64_t b = 0; b < count; ++b) {
-    const uint8_t* src = blocks.data() + size_t(b) * (2 + qb);
-    std::memcpy(scales.data() + b * 2, src, 2);
-    std::memcpy(quants.data() + size_t(b) * qb, src + 2, qb);
+    const uint8_t* src = blocks.data() + size_t(b) * (sb + qb);
+    std::memcpy(scales.data() + size_t(b) * sb, src, sb);
+    std::memcpy(quants.data() + size_t(b) * qb, src + sb, qb);
   }
   set_split(exe, s, std::move(quants), std::move(scales));
 }

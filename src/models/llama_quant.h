@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rlx/graph.h"
+#include "rlx/options.h"
 #include "rlx/quant.h"
 #include "rlx/session.h"
 
@@ -25,13 +26,18 @@ using QuantizedWeights = std::map<std::string, QuantType>;
 // The weights LLaMA's matmuls read (as [n, k], n outputs of k inputs).
 std::vector<std::pair<std::string, Shape>> llama_matmul_weights(const LlamaConfig& c);
 
-// Each matmul weight's format: what `stored` says where the file holds it as
-// Q8_0 or Q4_0 (kept as it is), else `quantize` when set, else floats. A
-// weight whose rows are not a multiple of 32 cannot be quantized: rlx::Error
+// Each matmul weight's format: what `stored` says where the file holds it in
+// a format the device's kernels read (kept as it is: quant_type_runs_on),
+// else `quantize` when set, else floats. A weight whose rows are not a
+// multiple of 32, or a `quantize` the device cannot run, is rlx::Error
 // naming it.
 QuantizedWeights plan_llama_quantization(const LlamaConfig& c,
                                          const std::function<std::optional<QuantType>(const std::string&)>& stored,
-                                         std::optional<QuantType> quantize);
+                                         std::optional<QuantType> quantize, Device device = Device::Cpu);
+
+// Whether the backend of `device` (Cpu or Cuda) has matmul_q kernels for t:
+// the CPU reads every format, CUDA Q8_0 and Q4_0.
+bool quant_type_runs_on(QuantType t, Device device);
 
 // What fills a param of a LLaMA graph: the file tensor (by rlx's name), the
 // shape that tensor must have and, for W.quants, W's format (W.scales is
@@ -46,7 +52,7 @@ std::vector<LlamaParamSource> llama_param_sources(const Graph& g);
 // Fills W.quants and W.scales from W [n, k] in f32, quantized as llama.cpp's
 // reference quantizers do (thunks/quant_math.h).
 void set_quantized_weight(Executable& exe, const LlamaParamSource& s, const std::vector<float>& w);
-// The same from GGUF blocks of W's format (per block: f16 scale, then the
+// The same from GGUF blocks of W's format (per block: f16 scale(s), then the
 // quants), split into quants and scales.
 void set_quantized_weight_blocks(Executable& exe, const LlamaParamSource& s, std::span<const uint8_t> blocks);
 

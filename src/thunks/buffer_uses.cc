@@ -52,7 +52,7 @@ Uses uses(const MatMulQParams& p) {
   Uses u;
   read(u, p.x, bytes(p.m * p.k, p.dtype));
   read(u, p.quants, bytes(p.n * p.k / quant_elems_per_word(p.quant), DType::I32));
-  read(u, p.scales, bytes(p.n * p.k / kQuantBlock, DType::F16));
+  read(u, p.scales, bytes(p.n * p.k / kQuantBlock * quant_scales_per_block(p.quant), DType::F16));
   read(u, p.bias, bytes(p.n, p.dtype));
   read(u, p.fused.norm_gamma, bytes(p.k, p.dtype));
   read(u, p.fused.residual, bytes(p.m * p.n, p.dtype));

@@ -11,7 +11,18 @@ void quantize_row(QuantType t, const float* x, int64_t k, uint8_t* quants, uint1
   for (int64_t c = 0; c < k / kQuantBlock; ++c) {
     const float* b = x + c * kQuantBlock;
     uint8_t* q = quants + c * quant_block_bytes(t);
-    if (t == QuantType::Q8_0) {
+    if (t == QuantType::Q4_1) {
+      float lo = b[0], hi = b[0];
+      for (int j = 1; j < kQuantBlock; ++j) {
+        lo = std::min(lo, b[j]);
+        hi = std::max(hi, b[j]);
+      }
+      const float d = (hi - lo) / 15.f, id = d != 0.f ? 1.f / d : 0.f;
+      scales[2 * c] = float_to_half(d);
+      scales[2 * c + 1] = float_to_half(lo);
+      auto code = [&](float v) { return uint8_t(std::min(15, int(int8_t((v - lo) * id + 0.5f)))); };
+      for (int j = 0; j < kQuantBlock / 2; ++j) q[j] = uint8_t(code(b[j]) | code(b[j + kQuantBlock / 2]) << 4);
+    } else if (t == QuantType::Q8_0) {
       float amax = 0.f;
       for (int j = 0; j < kQuantBlock; ++j) amax = std::max(amax, std::fabs(b[j]));
       const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
@@ -34,10 +45,16 @@ void quantize_row(QuantType t, const float* x, int64_t k, uint8_t* quants, uint1
 
 void dequantize_row(QuantType t, const uint8_t* quants, const uint16_t* scales, int64_t k, float* y) {
   for (int64_t c = 0; c < k / kQuantBlock; ++c) {
-    const float d = half_to_float(scales[c]);
+    const float d = half_to_float(scales[c * quant_scales_per_block(t)]);
     const uint8_t* q = quants + c * quant_block_bytes(t);
     float* out = y + c * kQuantBlock;
-    if (t == QuantType::Q8_0) {
+    if (t == QuantType::Q4_1) {
+      const float m = half_to_float(scales[2 * c + 1]);
+      for (int j = 0; j < kQuantBlock / 2; ++j) {
+        out[j] = d * float(q[j] & 0x0f) + m;
+        out[j + kQuantBlock / 2] = d * float(q[j] >> 4) + m;
+      }
+    } else if (t == QuantType::Q8_0) {
       for (int j = 0; j < kQuantBlock; ++j) out[j] = d * float(int8_t(q[j]));
     } else {
       for (int j = 0; j < kQuantBlock / 2; ++j) {

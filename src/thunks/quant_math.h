@@ -5,7 +5,9 @@
 //  - Q8_0: d = amax / 127, q = round(x / d) (half away from zero).
 //  - Q4_0: m = the element of largest magnitude (the first, on ties), with
 //    its sign; d = m / -8, q = min(15, trunc(x / d + 8.5)) - 8.
-// Both divide by the f32 d and store d rounded to f16; an all-zero block
+//  - Q4_1: m = the block's minimum, d = (max - m) / 15,
+//    q = min(15, trunc((x - m) / d + 0.5)).
+// All divide by the f32 d and store d rounded to f16; an all-zero block
 // has d = 0 and every q 0.
 #pragma once
 #include <cstdint>
@@ -16,7 +18,7 @@
 namespace rlx {
 
 // One row of k elements (k a multiple of kQuantBlock): quant_block_bytes(t)
-// * k / 32 bytes of quants and k / 32 f16 scales.
+// * k / 32 bytes of quants and k / 32 * quant_scales_per_block(t) f16 scales.
 void quantize_row(QuantType t, const float* x, int64_t k, uint8_t* quants, uint16_t* scales);
 void dequantize_row(QuantType t, const uint8_t* quants, const uint16_t* scales, int64_t k, float* y);
 

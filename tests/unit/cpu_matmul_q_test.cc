@@ -1,7 +1,8 @@
-// matmul_q on the CPU (the reference backend) against dequantize-then-f32
-// product in double: odd n, k a multiple of 32, 1..17 rows (more than 8
-// take the dequantized-scratch path, asserted from the schedule), every
-// activation dtype, both formats. The reference rounding on hand-checked
+// matmul_q on the CPU (the reference backend: its f32 kernel) against
+// dequantize-then-f32 product in double: odd n, k a multiple of 32, 1..17
+// rows (more than 8 take the dequantized-scratch path, asserted from the
+// schedule), every activation dtype, every format. (The integer kernels:
+// cpu_quant_dot_test.cc.) The reference rounding on hand-checked
 // blocks, GGUF blocks repacked as the quantizer packs them, rows that are
 // no multiple of 32 rejected by name, and the tiny LLaMA quantized at load.
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include "models/llama_hf.h"
 #include "models/llama_reference.h"  // tests/models
 #include "models/test_files.h"       // tests/models
+#include "cpu_quant_kernel_scope.h"
 #include "quant_weights.h"
 #include "rlx/session.h"
 #include "thunks/thunk.h"
@@ -42,8 +44,9 @@ void set_weight(Executable& exe, const QuantWeight& w) {
 }
 
 TEST(CpuMatMulQ, EqualsDequantizeThenProductAtOddSizes) {
+  const test::QuantKernelScope f32(cpu::QuantKernel::F32);
   uint64_t seed = 500;
-  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0})
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_1})
     for (DType dt : {DType::F32, DType::F16, DType::BF16})
       for (int64_t m : {1, 3, 8, 9, 17}) {
         const bool bias = m % 2 == 1;
@@ -96,11 +99,22 @@ TEST(QuantizeRow, RoundsAsLlamaCppsReferenceQuantizers) {
   EXPECT_EQ(back[0], 3.f);
   EXPECT_EQ(back[1], -2.625f);  // 16.5 clamps to 15: 7 * -0.375
   EXPECT_EQ(back[2], 0.f);
+  // Q4_1: m = min = -16, d = (15 - -16) / 15, q = min(15, trunc((x - m) / d + 0.5)).
+  uint16_t dm[2];
+  quantize_row(QuantType::Q4_1, x, 32, q4, dm);
+  EXPECT_EQ(dm[0], float_to_half(31.f / 15.f));
+  EXPECT_EQ(half_to_float(dm[1]), -16.f);
+  EXPECT_EQ(q4[0], 0x80);   // x0 = -16 -> 0, x16 = 0 -> trunc(7.74 + 0.5) = 8
+  EXPECT_EQ(q4[15], 0xf7);  // x15 = -1 -> trunc(7.26 + 0.5) = 7, x31 = 15 -> 15
+  dequantize_row(QuantType::Q4_1, q4, dm, 32, back);
+  EXPECT_EQ(back[0], -16.f);
+  EXPECT_FLOAT_EQ(back[31], 15.f * half_to_float(dm[0]) - 16.f);
   float zeros[32] = {};
-  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0}) {
-    quantize_row(t, zeros, 32, q8, &d8);
-    EXPECT_EQ(half_to_float(d8), 0.f);  // Q4_0's is -0 (0 / -8), as llama.cpp stores it
-    dequantize_row(t, q8, &d8, 32, back);
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_1}) {
+    uint16_t d[2] = {1, 1};
+    quantize_row(t, zeros, 32, q8, d);
+    EXPECT_EQ(half_to_float(d[0]), 0.f);  // Q4_0's is -0 (0 / -8), as llama.cpp stores it
+    dequantize_row(t, q8, d, 32, back);
     EXPECT_TRUE(std::all_of(back, back + 32, [](float v) { return v == 0.f; })) << quant_type_name(t);
   }
 }
@@ -126,15 +140,17 @@ TEST(CpuMatMulQ, RowsThatAreNoMultipleOf32AreRejectedByName) {
   EXPECT_NE(l.find("48"), std::string::npos) << l;
 }
 
-// GGUF blocks (f16 scale, then quants) split into the two params give the
-// params quantizing the same floats gives.
+// GGUF blocks (f16 scale or scale and min, then quants) split into the two
+// params give the params quantizing the same floats gives.
 TEST(CpuMatMulQ, GgufBlocksRepackToTheQuantizedParams) {
-  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0}) {
+  const test::QuantKernelScope f32(cpu::QuantKernel::F32);
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_1}) {
     const QuantWeight w = test::random_quant_weight(t, 5, 96, 77);
     const size_t qb = size_t(quant_block_bytes(t)), blocks = size_t(5 * 96 / kQuantBlock);
+    const long sb = long(2 * quant_scales_per_block(t));
     std::vector<uint8_t> gguf;
     for (size_t b = 0; b < blocks; ++b) {
-      gguf.insert(gguf.end(), w.scales.begin() + long(2 * b), w.scales.begin() + long(2 * b + 2));
+      gguf.insert(gguf.end(), w.scales.begin() + sb * long(b), w.scales.begin() + sb * long(b + 1));
       gguf.insert(gguf.end(), w.quants.begin() + long(qb * b), w.quants.begin() + long(qb * (b + 1)));
     }
     const Graph g = product_graph(w, 2, DType::F32, false);
@@ -163,9 +179,10 @@ std::vector<int32_t> tiny_prompt(const LlamaGenerator& g) {
 // The tiny LLaMA quantized at load: every matmul is a matmul_q, the logits
 // stay near the float model's, and decoding
 // through the cache (one row: the matrix-vector path) gives the tokens and
-// logits of recomputing the prefix (16-row buckets: the dequantized path).
+// logits of recomputing the prefix (16-row buckets; with the f32 kernel the
+// dequantized path).
 TEST(LlamaQuantized, TinyLlamaQuantizedAtLoad) {
-  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0}) {
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_1}) {
     GeneratorOptions o;
     o.threads = 1;
     LlamaGenerator plain(kTiny, o);
@@ -224,10 +241,17 @@ test::Weights write_quantizable_dir(const std::filesystem::path& dir, int64_t ff
 // with those weights quantized and dequantized (the head apart from the
 // embedding), after a prompt (the 16-row bucket: dequantized path) and
 // after decode steps (one row: the matrix-vector path).
+//
+// The f32 kernel within 1e-4 of that reference; the default (integer)
+// kernel, whose activations are quantized to int8 per block of 32, within
+// kInt8Logits of it.
 TEST(LlamaQuantized, FloatDirectoryQuantizedAtLoadMatchesTheQuantizedReference) {
   test::TempDir d;
   const test::Weights w = write_quantizable_dir(d.path(), 96);
-  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0}) {
+  constexpr double kInt8Logits = 2e-2;
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_1})
+  for (cpu::QuantKernel kernel : {cpu::QuantKernel::F32, cpu::quant_kernel()}) {
+    const test::QuantKernelScope scope(kernel);
     GeneratorOptions o;
     o.threads = 1;
     o.quantize = t;
@@ -250,8 +274,10 @@ TEST(LlamaQuantized, FloatDirectoryQuantizedAtLoadMatchesTheQuantizedReference) 
     std::vector<int32_t> ids{3, 14, 15, 92, 65, 35, 8};
     for (int step = 0; step < 4; ++step) {
       const std::vector<float> got = gen.next_logits(ids);
-      test::expect_close(got, test::reference(gen.config(), ref, ids, int(ids.size()) - 1), 1e-4,
-                         std::string(quant_type_name(t)) + " step " + std::to_string(step));
+      test::expect_close(got, test::reference(gen.config(), ref, ids, int(ids.size()) - 1),
+                         kernel == cpu::QuantKernel::F32 ? 1e-4 : kInt8Logits,
+                         std::string(quant_type_name(t)) + " " + cpu::quant_kernel_name(kernel) + " step " +
+                             std::to_string(step));
       ids.push_back(int32_t(std::max_element(got.begin(), got.end()) - got.begin()));
     }
     EXPECT_EQ(gen.decode_steps(), 3u);

@@ -7,11 +7,16 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "backends/cpu/cpu_gemm_packed.h"
+#include "backends/cpu/cpu_quant_dot.h"
+#include "cpu_quant_kernel_scope.h"
 #include "models/bert.h"
+#include "models/llama_generator.h"
 #include "models/test_files.h"  // tests/models
 
 namespace rlx {
@@ -54,6 +59,50 @@ TEST(CpuThreads, SameHiddenStatesWithOneTwoAndThreeThreads) {
     EXPECT_LE(worst, bound) << threads << " threads differ from 1 thread by " << worst;
   }
   EXPECT_EQ(omp_get_max_threads(), saved) << "a run changed the process's thread count";
+}
+
+// SmolLM2's Q4_1 layers and Q8_0 head through each integer matmul_q kernel
+// (threads over weight rows): a prompt of 21 tokens (the 32-row bucket: x's
+// rows 4, 2 and 1 at a time) and decode steps (three with the default
+// kernel, one with the slower ones) give the same logits, bit for bit, on
+// 1, 2 and 3 threads.
+std::vector<float> smollm2_logits(int threads, int steps) {
+  GeneratorOptions o;
+  o.threads = threads;
+  LlamaGenerator gen(std::string(RLX_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf", o);
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 21; ++i) ids.push_back(int32_t(100 + 977 * i % 40000));
+  std::vector<float> all;
+  for (int step = 0; step < steps; ++step) {
+    const std::vector<float> l = gen.next_logits(ids);
+    all.insert(all.end(), l.begin(), l.end());
+    ids.push_back(int32_t(std::max_element(l.begin(), l.end()) - l.begin()));
+  }
+  EXPECT_EQ(gen.decode_steps(), uint64_t(steps - 1));
+  return all;
+}
+
+TEST(CpuThreads, SameQuantizedLogitsWithOneTwoAndThreeThreads) {
+  const cpu::QuantKernel best = cpu::quant_kernel();
+  for (cpu::QuantKernel k : {cpu::QuantKernel::Scalar, cpu::QuantKernel::Avx2, cpu::QuantKernel::Avx512Vnni}) {
+    if (!cpu::quant_kernel_runs(k)) continue;
+    const test::QuantKernelScope scope(k);
+    const int steps = k == best ? 4 : 2;
+    const uint64_t calls = cpu::quant_kernel_calls(k);
+    const std::vector<float> one = smollm2_logits(1, steps);
+    EXPECT_GT(cpu::quant_kernel_calls(k), calls) << cpu::quant_kernel_name(k) << " did not run";
+    ASSERT_EQ(one.size(), size_t(steps) * 49152);
+    size_t finite = 0;
+    for (float v : one) finite += std::isfinite(v) && v != 0.f;
+    ASSERT_EQ(finite, one.size()) << cpu::quant_kernel_name(k);
+    for (int threads : {2, 3}) {
+      const std::vector<float> got = smollm2_logits(threads, steps);
+      ASSERT_EQ(got.size(), one.size());
+      size_t differ = 0;
+      for (size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&got[i], &one[i], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0u) << cpu::quant_kernel_name(k) << ": " << threads << " threads";
+    }
+  }
 }
 
 }  // namespace

@@ -1,16 +1,20 @@
 // The shared op-case table (tests/op_cases.h) on the CPU backend, against
 // each case's double-precision reference, in f32, f16 and bf16. Outputs are
 // poisoned with NaN in the arena before the run, and the schedule must hold
-// the case's thunk kind on the cpu backend.
+// the case's thunk kind on the cpu backend. matmul_q runs its f32 kernel,
+// the one the other backends are held to (the integer kernels:
+// cpu_quant_dot_test.cc).
 #include <gtest/gtest.h>
 
 #include "backends/backend.h"
+#include "cpu_quant_kernel_scope.h"
 #include "op_cases.h"
 
 namespace rlx::test {
 namespace {
 
 TEST(OpCases, CpuMatchesTheReference) {
+  const QuantKernelScope f32(cpu::QuantKernel::F32);
   for (const OpCase& oc : op_cases()) {
     for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
       const std::string what = oc.name + " " + std::string(dtype_name(dt));

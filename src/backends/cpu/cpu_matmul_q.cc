@@ -1,11 +1,17 @@
-// matmul_q on the CPU, the reference the other backends are held to. Up to
-// kMatMulQVectorRows rows, each weight row is dequantized a block at a time
-// (f32) and dotted with every row of x; larger products dequantize W into
-// the node's scratch output (in x's dtype) and run the plain matrix product
-// over it, as the CUDA backend does.
+// matmul_q on the CPU. By default (cpu_quant_dot.h) x's rows are quantized
+// to int8 per block and every product runs on the packed blocks with
+// integer dot products, threads over W's rows, for any number of rows: a
+// row's result is the same in a prefill as in a decode step.
+//
+// The f32 kernel (RLX_CPU_QUANT_KERNEL=f32), the reference the other
+// backends are held to: up to kMatMulQVectorRows rows, each weight row is
+// dequantized a block at a time (f32) and dotted with every row of x; larger
+// products dequantize W into the node's scratch output (in x's dtype) and
+// run the plain matrix product over it, as the CUDA backend does.
 #include "backends/cpu/cpu_matmul.h"
 #include "backends/cpu/cpu_matvec_fusion.h"
 #include "backends/cpu/cpu_parallel.h"
+#include "backends/cpu/cpu_quant_dot.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
 #include "rlx/graph.h"
@@ -14,11 +20,43 @@
 namespace rlx::cpu {
 namespace {
 
-template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {
+// x's rows quantized per block, then one integer dot per (row of W, row of x).
+template <class T> void matmul_q_int8(const MatMulQParams& p, CpuContext& ctx, QuantKernel kernel) {
   uint8_t* arena = ctx.arena();
   const uint8_t* quants = arena + p.quants;
   const uint16_t* scales = at<uint16_t>(arena, p.scales);
   const int64_t blocks = p.k / kQuantBlock, row_bytes = blocks * quant_block_bytes(p.quant);
+  const int64_t row_scales = blocks * quant_scales_per_block(p.quant);
+  const T* bias = p.bias == kNoBuffer ? nullptr : at<T>(arena, p.bias);
+  const T* residual = p.fused.residual == kNoBuffer ? nullptr : at<const T>(arena, p.fused.residual);
+  float* x = ctx.scratch(0, size_t(p.m * p.k));
+  product_rows_f32(at<T>(arena, p.x), p.m, p.k, p.k, p.fused, arena, x);
+  // Grow-only. The workers must read this thread's copy: a lambda does not
+  // capture a thread_local (each thread would name its own), the reference does.
+  thread_local Q8Activations mine;
+  Q8Activations& a = mine;
+  quantize_activations(x, p.m, p.k, p.quant, a);
+  const QuantProduct product = quant_product(p.quant, kernel);
+  const QuantRows w{quants, scales, row_bytes, row_scales};
+  float* y = ctx.scratch(1, size_t(p.m * p.n));
+  parallel_ranges(p.n, p.m * p.n * p.k > 16384 ? run_threads() : 1,
+                  [&](int64_t lo, int64_t hi, int) { product(w, lo, hi, a, y, p.n); });
+  T* out = at<T>(arena, p.out);
+  for (int64_t i = 0; i < p.m; ++i)
+    for (int64_t r = 0; r < p.n; ++r)
+      out[i * p.n + r] = from_f32<T>(y[i * p.n + r] + (bias ? to_f32(bias[r]) : 0.f) +
+                                     (residual ? to_f32(residual[i * p.n + r]) : 0.f));
+}
+
+template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {
+  const QuantKernel kernel = quant_kernel();
+  count_quant_kernel_call(kernel);
+  if (kernel != QuantKernel::F32) return matmul_q_int8<T>(p, ctx, kernel);
+  uint8_t* arena = ctx.arena();
+  const uint8_t* quants = arena + p.quants;
+  const uint16_t* scales = at<uint16_t>(arena, p.scales);
+  const int64_t blocks = p.k / kQuantBlock, row_bytes = blocks * quant_block_bytes(p.quant);
+  const int64_t per = quant_scales_per_block(p.quant);
   const T* bias = p.bias == kNoBuffer ? nullptr : at<T>(arena, p.bias);
   const bool threaded = p.n * p.k > 16384;
   if (p.dequantized != kNoBuffer) {
@@ -26,7 +64,7 @@ template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {
     parallel_for(p.n, threaded, [&](int64_t r) {
       float block[kQuantBlock];
       for (int64_t c = 0; c < blocks; ++c) {
-        dequantize_row(p.quant, quants + r * row_bytes + c * quant_block_bytes(p.quant), scales + r * blocks + c,
+        dequantize_row(p.quant, quants + r * row_bytes + c * quant_block_bytes(p.quant), scales + (r * blocks + c) * per,
                        kQuantBlock, block);
         for (int64_t j = 0; j < kQuantBlock; ++j) w[r * p.k + c * kQuantBlock + j] = from_f32<T>(block[j]);
       }
@@ -43,7 +81,7 @@ template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {
     float acc[kMatMulQVectorRows] = {};
     float block[kQuantBlock];
     for (int64_t c = 0; c < blocks; ++c) {
-      dequantize_row(p.quant, quants + r * row_bytes + c * quant_block_bytes(p.quant), scales + r * blocks + c,
+      dequantize_row(p.quant, quants + r * row_bytes + c * quant_block_bytes(p.quant), scales + (r * blocks + c) * per,
                      kQuantBlock, block);
       for (int64_t i = 0; i < p.m; ++i) {
         const float* xb = x + i * p.k + c * kQuantBlock;

@@ -1,0 +1,371 @@
+#include "backends/cpu/cpu_quant_dot.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "rlx/dtype.h"
+#include "rlx/error.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define RLX_QUANT_X86 1
+#define RLX_TARGET_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c,fma")))
+#define RLX_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#endif
+
+namespace rlx::cpu {
+namespace {
+
+constexpr int64_t kGroup = 4;         // blocks a group
+constexpr int64_t kGroupBytes = 128;  // activation bytes a group
+
+// Where value j (0..31) of block t (0..3) of a group sits in the group's
+// 128 activation bytes.
+inline int64_t act_offset(bool four_bit, int64_t t, int64_t j) {
+  if (!four_bit) return t * 32 + j;
+  return j < 16 ? t * 16 + j : 64 + t * 16 + (j - 16);
+}
+
+// ---- plain C++ -------------------------------------------------------------
+
+template <QuantType Q>
+float dot_scalar(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i) {
+  const int8_t* xq = a.row_q(i);
+  const float* xd = a.row_d(i);
+  const float* xs = a.row_s(i);
+  float acc = 0.f;
+  for (int64_t b = 0; b < a.blocks; ++b) {
+    const int8_t* x = xq + (b / kGroup) * kGroupBytes;
+    const int64_t t = b % kGroup;
+    int32_t sum = 0;
+    if constexpr (Q == QuantType::Q8_0) {
+      const int8_t* w = reinterpret_cast<const int8_t*>(wq + b * 32);
+      for (int j = 0; j < 32; ++j) sum += int32_t(w[j]) * x[act_offset(false, t, j)];
+      acc += half_to_float(ws[b]) * xd[b] * float(sum);
+    } else {
+      const uint8_t* w = wq + b * 16;
+      for (int j = 0; j < 16; ++j)
+        sum += int32_t(w[j] & 0x0f) * x[act_offset(true, t, j)] + int32_t(w[j] >> 4) * x[act_offset(true, t, j + 16)];
+      if constexpr (Q == QuantType::Q4_0) {
+        const float d = half_to_float(ws[b]);
+        acc += d * xd[b] * float(sum) - 8.f * d * xs[b];
+      } else {
+        const float d = half_to_float(ws[2 * b]), m = half_to_float(ws[2 * b + 1]);
+        acc += d * xd[b] * float(sum) + m * xs[b];
+      }
+    }
+  }
+  return acc;
+}
+
+#ifdef RLX_QUANT_X86
+
+// ---- AVX2: one block at a time, 32 values in a 256-bit register ------------
+
+template <QuantType Q>
+RLX_TARGET_AVX2 float dot_avx2(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i) {
+  const int8_t* xq = a.row_q(i);
+  const float* xd = a.row_d(i);
+  const float* xs = a.row_s(i);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0.f;
+  for (int64_t b = 0; b < a.blocks; ++b) {
+    const int8_t* x = xq + (b / kGroup) * kGroupBytes;
+    const int64_t t = b % kGroup;
+    __m256i u, v;  // u unsigned, v signed: the operands of maddubs
+    float d;
+    if constexpr (Q == QuantType::Q8_0) {
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + b * 32));
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + t * 32));
+      u = _mm256_sign_epi8(w, w);  // |w|
+      v = _mm256_sign_epi8(xv, w);
+      d = half_to_float(ws[b]);
+    } else {
+      const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wq + b * 16));
+      const __m128i low = _mm_set1_epi8(0x0f);
+      u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(w, 4), low), _mm_and_si128(w, low));
+      v = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 64 + t * 16)),
+                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + t * 16)));
+      d = half_to_float(ws[Q == QuantType::Q4_1 ? 2 * b : b]);
+      mins += (Q == QuantType::Q4_1 ? half_to_float(ws[2 * b + 1]) : -8.f * d) * xs[b];
+    }
+    // Pairs of u8 * s8 fit i16: 15 * 127 * 2 and 127 * 127 * 2 < 32767.
+    const __m256i sum = _mm256_madd_epi16(_mm256_maddubs_epi16(u, v), ones);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d * xd[b]), _mm256_cvtepi32_ps(sum), acc);
+  }
+  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q))) + mins;
+}
+
+// ---- AVX512-VNNI: a group of 4 blocks per step -----------------------------
+
+// 4-bit weights: the group's 64 bytes of nibbles, low nibbles against the
+// first 16 values of each block, high against the last 16; 128-bit lane t
+// holds block t's sums. R rows of x at once share each weight load; every
+// row's sums run in the same order whatever R is.
+template <QuantType Q, int R>
+RLX_TARGET_VNNI inline __attribute__((always_inline)) void dot_vnni_4bit(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i0,
+                                   float* out) {
+  constexpr int kPer = Q == QuantType::Q4_1 ? 2 : 1;  // f16 per block in the scales
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  // Lane l (block l / 4) takes scale 2 (l / 4) (Q4_1's d) or l / 4 (Q4_0's).
+  const __m512i idx_d = _mm512_set_epi32(3 * kPer, 3 * kPer, 3 * kPer, 3 * kPer, 2 * kPer, 2 * kPer, 2 * kPer, 2 * kPer,
+                                         kPer, kPer, kPer, kPer, 0, 0, 0, 0);
+  const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(1));
+  __m512 acc0[R], acc1[R];
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  for (int64_t g = 0; g * kGroup < a.blocks; ++g) {
+    const int64_t nt = std::min<int64_t>(kGroup, a.blocks - g * kGroup);
+    const uint8_t* wg = wq + g * 64;
+    const uint16_t* sg = ws + g * kGroup * kPer;
+    __m512i w;
+    __m512 sc;  // the group's f16 scales (and mins) widened, in the low lanes
+    if (nt == kGroup) {
+      w = _mm512_loadu_si512(wg);
+      sc = kPer == 2 ? _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sg))))
+                     : _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sg))));
+    } else {  // the row's last blocks: nothing read past them
+      w = _mm512_maskz_loadu_epi8(~0ull >> (64 - 16 * nt), wg);
+      sc = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_maskz_loadu_epi16(__mmask8((1u << (nt * kPer)) - 1), sg)));
+    }
+    const __m512i lo = _mm512_and_si512(w, low), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
+    const __m512 d = _mm512_permutexvar_ps(idx_d, sc);
+    const __m512 m = Q == QuantType::Q4_1 ? _mm512_permutexvar_ps(idx_m, sc) : _mm512_mul_ps(d, _mm512_set1_ps(-8.f));
+    for (int r = 0; r < R; ++r) {
+      const int8_t* xg = a.row_q(i0 + r) + g * kGroupBytes;
+      __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(xg));
+      sum = _mm512_dpbusd_epi32(sum, hi, _mm512_loadu_si512(xg + 64));
+      acc0[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_loadu_ps(a.row_dl(i0 + r) + g * 32)), _mm512_cvtepi32_ps(sum),
+                                acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(m, _mm512_loadu_ps(a.row_sl(i0 + r) + g * 16), acc1[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+}
+
+// Q8_0: two 64-byte loads a group (blocks 0-1, 2-3); signed by signed as
+// |w| times x with w's sign, since VPDPBUSD multiplies u8 by s8.
+template <int R>
+RLX_TARGET_VNNI inline __attribute__((always_inline)) void dot_vnni_q8_0(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i0,
+                                   float* out) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i idx0 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i idx1 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+  __m512 acc0[R], acc1[R];
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  for (int64_t g = 0; g * kGroup < a.blocks; ++g) {
+    const int64_t nt = std::min<int64_t>(kGroup, a.blocks - g * kGroup);
+    const uint8_t* wg = wq + g * 128;
+    const uint16_t* sg = ws + g * kGroup;
+    __m512i w0, w1;
+    __m512 sc;
+    if (nt == kGroup) {
+      w0 = _mm512_loadu_si512(wg);
+      w1 = _mm512_loadu_si512(wg + 64);
+      sc = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sg))));
+    } else {
+      const int64_t bytes = 32 * nt;
+      w0 = _mm512_maskz_loadu_epi8(~0ull >> (64 - std::min<int64_t>(64, bytes)), wg);
+      w1 = bytes > 64 ? _mm512_maskz_loadu_epi8(~0ull >> (128 - bytes), wg + 64) : zero;
+      sc = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_maskz_loadu_epi16(__mmask8((1u << nt) - 1), sg)));
+    }
+    const __m512i a0 = _mm512_abs_epi8(w0), a1 = _mm512_abs_epi8(w1);
+    const __mmask64 n0 = _mm512_movepi8_mask(w0), n1 = _mm512_movepi8_mask(w1);
+    const __m512 d0 = _mm512_permutexvar_ps(idx0, sc), d1 = _mm512_permutexvar_ps(idx1, sc);
+    for (int r = 0; r < R; ++r) {
+      const int8_t* xg = a.row_q(i0 + r) + g * kGroupBytes;
+      const float* xd = a.row_dl(i0 + r) + g * 32;
+      const __m512i x0 = _mm512_loadu_si512(xg), x1 = _mm512_loadu_si512(xg + 64);
+      const __m512i s0 = _mm512_dpbusd_epi32(zero, a0, _mm512_mask_sub_epi8(x0, n0, zero, x0));
+      const __m512i s1 = _mm512_dpbusd_epi32(zero, a1, _mm512_mask_sub_epi8(x1, n1, zero, x1));
+      acc0[r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, _mm512_loadu_ps(xd)), _mm512_cvtepi32_ps(s0), acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(_mm512_mul_ps(d1, _mm512_loadu_ps(xd + 16)), _mm512_cvtepi32_ps(s1), acc1[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+}
+
+// Weight rows [r0, r1), each against every row of x, 4, 2 or 1 rows of x
+// at a time; the kernels inlined into one loop per format.
+template <QuantType Q, int R>
+RLX_TARGET_VNNI inline __attribute__((always_inline)) void dot_vnni(const uint8_t* wq, const uint16_t* ws,
+                                                                    const Q8Activations& a, int64_t i0, float* out) {
+  if constexpr (Q == QuantType::Q8_0) dot_vnni_q8_0<R>(wq, ws, a, i0, out);
+  else dot_vnni_4bit<Q, R>(wq, ws, a, i0, out);
+}
+template <QuantType Q>
+RLX_TARGET_VNNI void product_vnni(const QuantRows& w, int64_t r0, int64_t r1, const Q8Activations& a, float* y,
+                                  int64_t ldy) {
+  float t[4];
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* wq = w.quants + r * w.row_bytes;
+    const uint16_t* ws = w.scales + r * w.row_scales;
+    if (a.m == 1) {
+      dot_vnni<Q, 1>(wq, ws, a, 0, y + r);
+      continue;
+    }
+    int64_t i = 0;
+    for (; i + 4 <= a.m; i += 4) {
+      dot_vnni<Q, 4>(wq, ws, a, i, t);
+      for (int j = 0; j < 4; ++j) y[(i + j) * ldy + r] = t[j];
+    }
+    if (i + 2 <= a.m) {
+      dot_vnni<Q, 2>(wq, ws, a, i, t);
+      y[i * ldy + r] = t[0];
+      y[(i + 1) * ldy + r] = t[1];
+      i += 2;
+    }
+    if (i < a.m) {
+      dot_vnni<Q, 1>(wq, ws, a, i, t);
+      y[i * ldy + r] = t[0];
+    }
+  }
+}
+
+#endif  // RLX_QUANT_X86
+
+std::atomic<int> g_kernel{-1};  // the kernel set or chosen; -1: not yet
+std::atomic<uint64_t> g_calls[4];
+
+QuantKernel best_kernel() {
+  if (quant_kernel_runs(QuantKernel::Avx512Vnni)) return QuantKernel::Avx512Vnni;
+  if (quant_kernel_runs(QuantKernel::Avx2)) return QuantKernel::Avx2;
+  return QuantKernel::Scalar;
+}
+
+}  // namespace
+
+const char* quant_kernel_name(QuantKernel k) {
+  switch (k) {
+    case QuantKernel::F32: return "f32";
+    case QuantKernel::Scalar: return "scalar";
+    case QuantKernel::Avx2: return "avx2";
+    case QuantKernel::Avx512Vnni: return "avx512-vnni";
+  }
+  return "unknown";
+}
+
+bool quant_kernel_runs(QuantKernel k) {
+#ifdef RLX_QUANT_X86
+  if (k == QuantKernel::Avx512Vnni)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vnni");
+  if (k == QuantKernel::Avx2)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+  if (k == QuantKernel::Avx512Vnni || k == QuantKernel::Avx2) return false;
+#endif
+  return true;
+}
+
+uint64_t quant_kernel_calls(QuantKernel k) { return g_calls[int(k)].load(); }
+void count_quant_kernel_call(QuantKernel k) { g_calls[int(k)].fetch_add(1, std::memory_order_relaxed); }
+
+void set_quant_kernel(QuantKernel k) {
+  RLX_CHECK(quant_kernel_runs(k), "matmul_q: this processor cannot run the " << quant_kernel_name(k) << " kernel");
+  g_kernel.store(int(k));
+}
+
+QuantKernel quant_kernel() {
+  const int k = g_kernel.load(std::memory_order_relaxed);
+  if (k >= 0) return QuantKernel(k);
+  QuantKernel chosen = best_kernel();
+  if (const char* v = std::getenv("RLX_CPU_QUANT_KERNEL"); v && *v) {
+    bool known = false;
+    for (QuantKernel c : {QuantKernel::F32, QuantKernel::Scalar, QuantKernel::Avx2, QuantKernel::Avx512Vnni})
+      if (std::string(v) == quant_kernel_name(c)) {
+        chosen = c;
+        known = true;
+      }
+    RLX_CHECK(known, "RLX_CPU_QUANT_KERNEL=" << v << ": not one of f32, scalar, avx2, avx512-vnni");
+  }
+  set_quant_kernel(chosen);
+  return chosen;
+}
+
+void quantize_activations(const float* x, int64_t m, int64_t k, QuantType weights, Q8Activations& a) {
+  const bool four_bit = quant_is_4bit(weights);
+  a.weights = weights;
+  a.m = m;
+  a.blocks = k / kQuantBlock;
+  a.groups = (a.blocks + kGroup - 1) / kGroup;
+  a.q.assign(size_t(m * a.groups * kGroupBytes), 0);
+  a.d.assign(size_t(m * a.groups * kGroup), 0.f);
+  a.s.assign(size_t(m * a.groups * kGroup), 0.f);
+  a.dl.assign(size_t(m * a.groups * 32), 0.f);
+  a.sl.assign(size_t(m * a.groups * 16), 0.f);
+  for (int64_t i = 0; i < m; ++i) {
+    int8_t* q = a.q.data() + i * a.groups * kGroupBytes;
+    float* d = a.d.data() + i * a.groups * kGroup;
+    float* s = a.s.data() + i * a.groups * kGroup;
+    float* dl = a.dl.data() + i * a.groups * 32;
+    float* sl = a.sl.data() + i * a.groups * 16;
+    for (int64_t b = 0; b < a.blocks; ++b) {
+      const float* xb = x + i * k + b * kQuantBlock;
+      float amax = 0.f;
+      bool finite = true;
+      for (int j = 0; j < kQuantBlock; ++j) {
+        amax = std::max(amax, std::fabs(xb[j]));
+        finite &= std::fabs(xb[j]) <= 3.4e38f;  // false for NaN and inf, which max() would drop
+      }
+      if (!finite) amax = NAN;
+      const float dx = amax / 127.f, id = dx != 0.f ? 1.f / dx : 0.f;
+      int32_t sum = 0;
+      int8_t* qg = q + (b / kGroup) * kGroupBytes;
+      for (int j = 0; j < kQuantBlock; ++j) {
+        // Round to nearest even, as nearbyint, without the library call;
+        // |x * id| <= 127 for finite blocks, NaN blocks give 0 (d is NaN).
+        const float r = xb[j] * id;
+        const int8_t v = finite ? int8_t(__builtin_lrintf(r)) : 0;
+        qg[act_offset(four_bit, b % kGroup, j)] = v;
+        sum += v;
+      }
+      d[b] = dx;
+      s[b] = dx * float(sum);
+      const int64_t g = b / kGroup, t = b % kGroup;
+      if (four_bit) {
+        for (int l = 0; l < 4; ++l) dl[g * 32 + t * 4 + l] = dx;
+      } else {
+        for (int l = 0; l < 8; ++l) dl[g * 32 + t * 8 + l] = dx;
+      }
+      for (int l = 0; l < 4; ++l) sl[g * 16 + t * 4 + l] = s[b] / 4.f;
+    }
+  }
+}
+
+namespace {
+
+// The one-row kernels over every (weight row, row of x).
+template <float (*Dot)(const uint8_t*, const uint16_t*, const Q8Activations&, int64_t)>
+void one_by_one(const QuantRows& w, int64_t r0, int64_t r1, const Q8Activations& a, float* y, int64_t ldy) {
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t i = 0; i < a.m; ++i) y[i * ldy + r] = Dot(w.quants + r * w.row_bytes, w.scales + r * w.row_scales, a, i);
+}
+
+}  // namespace
+
+QuantProduct quant_product(QuantType t, QuantKernel k) {
+  RLX_CHECK(k != QuantKernel::F32 && quant_kernel_runs(k),
+            "matmul_q: no integer " << quant_kernel_name(k) << " kernel here");
+#ifdef RLX_QUANT_X86
+  if (k == QuantKernel::Avx512Vnni) {
+    if (t == QuantType::Q8_0) return product_vnni<QuantType::Q8_0>;
+    return t == QuantType::Q4_0 ? product_vnni<QuantType::Q4_0> : product_vnni<QuantType::Q4_1>;
+  }
+  if (k == QuantKernel::Avx2) {
+    if (t == QuantType::Q8_0) return one_by_one<dot_avx2<QuantType::Q8_0>>;
+    return t == QuantType::Q4_0 ? one_by_one<dot_avx2<QuantType::Q4_0>> : one_by_one<dot_avx2<QuantType::Q4_1>>;
+  }
+#endif
+  if (t == QuantType::Q8_0) return one_by_one<dot_scalar<QuantType::Q8_0>>;
+  return t == QuantType::Q4_0 ? one_by_one<dot_scalar<QuantType::Q4_0>> : one_by_one<dot_scalar<QuantType::Q4_1>>;
+}
+
+}  // namespace rlx::cpu
