@@ -130,8 +130,8 @@ class SentenceEncoder {
     return nb::steal(PySequence_List(nb::cast(m).ptr()));
   }
 
-  // The embeddings as an array in GPU memory that torch.from_dlpack (or any
-  // DLPack consumer) takes without a copy; it owns the memory.
+  // The embeddings in GPU memory as a DLPack capsule, which torch.from_dlpack
+  // (or any DLPack consumer) takes without a copy; it owns the memory.
   nb::object on_device(const std::vector<std::string>& texts, int batch, bool normalize, bool single) {
     rlx::DeviceEmbeddings d;
     {
@@ -262,8 +262,9 @@ void bind_embedder(nb::module_& m) {
            "others run as the power of two below). normalize_embeddings: True scales each row to unit length "
            "where the model does not already (None/False: as the model's modules say). prompt: text put before "
            "every sentence. convert_to_numpy=False: a list of row vectors. show_progress_bar: a progress line "
-           "on stderr. convert_to='dlpack': on the GPU, an array in device memory for torch.from_dlpack (no "
-           "copy; pooling must run in the graph: mean or cls, no Dense module), on the CPU the numpy array; "
+           "on stderr. convert_to='dlpack': on the GPU, a DLPack capsule over the rows in device memory for "
+           "torch.from_dlpack (no copy; consumed once; pooling must run in the graph: mean or cls, no Dense "
+           "module), on the CPU the numpy array; "
            "'numpy': the numpy array. The GIL is released while the model runs, so threads may share one "
            "encoder (its calls run one at a time).")
       .def_static("similarity", &similarity, "a"_a, "b"_a,

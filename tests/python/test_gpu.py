@@ -88,14 +88,16 @@ def test_dlpack_hands_torch_the_device_rows_without_a_copy():
     torch = pytest.importorskip("torch")
     t = texts()
     enc = rlx.SentenceEncoder(encoder_dir(), device="cuda", dtype="f32")
-    out = enc.encode(t, batch_size=8, convert_to="dlpack")
-    a, b = torch.from_dlpack(out), torch.from_dlpack(out)
+    capsule = enc.encode(t, batch_size=8, convert_to="dlpack")
+    a = torch.from_dlpack(capsule)  # wraps rlx's device buffer: a DLPack capsule is consumed once
     assert a.device.type == "cuda" and a.dtype == torch.float32 and tuple(a.shape) == (len(t), enc.dim)
-    assert a.data_ptr() == b.data_ptr()  # two views of one buffer: nothing was copied
+    with pytest.raises(RuntimeError):
+        torch.from_dlpack(capsule)
     cpu = rlx.SentenceEncoder(encoder_dir(), device="cpu").encode(t)
     got = a.cpu().numpy()
     assert np.isfinite(got).all() and cosine_rows(got, cpu).min() >= 0.9999
-    a[0, 0] = 123.0
-    assert float(b[0, 0]) == 123.0  # shared memory
+    b = a.view(-1)  # a view of the same device memory, writable
+    b[0] = 123.0
+    assert float(a[0, 0]) == 123.0 and a.data_ptr() == b.data_ptr()
     one = torch.from_dlpack(enc.encode(t[3], convert_to="dlpack"))
     assert tuple(one.shape) == (enc.dim,) and cosine_rows(one.cpu().numpy()[None], cpu[3:4]).min() >= 0.9999
