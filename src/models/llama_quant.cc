@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "backends/cpu/cpu_quant_dot.h"
 #include "models/llama.h"
 #include "thunks/quant_math.h"
 
@@ -53,6 +54,10 @@ QuantizedWeights plan_llama_quantization(const LlamaConfig& c,
   for (const auto& [name, shape] : llama_matmul_weights(c)) {
     std::optional<QuantType> t = stored ? stored(name) : std::nullopt;
     if (t && !quant_type_runs_on(*t, device)) t.reset();
+    // The f32 kernel reads Q4_1 blocks slower than the expanded f32 weights
+    // are read: a stored Q4_1 stays quantized only for the integer kernels.
+    if (t && *t == QuantType::Q4_1 && device == Device::Cpu && cpu::quant_kernel() == cpu::QuantKernel::F32)
+      t.reset();
     if (!t) t = quantize;
     if (!t) continue;
     RLX_CHECK(shape[1] % kQuantBlock == 0, "llama: tensor '" << name << "' has rows of " << shape[1]

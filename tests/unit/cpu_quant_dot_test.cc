@@ -167,17 +167,13 @@ TEST(CpuQuantDot, NanInARowOfXReachesThatRowOnly) {
     }
 }
 
-TEST(CpuQuantDot, KernelsAreNamedAndTheFastestIsTheDefault) {
+TEST(CpuQuantDot, KernelsAreNamedAndF32IsTheDefault) {
   KernelScope scope;
   EXPECT_TRUE(quant_kernel_runs(QuantKernel::F32));
   EXPECT_TRUE(quant_kernel_runs(QuantKernel::Scalar));
-  // Unless RLX_CPU_QUANT_KERNEL picks one, the default is the fastest here.
-  if (!std::getenv("RLX_CPU_QUANT_KERNEL")) {
-    const QuantKernel want = quant_kernel_runs(QuantKernel::Avx512Vnni) ? QuantKernel::Avx512Vnni
-                             : quant_kernel_runs(QuantKernel::Avx2)     ? QuantKernel::Avx2
-                                                                        : QuantKernel::Scalar;
-    EXPECT_EQ(scope.saved, want) << quant_kernel_name(scope.saved);
-  }
+  // Unless RLX_CPU_QUANT_KERNEL picks one, the f32 kernel: the integer ones
+  // are opt-in until their accuracy matches llama.cpp's (cpu_quant_dot.cc).
+  if (!std::getenv("RLX_CPU_QUANT_KERNEL")) EXPECT_EQ(scope.saved, QuantKernel::F32) << quant_kernel_name(scope.saved);
   for (QuantKernel k : {QuantKernel::Avx2, QuantKernel::Avx512Vnni})
     if (!quant_kernel_runs(k)) EXPECT_THROW(set_quant_kernel(k), Error) << quant_kernel_name(k);
 }
