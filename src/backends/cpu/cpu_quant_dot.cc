@@ -11,6 +11,7 @@
 #include "rlx/error.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define RLX_QUANT_X86 1
 #define RLX_TARGET_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c,fma")))
@@ -251,14 +252,27 @@ const char* quant_kernel_name(QuantKernel k) {
   return "unknown";
 }
 
+#ifdef RLX_QUANT_X86
+// From CPUID (clang 14's __builtin_cpu_supports knows neither "avx512vnni"
+// nor "f16c"): leaf 7 ECX bit 11, leaf 1 ECX bit 29.
+bool has_avx512_vnni() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11)) != 0;
+}
+bool has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
+#endif
+
 bool quant_kernel_runs(QuantKernel k) {
 #ifdef RLX_QUANT_X86
   if (k == QuantKernel::Avx512Vnni)
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vnni");
+           has_avx512_vnni();
   if (k == QuantKernel::Avx2)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
 #else
   if (k == QuantKernel::Avx512Vnni || k == QuantKernel::Avx2) return false;
 #endif
