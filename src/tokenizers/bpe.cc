@@ -313,19 +313,7 @@ void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text, const EncodeOptions& o) const {
   std::vector<int32_t> out;
   if (o.add_special && opts_.add_bos && bos_id_ >= 0) out.push_back(bos_id_);
-  size_t plain = 0, i = 0;
-  while (i < text.size()) {
-    auto [len, id] = specials_.longest_at(text, i, o.parse_special);
-    if (len == 0) {
-      ++i;
-      continue;
-    }
-    encode_plain(text.substr(plain, i - plain), out);
-    out.push_back(id);
-    i += len;
-    plain = i;
-  }
-  encode_plain(text.substr(plain), out);
+  specials_.split(text, o.parse_special, [&](std::string_view run) { encode_plain(run, out); }, out);
   if (o.add_special && opts_.add_eos && eos_id_ >= 0) out.push_back(eos_id_);
   return out;
 }

@@ -21,6 +21,24 @@ class SpecialTokens {
   // The longest token starting at text[pos]: {length, id}, or {0, -1}.
   std::pair<size_t, int32_t> longest_at(std::string_view text, size_t pos, bool parse_control) const;
   bool empty() const { return tokens_.empty(); }
+  // The tokens found in text, in order, into out; plain(run) encodes each
+  // run of text between them (into out too).
+  template <class Plain>
+  void split(std::string_view text, bool parse_control, Plain&& plain, std::vector<int32_t>& out) const {
+    size_t start = 0, i = 0;
+    while (i < text.size()) {
+      auto [len, id] = longest_at(text, i, parse_control);
+      if (len == 0) {
+        ++i;
+        continue;
+      }
+      plain(text.substr(start, i - start));
+      out.push_back(id);
+      i += len;
+      start = i;
+    }
+    plain(text.substr(start));
+  }
 
  private:
   struct Token {

@@ -9,6 +9,7 @@
 #include "models/gguf.h"
 #include "rlx/error.h"
 #include "tokenizers/gguf_vocab.h"
+#include "tokenizers/metaspace.h"
 #include "tokenizers/merge.h"
 
 namespace rlx {
@@ -134,16 +135,7 @@ std::string SpmTokenizer::token_bytes(int32_t id) const {
     case 3: return "";                // control tokens (BOS, EOS) print nothing
     default: break;
   }
-  std::string out;
-  for (size_t i = 0; i < p.size();) {
-    if (p.compare(i, kSpace.size(), kSpace) == 0) {
-      out += ' ';
-      i += kSpace.size();
-    } else {
-      out += p[i++];
-    }
-  }
-  return out;
+  return metaspace_to_spaces(p);
 }
 
 std::string SpmTokenizer::decode(const std::vector<int32_t>& ids) const {

@@ -8,6 +8,7 @@
 
 #include "rlx/error.h"
 #include "tokenizers/gguf_vocab.h"
+#include "tokenizers/metaspace.h"
 #include "tokenizers/utf8.h"
 
 namespace rlx {
@@ -192,19 +193,7 @@ void UnigramTokenizer::encode_plain(std::string_view text, std::vector<int32_t>&
 std::vector<int32_t> UnigramTokenizer::encode(std::string_view text, const EncodeOptions& o) const {
   std::vector<int32_t> out;
   if (o.add_special && opts_.add_bos && bos_id_ >= 0) out.push_back(bos_id_);
-  size_t plain = 0, i = 0;
-  while (i < text.size()) {
-    auto [len, id] = specials_.longest_at(text, i, o.parse_special);
-    if (len == 0) {
-      ++i;
-      continue;
-    }
-    encode_plain(text.substr(plain, i - plain), out);
-    out.push_back(id);
-    i += len;
-    plain = i;
-  }
-  encode_plain(text.substr(plain), out);
+  specials_.split(text, o.parse_special, [&](std::string_view run) { encode_plain(run, out); }, out);
   if (o.add_special && opts_.add_eos && eos_id_ >= 0) out.push_back(eos_id_);
   return out;
 }
@@ -216,16 +205,7 @@ std::string UnigramTokenizer::token_bytes(int32_t id) const {
   if (special_[size_t(id)]) return p;
   uint8_t b = 0;
   if (opts_.byte_fallback && parse_byte_token(p, b)) return std::string(1, char(b));
-  std::string out;
-  for (size_t i = 0; i < p.size();) {
-    if (p.compare(i, kSpace.size(), kSpace) == 0) {
-      out += ' ';
-      i += kSpace.size();
-    } else {
-      out += p[i++];
-    }
-  }
-  return out;
+  return metaspace_to_spaces(p);
 }
 
 std::string UnigramTokenizer::decode(const std::vector<int32_t>& ids) const {
