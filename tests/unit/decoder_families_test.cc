@@ -173,11 +173,14 @@ TEST(DecoderFamilies, RopeParametersReadAsTheOlderKeys) {
   ASSERT_EQ(v5.rope_freq_divisors.size(), size_t(24));
   EXPECT_EQ(v5.rope_freq_divisors, v4.rope_freq_divisors);
   EXPECT_EQ(v5.rope_freq_divisors, llama3_rope_divisors(48, 500000.f, 8, 1, 4, 16));
-  for (const auto& [rope, want] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& rope_want : std::vector<std::pair<std::string, std::string>>{
            {R"("rope_parameters": {"rope_type": "yarn", "factor": 4.0})", "yarn"},
            {R"("rope_parameters": {"rope_theta": -1.0})", "rope_parameters.rope_theta: -1.0 is outside"},
            {R"("rope_parameters": 5)", "rope_parameters: must be a JSON object"},
            {R"("rope_parameters": {"partial_rotary_factor": 0.5})", "partial_rotary_factor"}}) {
+    // Named, not a structured binding: clang 14 cannot capture one in a lambda.
+    const std::string& rope = rope_want.first;
+    const std::string& want = rope_want.second;
     std::string e = test::error_of([&] { load(rope); });
     EXPECT_NE(e.find(want), std::string::npos) << e;
     EXPECT_NE(e.find("config.json"), std::string::npos) << e;
