@@ -156,7 +156,12 @@ Generation LLM::generate(Sequence& seq, const std::vector<int32_t>& append, cons
     result = g;
     done = true;
   });
-  while (!done) engine().step();
+  try {
+    while (!done) engine().step();
+  } catch (...) {
+    engine().impl().forget(seq.state());  // its callback points into this frame
+    throw;
+  }
   return result;
 }
 

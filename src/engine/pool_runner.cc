@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/backend.h"
+#include "models/logit_check.h"
 #include "rlx/error.h"
 
 namespace rlx {
@@ -116,6 +117,7 @@ PoolRunner::Choice PoolRunner::prefill(int slot, const std::vector<int32_t>& tok
                       {"slot", HostTensor::from_i32({1}, {slot})},
                       {"last_index", HostTensor::from_i32({1}, {int32_t(n - 1)})}});
   ++prefill_runs_;
+  check_logits_finite(out, 1, "the prefill of slot " + std::to_string(slot) + " at position " + std::to_string(start));
   Choice c;
   c.argmax = out.at("next_token").to_i32().at(0);
   if (logits) c.logits = out.at("logits").to_f32();
@@ -142,6 +144,7 @@ std::vector<PoolRunner::Choice> PoolRunner::decode(const std::vector<DecodeRow>&
                       {"slot", HostTensor::from_i32({b}, slots)},
                       {"last_index", HostTensor::from_i32({b}, last)}});
   ++decode_runs_;
+  check_logits_finite(out, n, "a decode step of " + std::to_string(n) + " rows");
   const std::vector<int32_t> chosen = out.at("next_token").to_i32();
   std::vector<float> all = logits ? out.at("logits").to_f32() : std::vector<float>();
   std::vector<Choice> result(static_cast<size_t>(n));

@@ -201,6 +201,9 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     logits = scaled(g.tanh(scaled(logits, 1.f / c.final_softcap, "final_softcap_inv")), c.final_softcap,
                     "final_softcap");
   if (c.chosen_vocab() < c.vocab_size) logits = g.narrow(logits, 1, 0, c.chosen_vocab());
+  // Graphs that choose the token on the device also give each row's logit
+  // sum: NaN when any logit is, so a broken forward is reported, not a token.
+  if (cached) g.output("logit_sum", g.reduce(logits, -1, ReduceKind::Sum));
   if (pooled) {
     // The host chooses what comes next: the argmax for greedy rows, the logits for the rest.
     g.output("next_token", g.argmax(logits));

@@ -1,9 +1,9 @@
 #include "models/llama_generator.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "models/llama_model_files.h"
+#include "models/logit_check.h"
 #include "models/sampling.h"
 #include "rlx/error.h"
 #include "rlx/session.h"
@@ -12,17 +12,6 @@ namespace rlx {
 namespace {
 
 constexpr int64_t kMinBucket = 16;
-
-// A forward whose logits are all NaN has no next token (argmax would give id
-// 0, sampling the lowest id): NaN or inf in the weights or the activations.
-void check_logits(const std::map<std::string, HostTensor>& out, int64_t tokens) {
-  auto it = out.find("logits");
-  if (it == out.end()) return;
-  const std::vector<float> l = it->second.to_f32();
-  RLX_CHECK(l.empty() || !std::all_of(l.begin(), l.end(), [](float v) { return std::isnan(v); }),
-            "llama: the forward pass over " << tokens << " tokens gave NaN for every logit "
-                                            << "(NaN or inf in the weights or activations)");
-}
 
 }  // namespace
 
@@ -142,7 +131,7 @@ std::map<std::string, HostTensor> LlamaGenerator::prefill(const std::vector<int3
   }
   auto out = exe.run(in);
   last_device_us_ = exe.last_device_us();
-  check_logits(out, int64_t(ids.size()));
+  check_logits_finite(out, 1, "the forward pass over " + std::to_string(ids.size()) + " tokens");
   return out;
 }
 
@@ -166,7 +155,7 @@ std::map<std::string, HostTensor> LlamaGenerator::run_cached(const std::vector<i
                       {"pos", HostTensor::from_i32({1}, {int32_t(have)})},
                       {"last_index", HostTensor::from_i32({1}, {0})}});
     last_device_us_ = decode.last_device_us();
-    check_logits(out, n);
+    check_logits_finite(out, 1, "the forward pass over " + std::to_string(n) + " tokens");
   } else {
     // The new tokens after the cached prefix, or all of them when their
     // bucket would run past the cache's end.
@@ -204,7 +193,9 @@ int32_t LlamaGenerator::next_token(const std::vector<int32_t>& ids) {
     Executable& step = state_fed_executable();
     cached_.clear();
     state_token_ = -1;
-    const int32_t next = step.run({}).at("next_token").to_i32().at(0);
+    const auto out = step.run({});
+    check_logits_finite(out, 1, "the forward pass over " + std::to_string(n) + " tokens");
+    const int32_t next = out.at("next_token").to_i32().at(0);
     last_device_us_ = step.last_device_us();
     cached_ = ids;
     state_token_ = next;

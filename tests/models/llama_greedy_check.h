@@ -5,6 +5,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,15 +59,20 @@ inline GreedyPaths run_sampled_paths(LlamaGenerator& host, LlamaGenerator& devic
   return r;
 }
 
-// The state-fed decode graph: no inputs, one 4-byte output, the token chosen
-// by one `chooser` thunk (argmax or sample), and the two state updates
-// (token and position) after everything else.
+// The state-fed decode graph: no inputs, two 4-byte outputs (the token,
+// chosen by one `chooser` thunk, argmax or sample, and the logits' sum that
+// carries a NaN), and the two state updates (token and position) after
+// everything else.
 inline void expect_state_fed_decode_graph(Executable& greedy, const std::string& chooser = "argmax") {
   const Schedule& s = greedy.schedule();
   EXPECT_TRUE(s.input_bindings.empty()) << "the state-fed decode step copies nothing in";
-  ASSERT_EQ(s.output_bindings.size(), 1u);
-  EXPECT_EQ(s.output_bindings[0].name, "next_token");
-  EXPECT_EQ(s.output_bindings[0].bytes(), 4u);
+  ASSERT_EQ(s.output_bindings.size(), 2u);
+  std::set<std::string> names;
+  for (const auto& b : s.output_bindings) {
+    names.insert(b.name);
+    EXPECT_EQ(b.bytes(), 4u) << b.name;
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"logit_sum", "next_token"}));
   ASSERT_EQ(s.state_updates.size(), 2u);
   EXPECT_EQ(s.state_updates[0].state, "next_token");
   EXPECT_EQ(s.state_updates[1].state, "next_pos");

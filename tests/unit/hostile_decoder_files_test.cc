@@ -233,14 +233,50 @@ TEST_F(LlamaGgufFiles, AllNanLogitsAreAnErrorNotTokenZero) {
   for (float& v : w["output_norm.weight"]) v = std::numeric_limits<float>::quiet_NaN();
   const fs::path p = write({}, "nan.gguf", {}, &w);
   LlamaGenerator gen(p.string(), cpu());
-  expect_error(error_of([&] { gen.next_token({1, 2}); }), {"NaN for every logit"});
+  expect_error(error_of([&] { gen.next_token({1, 2}); }), {"gave NaN logits"});
   // Weights full of NaN everywhere reach every kernel (UBSan checks the
   // float->int paths on the way) and end in the same error.
   test::Weights all = w_;
   for (auto& [n, v] : all) std::fill(v.begin(), v.end(), std::numeric_limits<float>::quiet_NaN());
   const fs::path q = write({}, "all_nan.gguf", {}, &all);
   LlamaGenerator gen2(q.string(), cpu());
-  expect_error(error_of([&] { gen2.next_token({1, 2}); }), {"NaN for every logit"});
+  expect_error(error_of([&] { gen2.next_token({1, 2}); }), {"gave NaN logits"});
+}
+
+// The paths that choose the token on the device read back no logits: their
+// logit_sum output carries the NaN instead. A NaN embedding row for the
+// token the model picks first leaves the prompt's pass finite and breaks
+// the next one.
+TEST_F(LlamaGgufFiles, NanLogitsOnDeviceChosenPathsAreAnError) {
+  const std::vector<int32_t> prompt = {5, 17, 42};
+  const int32_t first = LlamaGenerator(write({}, "clean.gguf").string(), cpu()).next_token(prompt);
+  ASSERT_TRUE(std::find(prompt.begin(), prompt.end(), first) == prompt.end()) << first;
+  test::Weights w = w_;
+  const size_t H = size_t(cfg_.hidden_size);
+  std::fill_n(w["token_embd.weight"].begin() + size_t(first) * H, H, std::numeric_limits<float>::quiet_NaN());
+  const fs::path p = write({}, "nan_row.gguf", {}, &w);
+
+  // The generator: prefill fine, then the step fed from the device state.
+  LlamaGenerator gen(p.string(), cpu());
+  EXPECT_EQ(gen.next_token(prompt), first);
+  std::vector<int32_t> more = prompt;
+  more.push_back(first);
+  expect_error(error_of([&] { gen.next_token(more); }), {"the forward pass over 4 tokens gave NaN logits"});
+
+  // The engine's greedy rows (no logits read back): the decode step after
+  // the first token, and a prompt holding the token in its prefill.
+  LlmOptions lo;
+  lo.device = Device::Cpu;
+  lo.threads = 1;
+  LLM llm(p.string(), lo);
+  GenerateOptions go;
+  go.max_tokens = 4;
+  go.ignore_eos = true;
+  expect_error(error_of([&] { llm.generate(prompt, go); }), {"a decode step of 1 rows gave NaN logits"});
+  expect_error(error_of([&] { llm.generate(more, go); }), {"the prefill of slot", "gave NaN logits"});
+  // Sampling rows read the logits back: the same error.
+  go.sampling.temperature = 0.8f;
+  expect_error(error_of([&] { llm.generate(more, go); }), {"the prefill of slot", "gave NaN logits"});
 }
 
 // Found by fuzz/gguf_fuzzer.cc: sscanf's %X took "<0x-C>" as byte
