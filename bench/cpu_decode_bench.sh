@@ -11,7 +11,7 @@
 #   RLX_BASE=path          a second rlx (e.g. an older build) run alternately
 #   LLAMA_BENCH=path       llama.cpp's llama-bench, run alternately (-p 128 -n 64)
 #   ROUNDS=3 THREADS="1 2"
-#   RLX_CPU_QUANT_KERNEL=auto  the integer kernels (the default is f32: see docs/PERF.md)
+#   RLX_CPU_QUANT_KERNEL=f32   the f32 kernel instead of the integer ones (the default, auto)
 #
 # llama-bench from the source llama-cpp-python vendors (the sdist on PyPI):
 #   tar xf llama_cpp_python-*.tar.gz; cd llama_cpp_python-*/vendor/llama.cpp

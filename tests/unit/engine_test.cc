@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/cpu/cpu_quant_dot.h"
 #include "engine/text_stream.h"
 #include "models/llama_batch_check.h"  // tests/models
 #include "rlx/error.h"
@@ -132,6 +133,38 @@ TEST(Engine, InterleavedSequencesEqualEachAlone) {
   for (int n : lengths) total += n - 1;  // the first token of each comes from its prefill
   EXPECT_EQ(s.decoded_tokens, uint64_t(total));
   EXPECT_LT(s.decode_runs, uint64_t(total));  // rows shared runs
+}
+
+// Twelve greedy sequences over weights quantized at load, so the CPU's
+// integer kernels run: a batch past kMatVecRows rows takes the RMSNorm apart
+// from the products, a lone sequence has it fused into them, and each gets
+// in the batch what it gets alone (the bits of both norms:
+// MatVecFusion.QuantizedProductGivesTheSameBitsFusedOrApart).
+TEST(Engine, QuantizedBatchPastTheFusedRowsEqualsEachAlone) {
+  for (QuantType q : {QuantType::Q8_0, QuantType::Q4_0}) {
+    LlmOptions o = cpu_options(12);
+    o.quantize = q;
+    LLM llm(test::tiny_llama_path(), o);
+    const std::vector<int32_t> longest =
+        llm.tokenizer().encode(reference_prompt() + " Then the dog woke up and ran away.", true, false);
+    ASSERT_GE(longest.size(), 22u);
+    std::vector<std::vector<int32_t>> ps;
+    for (size_t n = 4; n < 16; ++n) ps.emplace_back(longest.begin(), longest.begin() + std::ptrdiff_t(n));
+    GenerateOptions g;
+    g.max_tokens = 12;
+    g.ignore_eos = true;
+    LlmOptions one_o = cpu_options(1);
+    one_o.quantize = q;
+    LLM one(test::tiny_llama_path(), one_o);
+    std::vector<std::vector<int32_t>> want;
+    for (const auto& p : ps) want.push_back(one.generate(p, g).ids);
+    const std::vector<Generation> got = llm.generate_batch(ps, g);
+    ASSERT_EQ(got.size(), ps.size());
+    for (size_t i = 0; i < ps.size(); ++i)
+      EXPECT_EQ(got[i].ids, want[i]) << quant_type_name(q) << " sequence " << i << " of " << ps.size();
+    EXPECT_GT(cpu::quant_kernel_calls(cpu::quant_kernel()), 0u);
+    EXPECT_NE(cpu::quant_kernel(), cpu::QuantKernel::F32) << "the integer kernels are the default";
+  }
 }
 
 TEST(Engine, BatchCallRunsEveryPromptTogether) {

@@ -16,9 +16,10 @@ namespace rlx {
 namespace {
 
 // With the f32 matmul_q kernel within 1e-4 of the reference; with the
-// default integer kernel (int8 activations per block of 32) within 2e-2 of
+// default integer kernel (two int8 digits per activation) within 1e-3 of
 // max |ref|. The same greedy continuation on both.
 TEST(LlamaGguf, TinyModelMatchesNumpyReference) {
+  ASSERT_NE(cpu::quant_kernel(), cpu::QuantKernel::F32) << "an integer kernel is the default";
   for (cpu::QuantKernel kernel : {cpu::QuantKernel::F32, cpu::quant_kernel()}) {
     const test::QuantKernelScope scope(kernel);
     const std::string what = std::string("first logits, ") + cpu::quant_kernel_name(kernel) + " kernel";
@@ -33,7 +34,7 @@ TEST(LlamaGguf, TinyModelMatchesNumpyReference) {
     std::vector<int32_t> ids = gen.tokenizer().encode(ref.at("prompt").get<std::string>());
     ASSERT_EQ(ids, ref.at("prompt_ids").get<std::vector<int32_t>>());  // BOS, then sentencepiece's ids
     test::expect_close(gen.next_logits(ids), ref.at("first_logits").get<std::vector<double>>(),
-                       kernel == cpu::QuantKernel::F32 ? 1e-4 : 2e-2, what);
+                       kernel == cpu::QuantKernel::F32 ? 1e-4 : 1e-3, what);
     std::vector<int32_t> got;
     for (int step = 0; step < 8; ++step) {
       auto logits = gen.next_logits(ids);

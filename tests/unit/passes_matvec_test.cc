@@ -4,7 +4,11 @@
 // norm that is read by anything but a product stays.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
+
 #include "compile/passes.h"
+#include "cpu_quant_kernel_scope.h"
 #include "fusion_check.h"
 #include "pass_test_graphs.h"
 
@@ -60,6 +64,48 @@ TEST(MatVecFusion, BatchedRowsFuseIntoQuantizedProductsOnly) {
   auto r = test::expect_fusion_preserves_outputs(pre_norm_chain(kMatVecRows, DType::F32, true), 915);
   EXPECT_EQ(test::thunks_of(*r.fused, "norm"), 2) << r.fused->report().schedule;
   EXPECT_EQ(test::thunks_of(*r.fused, "binary"), 1) << "the attention-output residual add stays: its norm went into the quantized product";
+}
+
+// The RMSNorm fused into a quantized product and the same norm run apart
+// (as a batch of more than kMatVecRows rows runs it) give the same bits on
+// every CPU kernel: a sequence decodes the same alone as in a big batch.
+TEST(MatVecFusion, QuantizedProductGivesTheSameBitsFusedOrApart) {
+  for (cpu::QuantKernel kernel : {cpu::QuantKernel::F32, cpu::QuantKernel::Scalar, cpu::QuantKernel::Avx2,
+                                  cpu::QuantKernel::Avx512Vnni}) {
+    if (!cpu::quant_kernel_runs(kernel)) continue;
+    const test::QuantKernelScope scope(kernel);
+    for (int64_t rows : {int64_t(1), int64_t(3)}) {
+      SCOPED_TRACE(std::string(cpu::quant_kernel_name(kernel)) + ", rows " + std::to_string(rows));
+      Graph g;
+      const ValueId x = g.input("x", {rows, 96}, DType::F32);
+      const ValueId n = g.rms_norm(x, g.param("g", {96}, DType::F32), 1e-5f);
+      g.output("y", g.matmul_q(n, g.param("w.quants", {37, 96 / 4}, DType::I32),
+                               g.param("w.scales", {37, 96 / 32}, DType::F16), QuantType::Q8_0));
+      // Random words are valid Q8_0 quants; scales small enough to stay finite.
+      std::vector<int32_t> words(size_t(37 * 96 / 4));
+      uint64_t state = 917 + uint64_t(rows);
+      for (int32_t& w : words) w = int32_t((state = state * 6364136223846793005ull + 1442695040888963407ull) >> 32);
+      const std::map<std::string, HostTensor> params = {
+          {"g", HostTensor::from_f32({96}, test::random_floats(96, 918, 0.5f, 1.5f))},
+          {"w.quants", HostTensor::from_i32({37, 96 / 4}, words)},
+          {"w.scales", HostTensor::from_f32({37, 96 / 32}, test::random_floats(37 * 3, 919, -0.01f, 0.01f), DType::F16)}};
+      const std::map<std::string, HostTensor> in = {
+          {"x", HostTensor::from_f32({rows, 96}, test::random_floats(size_t(rows * 96), 920, -3.f, 3.f))}};
+      auto fused = test::compile_cpu(g, true), apart = test::compile_cpu(g, false);
+      for (const auto& [name, t] : params) {
+        fused->set_param(name, t);
+        apart->set_param(name, t);
+      }
+      EXPECT_EQ(test::thunks_of(*fused, "norm"), 0) << fused->report().schedule;
+      EXPECT_EQ(test::thunks_of(*apart, "norm"), 1) << apart->report().schedule;
+      const HostTensor a = fused->run(in).at("y"), b = apart->run(in).at("y");
+      size_t nonzero = 0, finite = 0;
+      for (float v : b.to_f32()) nonzero += v != 0.f, finite += std::isfinite(v);
+      EXPECT_EQ(finite, size_t(rows * 37));
+      EXPECT_EQ(nonzero, size_t(rows * 37));
+      EXPECT_EQ(a.bytes, b.bytes) << "the fused norm rounds otherwise than the norm thunk";
+    }
+  }
 }
 
 TEST(MatVecFusion, HalfPrecisionStaysWithinRounding) {

@@ -1,10 +1,15 @@
 // What the CPU products share for their fused RMSNorm (MatVecFusionParams):
 // x's rows widened to f32 and, where the product normalizes them, scaled by
 // rsqrt(mean(x^2) + eps) and gamma, as the CUDA matrix-vector kernels apply it
-// (in f32, not rounded to the dtype between norm and product).
+// (in f32, not rounded to the dtype between norm and product). f32 rows go
+// through the norm thunk's own row function, so fused and apart agree bit
+// for bit.
 #pragma once
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 
+#include "backends/cpu/cpu_norm_row.h"
 #include "backends/cpu/cpu_storage.h"
 #include "thunks/params.h"
 
@@ -15,6 +20,13 @@ template <class T>
 void product_rows_f32(const T* x, int64_t m, int64_t k, int64_t ld, const MatVecFusionParams& f,
                       uint8_t* arena, float* dst) {
   const T* gamma = f.norm_gamma == kNoBuffer ? nullptr : at<const T>(arena, f.norm_gamma);
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t i = 0; i < m; ++i) {
+      if (gamma) norm_row_f32(x + i * ld, nullptr, gamma, nullptr, dst + i * k, nullptr, k, false, f.norm_eps);
+      else std::copy(x + i * ld, x + i * ld + k, dst + i * k);
+    }
+    return;
+  }
   for (int64_t i = 0; i < m; ++i) {
     float ss = 0.f;
     for (int64_t j = 0; j < k; ++j) {

@@ -5,9 +5,36 @@
 #include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
+#include "backends/cpu/cpu_norm_row.h"
 #include "backends/cpu/cpu_vec_math.h"
 
 namespace rlx::cpu {
+
+// Two vectorized passes over v for the mean and the centered variance.
+RLX_CPU_CLONES void norm_row_f32(const float* x, const float* res, const float* gamma, const float* beta,
+                                 float* out, float* sum_out, int64_t cols, bool layer, float eps) {
+  const float* v = x;
+  if (res) {
+    float* dst = sum_out ? sum_out : out;  // out is written element by element after v, so it can hold v
+    for (int64_t c = 0; c < cols; ++c) dst[c] = x[c] + res[c];
+    v = dst;
+  }
+  float mean = 0.f;
+  if (layer) {
+    for (int64_t c = 0; c < cols; ++c) mean += v[c];
+    mean /= float(cols);
+  }
+  float sq = 0.f;
+  for (int64_t c = 0; c < cols; ++c) sq += (v[c] - mean) * (v[c] - mean);
+  const float inv = 1.f / std::sqrt(sq / float(cols) + eps);
+  for (int64_t c = 0; c < cols; ++c) {
+    float y = (v[c] - mean) * inv;
+    if (gamma) y *= gamma[c];
+    if (beta) y += beta[c];
+    out[c] = y;
+  }
+}
+
 namespace {
 
 template <class T> void norm(const NormParams& p, CpuContext& ctx) {
@@ -47,32 +74,6 @@ template <class T> void norm(const NormParams& p, CpuContext& ctx) {
       out[r * cols + c] = from_f32<T>(v);
     }
   });
-}
-
-// One f32 row: v = x (+ res), written to sum_out if given; out = norm(v).
-// Two vectorized passes over v for the mean and the centered variance.
-RLX_CPU_CLONES void norm_row_f32(const float* x, const float* res, const float* gamma, const float* beta,
-                                 float* out, float* sum_out, int64_t cols, bool layer, float eps) {
-  const float* v = x;
-  if (res) {
-    float* dst = sum_out ? sum_out : out;  // out is written element by element after v, so it can hold v
-    for (int64_t c = 0; c < cols; ++c) dst[c] = x[c] + res[c];
-    v = dst;
-  }
-  float mean = 0.f;
-  if (layer) {
-    for (int64_t c = 0; c < cols; ++c) mean += v[c];
-    mean /= float(cols);
-  }
-  float sq = 0.f;
-  for (int64_t c = 0; c < cols; ++c) sq += (v[c] - mean) * (v[c] - mean);
-  const float inv = 1.f / std::sqrt(sq / float(cols) + eps);
-  for (int64_t c = 0; c < cols; ++c) {
-    float y = (v[c] - mean) * inv;
-    if (gamma) y *= gamma[c];
-    if (beta) y += beta[c];
-    out[c] = y;
-  }
 }
 
 template <> void norm<float>(const NormParams& p, CpuContext& ctx) {

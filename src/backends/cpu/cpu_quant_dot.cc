@@ -23,6 +23,7 @@ namespace {
 
 constexpr int64_t kGroup = 4;         // blocks a group
 constexpr int64_t kGroupBytes = 128;  // activation bytes a group
+constexpr int32_t kDigit = 128;       // the first digit's weight in units of the second
 
 // Where value j (0..31) of block t (0..3) of a group sits in the group's
 // 128 activation bytes.
@@ -36,21 +37,29 @@ inline int64_t act_offset(bool four_bit, int64_t t, int64_t j) {
 template <QuantType Q>
 float dot_scalar(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i) {
   const int8_t* xq = a.row_q(i);
+  const int8_t* xr = a.row_r(i);
   const float* xd = a.row_d(i);
   const float* xs = a.row_s(i);
   float acc = 0.f;
   for (int64_t b = 0; b < a.blocks; ++b) {
     const int8_t* x = xq + (b / kGroup) * kGroupBytes;
+    const int8_t* x2 = xr + (b / kGroup) * kGroupBytes;
     const int64_t t = b % kGroup;
-    int32_t sum = 0;
+    int32_t sum = 0, sum2 = 0;
     if constexpr (Q == QuantType::Q8_0) {
       const int8_t* w = reinterpret_cast<const int8_t*>(wq + b * 32);
-      for (int j = 0; j < 32; ++j) sum += int32_t(w[j]) * x[act_offset(false, t, j)];
-      acc += half_to_float(ws[b]) * xd[b] * float(sum);
+      for (int j = 0; j < 32; ++j) {
+        sum += int32_t(w[j]) * x[act_offset(false, t, j)];
+        sum2 += int32_t(w[j]) * x2[act_offset(false, t, j)];
+      }
+      acc += half_to_float(ws[b]) * xd[b] * float(sum * kDigit + sum2);
     } else {
       const uint8_t* w = wq + b * 16;
-      for (int j = 0; j < 16; ++j)
+      for (int j = 0; j < 16; ++j) {
         sum += int32_t(w[j] & 0x0f) * x[act_offset(true, t, j)] + int32_t(w[j] >> 4) * x[act_offset(true, t, j + 16)];
+        sum2 += int32_t(w[j] & 0x0f) * x2[act_offset(true, t, j)] + int32_t(w[j] >> 4) * x2[act_offset(true, t, j + 16)];
+      }
+      sum = sum * kDigit + sum2;
       if constexpr (Q == QuantType::Q4_0) {
         const float d = half_to_float(ws[b]);
         acc += d * xd[b] * float(sum) - 8.f * d * xs[b];
@@ -67,36 +76,46 @@ float dot_scalar(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, 
 
 // ---- AVX2: one block at a time, 32 values in a 256-bit register ------------
 
+// Block t's 32 activation bytes of a 4-bit group: its first 16 values, then its last 16.
+RLX_TARGET_AVX2 inline __m256i block_halves(const int8_t* group, int64_t t) {
+  return _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group + 64 + t * 16)),
+                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(group + t * 16)));
+}
+
 template <QuantType Q>
 RLX_TARGET_AVX2 float dot_avx2(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i) {
   const int8_t* xq = a.row_q(i);
+  const int8_t* xr = a.row_r(i);
   const float* xd = a.row_d(i);
   const float* xs = a.row_s(i);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc = _mm256_setzero_ps();
   float mins = 0.f;
   for (int64_t b = 0; b < a.blocks; ++b) {
-    const int8_t* x = xq + (b / kGroup) * kGroupBytes;
+    const int64_t off = (b / kGroup) * kGroupBytes;
     const int64_t t = b % kGroup;
-    __m256i u, v;  // u unsigned, v signed: the operands of maddubs
+    __m256i u, v, v2;  // u unsigned, v and v2 (the two digits) signed: the operands of maddubs
     float d;
     if constexpr (Q == QuantType::Q8_0) {
       const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + b * 32));
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + t * 32));
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + off + t * 32));
+      const __m256i xv2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr + off + t * 32));
       u = _mm256_sign_epi8(w, w);  // |w|
       v = _mm256_sign_epi8(xv, w);
+      v2 = _mm256_sign_epi8(xv2, w);
       d = half_to_float(ws[b]);
     } else {
       const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wq + b * 16));
       const __m128i low = _mm_set1_epi8(0x0f);
       u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(w, 4), low), _mm_and_si128(w, low));
-      v = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 64 + t * 16)),
-                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + t * 16)));
+      v = block_halves(xq + off, t);
+      v2 = block_halves(xr + off, t);
       d = half_to_float(ws[Q == QuantType::Q4_1 ? 2 * b : b]);
       mins += (Q == QuantType::Q4_1 ? half_to_float(ws[2 * b + 1]) : -8.f * d) * xs[b];
     }
     // Pairs of u8 * s8 fit i16: 15 * 127 * 2 and 127 * 127 * 2 < 32767.
-    const __m256i sum = _mm256_madd_epi16(_mm256_maddubs_epi16(u, v), ones);
+    const __m256i sum = _mm256_add_epi32(_mm256_slli_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u, v), ones), 7),
+                                         _mm256_madd_epi16(_mm256_maddubs_epi16(u, v2), ones));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d * xd[b]), _mm256_cvtepi32_ps(sum), acc);
   }
   const __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
@@ -140,8 +159,11 @@ RLX_TARGET_VNNI inline __attribute__((always_inline)) void dot_vnni_4bit(const u
     const __m512 m = Q == QuantType::Q4_1 ? _mm512_permutexvar_ps(idx_m, sc) : _mm512_mul_ps(d, _mm512_set1_ps(-8.f));
     for (int r = 0; r < R; ++r) {
       const int8_t* xg = a.row_q(i0 + r) + g * kGroupBytes;
+      const int8_t* xg2 = a.row_r(i0 + r) + g * kGroupBytes;
       __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(xg));
-      sum = _mm512_dpbusd_epi32(sum, hi, _mm512_loadu_si512(xg + 64));
+      sum = _mm512_slli_epi32(_mm512_dpbusd_epi32(sum, hi, _mm512_loadu_si512(xg + 64)), 7);
+      sum = _mm512_dpbusd_epi32(sum, lo, _mm512_loadu_si512(xg2));
+      sum = _mm512_dpbusd_epi32(sum, hi, _mm512_loadu_si512(xg2 + 64));
       acc0[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_loadu_ps(a.row_dl(i0 + r) + g * 32)), _mm512_cvtepi32_ps(sum),
                                 acc0[r]);
       acc1[r] = _mm512_fmadd_ps(m, _mm512_loadu_ps(a.row_sl(i0 + r) + g * 16), acc1[r]);
@@ -181,10 +203,14 @@ RLX_TARGET_VNNI inline __attribute__((always_inline)) void dot_vnni_q8_0(const u
     const __m512 d0 = _mm512_permutexvar_ps(idx0, sc), d1 = _mm512_permutexvar_ps(idx1, sc);
     for (int r = 0; r < R; ++r) {
       const int8_t* xg = a.row_q(i0 + r) + g * kGroupBytes;
+      const int8_t* xg2 = a.row_r(i0 + r) + g * kGroupBytes;
       const float* xd = a.row_dl(i0 + r) + g * 32;
       const __m512i x0 = _mm512_loadu_si512(xg), x1 = _mm512_loadu_si512(xg + 64);
-      const __m512i s0 = _mm512_dpbusd_epi32(zero, a0, _mm512_mask_sub_epi8(x0, n0, zero, x0));
-      const __m512i s1 = _mm512_dpbusd_epi32(zero, a1, _mm512_mask_sub_epi8(x1, n1, zero, x1));
+      const __m512i y0 = _mm512_loadu_si512(xg2), y1 = _mm512_loadu_si512(xg2 + 64);
+      __m512i s0 = _mm512_slli_epi32(_mm512_dpbusd_epi32(zero, a0, _mm512_mask_sub_epi8(x0, n0, zero, x0)), 7);
+      __m512i s1 = _mm512_slli_epi32(_mm512_dpbusd_epi32(zero, a1, _mm512_mask_sub_epi8(x1, n1, zero, x1)), 7);
+      s0 = _mm512_dpbusd_epi32(s0, a0, _mm512_mask_sub_epi8(y0, n0, zero, y0));
+      s1 = _mm512_dpbusd_epi32(s1, a1, _mm512_mask_sub_epi8(y1, n1, zero, y1));
       acc0[r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, _mm512_loadu_ps(xd)), _mm512_cvtepi32_ps(s0), acc0[r]);
       acc1[r] = _mm512_fmadd_ps(_mm512_mul_ps(d1, _mm512_loadu_ps(xd + 16)), _mm512_cvtepi32_ps(s1), acc1[r]);
     }
@@ -290,14 +316,11 @@ void set_quant_kernel(QuantKernel k) {
 QuantKernel quant_kernel() {
   const int k = g_kernel.load(std::memory_order_relaxed);
   if (k >= 0) return QuantKernel(k);
-  // The f32 kernel by default: with int8 activations SmolLM2-135M Q4_1's
-  // chat answers turn to word salad where f32 answers right, so the integer
-  // kernels stay opt-in (RLX_CPU_QUANT_KERNEL=auto: the best this processor
-  // runs) until their accuracy matches llama.cpp's.
-  QuantKernel chosen = QuantKernel::F32;
-  if (const char* v = std::getenv("RLX_CPU_QUANT_KERNEL"); v && std::string(v) == "auto") {
-    chosen = best_kernel();
-  } else if (v && *v) {
+  // The best integer kernel by default: with two-digit activations the
+  // products stay within dx / 256 per value of the f32 product (one digit
+  // turned SmolLM2-135M Q4_1's chat answer to word salad).
+  QuantKernel chosen = best_kernel();
+  if (const char* v = std::getenv("RLX_CPU_QUANT_KERNEL"); v && *v && std::string(v) != "auto") {
     bool known = false;
     for (QuantKernel c : {QuantKernel::F32, QuantKernel::Scalar, QuantKernel::Avx2, QuantKernel::Avx512Vnni})
       if (std::string(v) == quant_kernel_name(c)) {
@@ -317,12 +340,14 @@ void quantize_activations(const float* x, int64_t m, int64_t k, QuantType weight
   a.blocks = k / kQuantBlock;
   a.groups = (a.blocks + kGroup - 1) / kGroup;
   a.q.assign(size_t(m * a.groups * kGroupBytes), 0);
+  a.r.assign(size_t(m * a.groups * kGroupBytes), 0);
   a.d.assign(size_t(m * a.groups * kGroup), 0.f);
   a.s.assign(size_t(m * a.groups * kGroup), 0.f);
   a.dl.assign(size_t(m * a.groups * 32), 0.f);
   a.sl.assign(size_t(m * a.groups * 16), 0.f);
   for (int64_t i = 0; i < m; ++i) {
     int8_t* q = a.q.data() + i * a.groups * kGroupBytes;
+    int8_t* q2 = a.r.data() + i * a.groups * kGroupBytes;
     float* d = a.d.data() + i * a.groups * kGroup;
     float* s = a.s.data() + i * a.groups * kGroup;
     float* dl = a.dl.data() + i * a.groups * 32;
@@ -337,23 +362,29 @@ void quantize_activations(const float* x, int64_t m, int64_t k, QuantType weight
       }
       if (!finite) amax = NAN;
       const float dx = amax / 127.f, id = dx != 0.f ? 1.f / dx : 0.f;
+      const float unit = dx / float(kDigit);  // the second digit's step
       int32_t sum = 0;
       int8_t* qg = q + (b / kGroup) * kGroupBytes;
+      int8_t* qg2 = q2 + (b / kGroup) * kGroupBytes;
       for (int j = 0; j < kQuantBlock; ++j) {
         // Round to nearest even, as nearbyint, without the library call;
         // |x * id| <= 127 for finite blocks, NaN blocks give 0 (d is NaN).
+        // The second digit rounds what the first left, |e| <= 1/2, in
+        // steps of 1/128: |v2| <= 64.
         const float r = xb[j] * id;
-        const int8_t v = finite ? int8_t(__builtin_lrintf(r)) : 0;
-        qg[act_offset(four_bit, b % kGroup, j)] = v;
-        sum += v;
+        const int32_t v = finite ? int32_t(__builtin_lrintf(r)) : 0;
+        const int32_t v2 = finite ? int32_t(__builtin_lrintf((r - float(v)) * float(kDigit))) : 0;
+        qg[act_offset(four_bit, b % kGroup, j)] = int8_t(v);
+        qg2[act_offset(four_bit, b % kGroup, j)] = int8_t(v2);
+        sum += v * kDigit + v2;
       }
-      d[b] = dx;
-      s[b] = dx * float(sum);
+      d[b] = unit;
+      s[b] = unit * float(sum);
       const int64_t g = b / kGroup, t = b % kGroup;
       if (four_bit) {
-        for (int l = 0; l < 4; ++l) dl[g * 32 + t * 4 + l] = dx;
+        for (int l = 0; l < 4; ++l) dl[g * 32 + t * 4 + l] = unit;
       } else {
-        for (int l = 0; l < 8; ++l) dl[g * 32 + t * 8 + l] = dx;
+        for (int l = 0; l < 8; ++l) dl[g * 32 + t * 8 + l] = unit;
       }
       for (int l = 0; l < 4; ++l) sl[g * 16 + t * 4 + l] = s[b] / 4.f;
     }

@@ -4,14 +4,19 @@
 // fast the weights stream, and integer products on the packed blocks read
 // 4-8x fewer bytes than weights expanded to f32.
 //
-// Per block, with x's block quantized as dx * qx (dx = amax / 127, qx =
-// round(x / dx)) and sx = dx * sum(qx):
+// Each block of x is held as two int8 digits, x ~ u * (128 * qx + rx) with
+// u = dx / 128, dx = amax / 127, qx = round(x / dx) and rx the rounded rest
+// in steps of u (|rx| <= 64): an error of at most dx / 256 per value. One
+// digit (llama.cpp's q8 activations, an error of dx / 2) moved SmolLM2-135M
+// Q4_1's first chat logits by up to 1.5 and flipped its answer; the second
+// costs one more integer product per weight load, off the weights' stream.
+// Below, qx stands for 128 * qx + rx, dx for u and sx = u * sum(qx):
 //   Q8_0: dw * dx * sum(qw * qx)
 //   Q4_0: dw * dx * sum(uw * qx) - 8 * dw * sx  (uw = qw + 8, the nibble)
 //   Q4_1: dw * dx * sum(uw * qx) + mw * sx
 // summed in f32 over the row's blocks. The integer sums are exact, so every
 // kernel gives the same per-block terms; they differ only in the order of
-// the f32 sums.
+// the f32 sums (and Q8_0's in where a sum past 2^24 is rounded to f32).
 //
 // Kernels: AVX512-VNNI (VPDPBUSD), AVX2 (VPMADDUBSW), plain C++, and f32
 // (each block dequantized and dotted with x unquantized: the reference the
@@ -49,16 +54,18 @@ void set_quant_kernel(QuantKernel k);
 struct Q8Activations {
   QuantType weights = QuantType::Q8_0;
   int64_t m = 0, blocks = 0, groups = 0;
-  std::vector<int8_t> q;  // [m, groups * 128]
-  std::vector<float> d;   // [m, groups * 4]: dx per block
+  std::vector<int8_t> q;  // [m, groups * 128]: the first digit
+  std::vector<int8_t> r;  // [m, groups * 128]: the second, same layout
+  std::vector<float> d;   // [m, groups * 4]: u per block
   std::vector<float> s;   // [m, groups * 4]: sx per block
-  // Per vector lane for the AVX-512 kernel: [m, groups * 32] dx of each
+  // Per vector lane for the AVX-512 kernel: [m, groups * 32] u of each
   // int32 lane's block (4-bit: 16 lanes a group, lane l in block l / 4;
   // Q8_0: 32 lanes, lane l in block l / 8) and [m, groups * 16] sx / 4 of
   // lane l's block l / 4 (4 lanes of a block sum to sx).
   std::vector<float> dl, sl;
 
   const int8_t* row_q(int64_t i) const { return q.data() + i * groups * 128; }
+  const int8_t* row_r(int64_t i) const { return r.data() + i * groups * 128; }
   const float* row_d(int64_t i) const { return d.data() + i * groups * 4; }
   const float* row_s(int64_t i) const { return s.data() + i * groups * 4; }
   const float* row_dl(int64_t i) const { return dl.data() + i * groups * 32; }
