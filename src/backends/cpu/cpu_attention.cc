@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
@@ -24,6 +25,7 @@ namespace rlx::cpu {
 namespace {
 
 constexpr int64_t kRowBlock = 32;  // query rows per task: scores stay in L1/L2
+constexpr int64_t kDirectRows = 2;  // up to this many query rows, keys and values are read in place
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
 
 // Values of f32x16 never cross a call (the helpers are always inlined), so
@@ -92,44 +94,164 @@ const int32_t* padding_keep(const int32_t* row, int64_t skv) {
   return std::any_of(row, row + skv, [](int32_t m) { return m != 0; }) ? row : nullptr;
 }
 
-// rows x skv scores of q (rows x hd, pre-scaled) against kt (hd x skv), soft
-// capped (softcap > 0), masked (key j of row i is kept when keep[j] != 0, j <=
-// i + causal_shift and, with a window, j > i + causal_shift - window), then
-// softmax and .V into out (rows x hd). keep may be null.
+// Row i's scores si [skv] in place into its softmax weights: soft capped
+// (softcap > 0), masked (key j is kept when keep[j] != 0, j <= i +
+// causal_shift and, with a window, j > i + causal_shift - window); all zero
+// when every key is masked. keep may be null.
+RLX_CPU_INLINE void softmax_scores(float* si, int64_t i, const int32_t* keep, int64_t causal_shift, int64_t window,
+                                   float softcap, int64_t skv) {
+  if (softcap > 0.f)
+    for (int64_t j = 0; j < skv; ++j) si[j] = softcap * std::tanh(si[j] / softcap);
+  // Keys >= last are causally masked (none when causal_shift >= skv).
+  const int64_t last = std::clamp<int64_t>(i + causal_shift + 1, 0, skv);
+  for (int64_t j = last; j < skv; ++j) si[j] = kMasked;
+  // Keys < first are outside the window (the query sits at i + causal_shift).
+  const int64_t first = window > 0 ? std::clamp<int64_t>(i + causal_shift - window + 1, 0, skv) : 0;
+  for (int64_t j = 0; j < first; ++j) si[j] = kMasked;
+  if (keep)
+    for (int64_t j = 0; j < skv; ++j) si[j] = keep[j] != 0 ? si[j] : kMasked;
+  float mx = kMasked;
+  for (int64_t j = 0; j < skv; ++j) mx = si[j] > mx ? si[j] : mx;
+  if (mx == kMasked) {  // every key masked: zero weights give a zero row
+    for (int64_t j = 0; j < skv; ++j) si[j] = 0.f;
+    return;
+  }
+  float sum = 0.f;
+  for (int64_t j = 0; j < skv; ++j) {  // exp(-inf - mx) is 0: masked keys drop out
+    si[j] = exp_approx(si[j] - mx);
+    sum += si[j];
+  }
+  const float inv = 1.f / sum;  // normalize the weights, not the outputs: hd < skv multiplies
+  for (int64_t j = 0; j < skv; ++j) si[j] *= inv;
+}
+
+// rows x skv scores of q (rows x hd, pre-scaled) against kt (hd x skv), their
+// softmax weights (softmax_scores), then .V into out (rows x hd).
 RLX_CPU_CLONES void attend_block(const float* q, const float* kt, const float* v, const int32_t* keep,
                                  int64_t causal_shift, int64_t window, float softcap, int64_t rows, int64_t hd,
                                  int64_t skv, float* s, float* out) {
   small_gemm(rows, skv, hd, q, hd, kt, skv, s, skv);
-  for (int64_t i = 0; i < rows; ++i) {
-    float* si = s + i * skv;
-    if (softcap > 0.f)
-      for (int64_t j = 0; j < skv; ++j) si[j] = softcap * std::tanh(si[j] / softcap);
-    // Keys >= last are causally masked (none when causal_shift >= skv).
-    const int64_t last = std::clamp<int64_t>(i + causal_shift + 1, 0, skv);
-    for (int64_t j = last; j < skv; ++j) si[j] = kMasked;
-    // Keys < first are outside the window (the query sits at i + causal_shift).
-    const int64_t first = window > 0 ? std::clamp<int64_t>(i + causal_shift - window + 1, 0, skv) : 0;
-    for (int64_t j = 0; j < first; ++j) si[j] = kMasked;
-    if (keep)
-      for (int64_t j = 0; j < skv; ++j) si[j] = keep[j] != 0 ? si[j] : kMasked;
-    float mx = kMasked;
-    for (int64_t j = 0; j < skv; ++j) mx = si[j] > mx ? si[j] : mx;
-    if (mx == kMasked) {  // every key masked: zero weights give a zero row
-      for (int64_t j = 0; j < skv; ++j) si[j] = 0.f;
-      continue;
-    }
-    float sum = 0.f;
-    for (int64_t j = 0; j < skv; ++j) {  // exp(-inf - mx) is 0: masked keys drop out
-      si[j] = exp_approx(si[j] - mx);
-      sum += si[j];
-    }
-    const float inv = 1.f / sum;  // normalize the weights, not the outputs: hd < skv multiplies
-    for (int64_t j = 0; j < skv; ++j) si[j] *= inv;
-  }
+  for (int64_t i = 0; i < rows; ++i) softmax_scores(s + i * skv, i, keep, causal_shift, window, softcap, skv);
   small_gemm(rows, hd, skv, s, skv, v, hd, out, hd);
 }
 
+// The same for a few rows of q (a decode step: the sq rows of each query head
+// that shares this key/value head, row r at query index r % sq) against f32
+// keys and values read where they are (rows k + j * k_stride, v + j * v_stride): keys are
+// taken 16 at a time into a small transposed tile in L1, values are summed
+// row by row, so nothing the size of the cache is copied (copying K
+// transposed and V widened per head cost more than the products at one
+// query row). Every score and output is summed in the order attend_block
+// sums it, so a decode step gives the bits a recompute gives.
+RLX_CPU_CLONES void attend_rows_direct(const float* q, const float* k, int64_t k_stride, const float* v,
+                                       int64_t v_stride, const int32_t* keep, int64_t causal_shift, int64_t window,
+                                       float softcap, int64_t rows, int64_t sq, int64_t hd, int64_t skv, float* s,
+                                       float* out) {
+  float tile[256 * 16];  // head_dim <= 256 (rope_row's limit) x 16 keys
+  for (int64_t j0 = 0; j0 < skv; j0 += 16) {
+    const int64_t n = std::min<int64_t>(16, skv - j0);
+    for (int64_t l = 0; l < 16; ++l) {
+      const float* kj = k + (j0 + std::min(l, n - 1)) * k_stride;
+      for (int64_t d = 0; d < hd; ++d) tile[d * 16 + l] = kj[d];
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* qi = q + i * hd;
+      f32x16 acc = {};
+      for (int64_t d = 0; d < hd; ++d) acc += qi[d] * load16(tile + d * 16);
+      float* si = s + i * skv + j0;
+      for (int64_t l = 0; l < n; ++l) si[l] = acc[l];
+    }
+  }
+  const int64_t hd16 = hd - hd % 16;
+  for (int64_t i = 0; i < rows; ++i) {
+    float* si = s + i * skv;
+    softmax_scores(si, i % sq, keep, causal_shift, window, softcap, skv);
+    float* oi = out + i * hd;
+    for (int64_t d = 0; d < hd; ++d) oi[d] = 0.f;
+    for (int64_t j = 0; j < skv; ++j) {
+      const float w = si[j];
+      const float* vj = v + j * v_stride;
+      for (int64_t d = 0; d < hd16; d += 16) store16(oi + d, load16(oi + d) + w * load16(vj + d));
+      for (int64_t d = hd16; d < hd; ++d) oi[d] += w * vj[d];
+    }
+  }
+}
+
+// Query row i of sequence b, head h: rotated where a RoPE is fused in, then
+// scaled, into qf [hd] (f32).
+template <class T>
+void scaled_query(const T* q, const AttentionParams& p, int64_t b, int64_t h, int64_t i, const int32_t* q_pos,
+                  float* qf) {
+  const int64_t hd = p.head_dim;
+  const T* qr = q + (b * p.sq + i) * p.q_stride + p.q_offset + h * hd;
+  T rotated[256];  // head_dim <= 256 (checked when a rotation is fused in)
+  if (p.q_rope_n_rot > 0) {
+    rope_row(qr, rotated, 1, hd, p.q_rope_n_rot, p.q_rope_interleaved, p.q_rope_theta, double(q_pos[b]) + double(i),
+             p.q_rope_freqs);
+    qr = rotated;
+  }
+  for (int64_t d = 0; d < hd; ++d) qf[d] = to_f32(qr[d]) * p.scale;
+}
+
+// What one sequence b of the batch attends to.
+struct SequenceKeys {
+  int64_t kv_len;        // keys valid (with query positions: those before pos[b] + sq)
+  int64_t causal_shift;  // query i sits at key i + causal_shift
+  const int32_t* keep;   // its padding mask, or null
+  int64_t kb;            // its row of the cache (a ragged batch's slot)
+};
+SequenceKeys sequence_keys(const AttentionParams& p, int64_t b, const int32_t* q_pos, const int32_t* mask,
+                           const int32_t* kv_slots) {
+  SequenceKeys s;
+  // With query positions (a KV cache) only keys before pos[b] + sq are
+  // valid, and causal keeps key j for query i when j <= pos[b] + i.
+  s.kv_len = q_pos ? std::clamp<int64_t>(int64_t(q_pos[b]) + p.sq, 0, p.skv) : p.skv;
+  s.causal_shift = p.mask_kind != MaskKind::Causal ? s.kv_len : q_pos ? int64_t(q_pos[b]) : p.skv - p.sq;
+  s.keep = mask ? padding_keep(mask + b * p.skv, p.skv) : nullptr;
+  // A ragged batch reads its sequence's cache slot (clamped: the host checks slots).
+  s.kb = kv_slots ? std::clamp<int64_t>(kv_slots[b], 0, p.kv_batch - 1) : b;
+  return s;
+}
+
+// A decode step in f32: one task per (batch, key/value head), every query
+// head of its group against the cache in place (attend_rows_direct).
+void attention_direct(const AttentionParams& p, CpuContext& ctx) {
+  uint8_t* arena = ctx.arena();
+  const float* q = at<float>(arena, p.q);
+  const float* k = at<float>(arena, p.k);
+  const float* v = at<float>(arena, p.v);
+  const int32_t* mask = p.mask_kind == MaskKind::Padding ? at<int32_t>(arena, p.mask) : nullptr;
+  float* out = at<float>(arena, p.out);
+  const int64_t sq = p.sq, skv = p.skv, hd = p.head_dim, group = p.q_heads / p.kv_heads, rows = group * sq;
+  const int threads = run_threads();
+  const int64_t per_worker = rows * (2 * hd + skv);  // queries, scores, outputs
+  float* buffers = ctx.scratch(0, size_t(threads * per_worker));
+  const int32_t* q_pos = p.pos != kNoBuffer ? at<int32_t>(arena, p.pos) : nullptr;
+  const int32_t* kv_slots = p.kv_slots != kNoBuffer ? at<int32_t>(arena, p.kv_slots) : nullptr;
+  const int64_t window = p.mask_kind == MaskKind::Causal ? p.window : 0;
+  parallel_for_worker(p.batch * p.kv_heads, threads, [&](int64_t task, int worker) {
+    float* qf = buffers + worker * per_worker;
+    float* s = qf + rows * hd;
+    float* of = s + rows * skv;
+    const int64_t kvh = task % p.kv_heads, b = task / p.kv_heads;
+    const SequenceKeys sk = sequence_keys(p, b, q_pos, mask, kv_slots);
+    for (int64_t g = 0; g < group; ++g)
+      for (int64_t i = 0; i < sq; ++i) scaled_query(q, p, b, kvh * group + g, i, q_pos, qf + (g * sq + i) * hd);
+    attend_rows_direct(qf, k + sk.kb * skv * p.k_stride + p.k_offset + kvh * hd, p.k_stride,
+                       v + sk.kb * skv * p.v_stride + p.v_offset + kvh * hd, p.v_stride, sk.keep, sk.causal_shift,
+                       window, p.softcap, rows, sq, hd, sk.kv_len, s, of);
+    for (int64_t g = 0; g < group; ++g)
+      for (int64_t i = 0; i < sq; ++i)
+        std::copy(of + (g * sq + i) * hd, of + (g * sq + i + 1) * hd,
+                  out + ((b * sq + i) * p.q_heads + kvh * group + g) * hd);
+  });
+}
+
 template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
+  if constexpr (std::is_same_v<T, float>) {
+    // attend_rows_direct's key tile holds head_dim <= 256.
+    if (p.sq <= kDirectRows && p.head_dim <= 256) return attention_direct(p, ctx);
+  }
   uint8_t* arena = ctx.arena();
   const T* q = at<T>(arena, p.q);
   const T* k = at<T>(arena, p.k);
@@ -153,13 +275,9 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
     float* s = qf + rows * hd;
     float* of = s + rows * skv;
     const int64_t h = task % p.q_heads, b = task / p.q_heads, kvh = h / group;
-    // With query positions (a KV cache) only keys before pos[b] + sq are
-    // valid, and causal keeps key j for query i when j <= pos[b] + i.
-    const int64_t kv_len = q_pos ? std::clamp<int64_t>(int64_t(q_pos[b]) + sq, 0, skv) : skv;
-    const int64_t causal_shift = p.mask_kind != MaskKind::Causal ? kv_len : q_pos ? int64_t(q_pos[b]) : skv - sq;
-    const int32_t* keep = mask ? padding_keep(mask + b * skv, skv) : nullptr;
-    // A ragged batch reads its sequence's cache slot (clamped: the host checks slots).
-    const int64_t kb = kv_slots ? std::clamp<int64_t>(kv_slots[b], 0, p.kv_batch - 1) : b;
+    const SequenceKeys sk = sequence_keys(p, b, q_pos, mask, kv_slots);
+    const int64_t kv_len = sk.kv_len, kb = sk.kb;
+    const int64_t window = p.mask_kind == MaskKind::Causal ? p.window : 0;
     for (int64_t j = 0; j < kv_len; ++j) {
       const T* kr = k + (kb * skv + j) * p.k_stride + p.k_offset + kvh * hd;
       const T* vr = v + (kb * skv + j) * p.v_stride + p.v_offset + kvh * hd;
@@ -170,18 +288,8 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
     }
     for (int64_t i0 = 0; i0 < sq; i0 += rows) {
       const int64_t n = std::min(rows, sq - i0);
-      for (int64_t i = 0; i < n; ++i) {
-        const T* qr = q + (b * sq + i0 + i) * p.q_stride + p.q_offset + h * hd;
-        T rotated[256];  // head_dim <= 256 (checked when a rotation is fused in)
-        if (p.q_rope_n_rot > 0) {
-          rope_row(qr, rotated, 1, hd, p.q_rope_n_rot, p.q_rope_interleaved, p.q_rope_theta,
-                   double(q_pos[b]) + double(i0 + i), p.q_rope_freqs);
-          qr = rotated;
-        }
-        for (int64_t d = 0; d < hd; ++d) qf[i * hd + d] = to_f32(qr[d]) * p.scale;
-      }
-      attend_block(qf, kt, vf, keep, causal_shift + i0, p.mask_kind == MaskKind::Causal ? p.window : 0, p.softcap, n,
-                   hd, kv_len, s, of);
+      for (int64_t i = 0; i < n; ++i) scaled_query(q, p, b, h, i0 + i, q_pos, qf + i * hd);
+      attend_block(qf, kt, vf, sk.keep, sk.causal_shift + i0, window, p.softcap, n, hd, kv_len, s, of);
       for (int64_t i = 0; i < n; ++i) {
         T* o = out + ((b * sq + i0 + i) * p.q_heads + h) * hd;
         for (int64_t d = 0; d < hd; ++d) o[d] = from_f32<T>(of[i * hd + d]);

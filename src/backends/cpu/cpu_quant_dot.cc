@@ -291,14 +291,16 @@ bool has_f16c() {
 }
 #endif
 
+// CPUID traps to the hypervisor in a virtual machine (microseconds): asked
+// once, not at every product.
 bool quant_kernel_runs(QuantKernel k) {
 #ifdef RLX_QUANT_X86
-  if (k == QuantKernel::Avx512Vnni)
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           has_avx512_vnni();
-  if (k == QuantKernel::Avx2)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
+  static const bool vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                           has_avx512_vnni();
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
+  if (k == QuantKernel::Avx512Vnni) return vnni;
+  if (k == QuantKernel::Avx2) return avx2;
 #else
   if (k == QuantKernel::Avx512Vnni || k == QuantKernel::Avx2) return false;
 #endif
