@@ -104,6 +104,28 @@ TEST_P(CpuAttention, GroupedQueryHeads) {
   expect_close(r.got, r.ref, tolerance(GetParam()), "attention mqa causal");
 }
 
+// One or two query rows (a decode step; f32 reads the cache in place, one
+// task per key/value head): grouped heads, head_dim not a multiple of the
+// vector width, keys not a multiple of the 16-key tile, every mask kind,
+// strided rows.
+TEST_P(CpuAttention, DecodeStepRowsWithGroupedHeads) {
+  for (int64_t sq : {1, 2})
+    for (MaskKind m : {MaskKind::None, MaskKind::Causal, MaskKind::Padding})
+      for (auto [skv, hd] : {std::pair{37, 40}, {16, 64}, {3, 17}}) {
+        AttnCase c{3, sq, skv, 6, 2, int32_t(hd), m};
+        c.q_pad = 5, c.k_pad = 3, c.v_pad = 7;
+        // Padding: sequence 0 keeps every third key, 1 all but the last, 2 none (attends to all).
+        std::vector<int32_t> mask;
+        if (m == MaskKind::Padding)
+          for (int64_t b = 0; b < 3; ++b)
+            for (int64_t j = 0; j < skv; ++j) mask.push_back(b == 0 ? j % 3 == 0 : b == 1 ? j + 1 < skv : 0);
+        auto r = run_attention(c, GetParam(), 870 + uint64_t(skv * 3 + sq) + uint64_t(m), mask);
+        expect_close(r.got, r.ref, tolerance(GetParam()),
+                     "decode rows sq " + std::to_string(sq) + " skv " + std::to_string(skv) + " hd " +
+                         std::to_string(hd) + " mask " + std::to_string(int(m)));
+      }
+}
+
 TEST_P(CpuAttention, CausalAlignsLastQueryWithLastKey) {
   for (auto [sq, skv] : {std::pair{7, 7}, {3, 11}, {1, 33}}) {
     auto r = run_attention({2, sq, skv, 2, 2, 16, MaskKind::Causal}, GetParam(), 820 + uint64_t(skv));
