@@ -17,6 +17,7 @@ void fuse_add_norm(Graph& g);              // residual add + layer/rms norm -> a
 void fuse_narrow(Graph& g);                // narrow(last axis) into rope/attention strides
 void fuse_kv_write(Graph& g);              // rope(K) and K/V slices into the kv_write reading them
 void fuse_rope_attention(Graph& g);        // rope(q) into a decode step's attention
+void keep_products_quantized(Graph& g);    // matmul_q without a dequantized W (host backends)
 
 // The pipeline compile() runs (fusions only when opts.fuse).
 void run_passes(Graph& g, const CompileOptions& opts);

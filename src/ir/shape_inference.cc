@@ -175,7 +175,8 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       y.back() = n;
       need_matvec_fusion(g, in, at.fused, pi, x, y, who);
       auto outs = out(y, x.dtype);
-      if (numel(x.shape) / k > kMatMulQVectorRows) outs.push_back(Value{Shape{n, k}, x.dtype, -1, 1});
+      if (!at.any_rows_in_place && numel(x.shape) / k > kMatMulQVectorRows)
+        outs.push_back(Value{Shape{n, k}, x.dtype, -1, 1});
       return outs;
     }
 

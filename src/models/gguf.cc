@@ -248,6 +248,16 @@ GgufFile::~GgufFile() {
   if (map_) ::munmap(const_cast<uint8_t*>(map_), size_);
 }
 
+void GgufFile::release_pages(std::span<const uint8_t> bytes) const {
+  if (!map_) return;
+  if (bytes.empty()) bytes = {map_, size_};
+  // Whole pages inside the span only: a page shared with a neighbour stays.
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (uintptr_t(bytes.data()) + page - 1) / page * page;
+  const uintptr_t hi = (uintptr_t(bytes.data()) + bytes.size()) / page * page;
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
 void GgufFile::parse() {
   Cursor c(map_, size_, path_);
   RLX_CHECK(std::memcmp(map_, "GGUF", 4) == 0, "gguf: '" << path_ << "' has no GGUF magic (not a GGUF file)");

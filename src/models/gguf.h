@@ -77,6 +77,11 @@ class GgufFile {
 
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }
+  // Drops the mapped pages of `bytes` (a span of the file, e.g. a tensor's;
+  // empty: the whole file) from this process's resident memory: they stay in
+  // the page cache and fault back in on the next read. Called as weights are
+  // copied into an arena, so the file does not count twice.
+  void release_pages(std::span<const uint8_t> bytes = {}) const;
   uint64_t alignment() const { return alignment_; }
 
   // Metadata, in file order.

@@ -273,6 +273,7 @@ void LlamaGguf::load_into(Executable& exe, const Graph& g) const {
   for (const LlamaParamSource& s : llama_param_sources(g)) {
     if (s.quant && stored_quant(s.tensor) == s.quant) {
       set_quantized_weight_blocks(exe, s, file_->bytes(s.tensor));
+      file_->release_pages(file_->bytes(s.tensor));  // each tensor as it is copied: the peak stays low
       continue;
     }
     // Float tensors go from the mapped file to the param as they are (or
@@ -282,12 +283,14 @@ void LlamaGguf::load_into(Executable& exe, const Graph& g) const {
       const std::span<const uint8_t> b = file_->bytes(s.tensor);
       const DType dt = type == GgmlType::F32 ? DType::F32 : type == GgmlType::F16 ? DType::F16 : DType::BF16;
       exe.set_param_bytes(s.param, dt, b.data(), b.size());
+      file_->release_pages(b);
       continue;
     }
     std::vector<float> v = file_->to_f32(s.tensor);
     if (s.quant) set_quantized_weight(exe, s, v);
     else exe.set_param_f32(s.param, v.data(), v.size());
   }
+  file_->release_pages();  // the arena holds the weights now
 }
 
 }  // namespace rlx

@@ -79,7 +79,10 @@ std::unique_ptr<Schedule> plan(const Graph& graph, const CompileOptions& opts, C
   rep.nodes_before = g.live_node_count();
   RLX_CHECK(!g.outputs().empty(), "compile: the graph has no outputs");
   verify(g);
-  run_passes(g, opts);
+  // The passes see the device the schedule will run on (compile's choice for Auto).
+  CompileOptions resolved = opts;
+  if (resolved.device == Device::Auto) resolved.device = cuda_backend() ? Device::Cuda : Device::Cpu;
+  run_passes(g, resolved);
   verify(g);
   rep.nodes_after = g.live_node_count();
   std::unique_ptr<Schedule> s = lower(g);

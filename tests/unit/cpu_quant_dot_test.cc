@@ -60,7 +60,10 @@ std::vector<float> run_product(const Case& c, const QuantWeight& w, const std::v
   }
   if (c.residual) p.fused.residual = h.input_f32("residual", residual, DType::F32);
   p.out = h.output("out", DType::F32, size_t(c.m * c.n));
-  p.dequantized = c.m > kMatMulQVectorRows ? h.output("dequantized", DType::F32, size_t(c.n * c.k)) : kNoBuffer;
+  // 9 rows with W's dequantized scratch (as a graph for CUDA has it), 17
+  // without (as the CPU compiles it: keep_products_quantized).
+  p.dequantized = c.m > kMatMulQVectorRows && c.m < 17 ? h.output("dequantized", DType::F32, size_t(c.n * c.k))
+                                                       : kNoBuffer;
   p.m = c.m, p.n = c.n, p.k = c.k;
   p.dtype = DType::F32;
   p.quant = c.type;

@@ -4,10 +4,13 @@
 // row's result is the same in a prefill as in a decode step.
 //
 // The f32 kernel (RLX_CPU_QUANT_KERNEL=f32), the reference the other
-// backends are held to: up to kMatMulQVectorRows rows, each weight row is
-// dequantized a block at a time (f32) and dotted with every row of x; larger
-// products dequantize W into the node's scratch output (in x's dtype) and
-// run the plain matrix product over it, as the CUDA backend does.
+// backends are held to: each weight row is dequantized a block at a time
+// (f32) and dotted with up to kMatMulQVectorRows rows of x at once; a graph
+// compiled for another device, whose larger products have a scratch output
+// for W, dequantizes W there (in x's dtype) and runs the plain matrix
+// product over it, as the CUDA backend does.
+#include <algorithm>
+
 #include "backends/cpu/cpu_matmul.h"
 #include "backends/cpu/cpu_matvec_fusion.h"
 #include "backends/cpu/cpu_parallel.h"
@@ -72,26 +75,30 @@ template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {
     run_matmul(dequantized_product(p), ctx);
     return;
   }
-  RLX_CHECK(p.m <= kMatMulQVectorRows, "matmul_q: " << p.m << " rows without a dequantized scratch");
   float* x = ctx.scratch(0, size_t(p.m * p.k));
   product_rows_f32(at<T>(arena, p.x), p.m, p.k, p.k, p.fused, arena, x);
   const T* residual = p.fused.residual == kNoBuffer ? nullptr : at<const T>(arena, p.fused.residual);
   T* out = at<T>(arena, p.out);
-  parallel_for(p.n, threaded, [&](int64_t r) {
-    float acc[kMatMulQVectorRows] = {};
-    float block[kQuantBlock];
-    for (int64_t c = 0; c < blocks; ++c) {
-      dequantize_row(p.quant, quants + r * row_bytes + c * quant_block_bytes(p.quant), scales + (r * blocks + c) * per,
-                     kQuantBlock, block);
-      for (int64_t i = 0; i < p.m; ++i) {
-        const float* xb = x + i * p.k + c * kQuantBlock;
-        for (int64_t j = 0; j < kQuantBlock; ++j) acc[i] += block[j] * xb[j];
+  // kMatMulQVectorRows rows of x at a time: each weight row is dequantized
+  // once a chunk (a block at a time) and dotted with every row of the chunk.
+  for (int64_t i0 = 0; i0 < p.m; i0 += kMatMulQVectorRows) {
+    const int64_t rows = std::min<int64_t>(kMatMulQVectorRows, p.m - i0);
+    parallel_for(p.n, threaded, [&](int64_t r) {
+      float acc[kMatMulQVectorRows] = {};
+      float block[kQuantBlock];
+      for (int64_t c = 0; c < blocks; ++c) {
+        dequantize_row(p.quant, quants + r * row_bytes + c * quant_block_bytes(p.quant),
+                       scales + (r * blocks + c) * per, kQuantBlock, block);
+        for (int64_t i = 0; i < rows; ++i) {
+          const float* xb = x + (i0 + i) * p.k + c * kQuantBlock;
+          for (int64_t j = 0; j < kQuantBlock; ++j) acc[i] += block[j] * xb[j];
+        }
       }
-    }
-    for (int64_t i = 0; i < p.m; ++i)
-      out[i * p.n + r] = from_f32<T>(acc[i] + (bias ? to_f32(bias[r]) : 0.f) +
-                                     (residual ? to_f32(residual[i * p.n + r]) : 0.f));
-  });
+      for (int64_t i = i0; i < i0 + rows; ++i)
+        out[i * p.n + r] = from_f32<T>(acc[i - i0] + (bias ? to_f32(bias[r]) : 0.f) +
+                                       (residual ? to_f32(residual[i * p.n + r]) : 0.f));
+    });
+  }
 }
 
 }  // namespace

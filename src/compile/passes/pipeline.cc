@@ -1,5 +1,6 @@
 // The pass pipeline compile() runs. Fusions (and the sibling-matmul merge,
-// which exists to feed them) run only when CompileOptions::fuse is set.
+// which exists to feed them) run only when CompileOptions::fuse is set; the
+// device (Auto resolved by compile) picks what lowers per backend.
 #include "compile/passes.h"
 #include "rlx/options.h"
 
@@ -17,6 +18,7 @@ void run_passes(Graph& g, const CompileOptions& opts) {
     fuse_kv_write(g);  // after fuse_narrow: a rope's K slice is then its offset
     fuse_rope_attention(g);
   }
+  if (opts.device == Device::Cpu) keep_products_quantized(g);
   eliminate_dead_code(g);
 }
 
