@@ -55,6 +55,9 @@ ProductInputs product_inputs(size_t inputs, size_t fixed, const MatVecFusion& f)
 struct MatMulQAttrs {
   QuantType type = QuantType::Q8_0;
   MatVecFusion fused{};
+  // Any number of rows multiplied on the quantized blocks (the CPU backend):
+  // no dequantized copy of W for products of more than kMatMulQVectorRows rows.
+  bool any_rows_in_place = false;
 };
 constexpr int64_t kMatMulQVectorRows = kMatVecRows;
 struct NormAttrs {
