@@ -72,12 +72,15 @@ UnigramTokenizer UnigramTokenizer::from_tokenizer_json(const std::string& path) 
   } catch (const nlohmann::json::exception& e) {
     RLX_FAIL(where << ": not valid JSON: " << e.what());
   }
+  return from_tokenizer_json(j, path);
+}
+
+UnigramTokenizer UnigramTokenizer::from_tokenizer_json(const nlohmann::json& j, const std::string& path) {
+  const std::string where = "unigram: '" + path + "'";
   try {
     const auto& m = j.at("model");
     RLX_CHECK(m.value("type", "") == "Unigram", where << ": model type is not Unigram");
-    const auto& norm = j.value("normalizer", nlohmann::json());
-    RLX_CHECK(norm.is_null(), where << ": normalizer '" << norm.value("type", "?")
-                                    << "' is not supported for Unigram (its Precompiled character map is not read yet)");
+    JsonNormalizer normalizer = JsonNormalizer::from_json(j.value("normalizer", nlohmann::json()), where + ": ");
     UnigramOptions o;
     o.byte_fallback = m.value("byte_fallback", false);
     const auto& pre = j.at("pre_tokenizer");
@@ -85,9 +88,10 @@ UnigramTokenizer UnigramTokenizer::from_tokenizer_json(const std::string& path) 
                   pre.value("split", true),
               where << ": the pre-tokenizer must be Metaspace with replacement U+2581 and split");
     const std::string scheme = pre.value("prepend_scheme", pre.value("add_prefix_space", true) ? "always" : "never");
-    RLX_CHECK(scheme == "always" || scheme == "never",
+    RLX_CHECK(scheme == "always" || scheme == "never" || scheme == "first",
               where << ": Metaspace prepend_scheme '" << scheme << "' is not supported");
-    o.prepend_space = scheme == "always";
+    o.prepend_space = scheme != "never";
+    o.prepend_first_only = scheme == "first";
     std::vector<std::string> pieces;
     std::vector<double> scores;
     for (const auto& v : m.at("vocab")) {
@@ -104,8 +108,9 @@ UnigramTokenizer UnigramTokenizer::from_tokenizer_json(const std::string& path) 
       special.push_back(int32_t(id));
       if (!a.value("special", true)) user_defined.push_back(int32_t(id));
     }
-    return UnigramTokenizer(std::move(pieces), std::move(scores), int32_t(unk), o, special, -1, -1, user_defined,
-                            where);
+    UnigramTokenizer t(std::move(pieces), std::move(scores), int32_t(unk), o, special, -1, -1, user_defined, where);
+    t.set_normalizer(std::move(normalizer));
+    return t;
   } catch (const nlohmann::json::exception& e) {
     RLX_FAIL(where << ": malformed tokenizer: " << e.what());
   }
@@ -170,12 +175,15 @@ void UnigramTokenizer::viterbi(std::string_view w, std::vector<int32_t>& out) co
   }
 }
 
-void UnigramTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
+void UnigramTokenizer::encode_plain(std::string_view raw, bool first, std::vector<int32_t>& out) const {
+  const std::string normalized = normalizer_.empty() ? std::string() : normalizer_.apply(raw);
+  const std::string_view text = normalizer_.empty() ? raw : std::string_view(normalized);
   if (text.empty()) return;
   std::string s;
   // prepend_scheme "always": every run of text between special tokens gets
-  // the U+2581 unless it already starts with a space.
-  if (opts_.prepend_space && text[0] != ' ') s = kSpace;
+  // the U+2581 unless it already starts with a space ("first": only the run
+  // the text starts with).
+  if (opts_.prepend_space && text[0] != ' ' && (first || !opts_.prepend_first_only)) s = kSpace;
   for (char c : text) {
     if (c == ' ') s += kSpace;
     else s += c;
@@ -193,7 +201,8 @@ void UnigramTokenizer::encode_plain(std::string_view text, std::vector<int32_t>&
 std::vector<int32_t> UnigramTokenizer::encode(std::string_view text, const EncodeOptions& o) const {
   std::vector<int32_t> out;
   if (o.add_special && opts_.add_bos && bos_id_ >= 0) out.push_back(bos_id_);
-  specials_.split(text, o.parse_special, [&](std::string_view run) { encode_plain(run, out); }, out);
+  specials_.split(
+      text, o.parse_special, [&](std::string_view run) { encode_plain(run, run.data() == text.data(), out); }, out);
   if (o.add_special && opts_.add_eos && eos_id_ >= 0) out.push_back(eos_id_);
   return out;
 }
