@@ -16,9 +16,9 @@ its rows are compared with SentenceTransformer.encode / CrossEncoder.predict:
 
 NomicBERT (nomic_bert) is written as nomic's checkpoints are (emb_ln,
 attn.Wqkv, mlp.fc11/fc12/fc2, norm1/norm2) and compared with a float64 torch
-forward of nomic's modeling_hf_nomic_bert.py written out below; where this
-transformers runs nomic_bert itself, sentence-transformers' rows are checked
-as well.
+forward of nomic's modeling_hf_nomic_bert.py written out below, and with
+sentence-transformers where its transformers runs nomic_bert itself (5.x
+does, mapping nomic's tensor names; config.json carries both key sets).
 
 Controls checked on the BERT model: every pooling mode (as the model's own
 and as --pooling), a Dense module, --no-normalize, --dimensions (Matryoshka), prompts
@@ -176,7 +176,12 @@ def make_nomic_model(path, seed=5):
            "n_head": heads, "n_layer": layers, "n_inner": inner, "n_positions": 72, "type_vocab_size": 2,
            "activation_function": "swiglu", "layer_norm_epsilon": 1e-12, "rotary_emb_fraction": 1.0,
            "rotary_emb_base": base, "rotary_emb_interleaved": False, "qkv_proj_bias": False, "mlp_fc1_bias": False,
-           "mlp_fc2_bias": False, "prenorm": False, "causal": False}
+           "mlp_fc2_bias": False, "prenorm": False, "causal": False,
+           # The same sizes under transformers' own NomicBertConfig keys: transformers >= 5
+           # runs nomic_bert itself and maps nomic's tensor names, not these.
+           "hidden_size": H, "num_attention_heads": heads, "num_hidden_layers": layers, "intermediate_size": inner,
+           "max_position_embeddings": 72, "layer_norm_eps": 1e-12, "hidden_act": "silu",
+           "rope_parameters": {"rope_type": "default", "rope_theta": base}}
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(cfg, f)
     g = torch.Generator().manual_seed(seed)

@@ -27,6 +27,11 @@ struct Builder {
 void read_nomic_bert_config(const JsonField& j, BertConfig& c) {
   const BertLimits L;
   const std::string w = j.where();
+  // transformers 5 saves nomic_bert in its own layout (hidden_size, q_proj,
+  // ...); rlx reads nomic's checkpoints, the ones on the Hub.
+  RLX_CHECK(j.has("n_embd") || !j.has("hidden_size"),
+            w << "hidden_size without n_embd: this is transformers' NomicBertConfig layout; rlx reads nomic's "
+                 "checkpoint layout (n_embd, n_head, attn.Wqkv, mlp.fc11, ...)");
   // GPT2Config's defaults where nomic's config leaves a key out.
   c.hidden_size = int(j.integer_or("n_embd", 768, 1, L.hidden));
   c.num_hidden_layers = int(j.integer_or("n_layer", 12, 1, L.layers));

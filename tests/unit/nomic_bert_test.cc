@@ -102,6 +102,16 @@ TEST(NomicBert, UnsupportedConfigsNameTheField) {
   refused(",\"causal\":true", "causal");
   refused(",\"qkv_proj_bias\":true", "encoder.layers.0.attn.Wqkv.bias");
   refused(",\"n_inner\":30", "mlp.fc11.weight");
+  // transformers' own layout of the config is named, not misread.
+  {
+    test::TinyNomicSpec s;
+    TinyNomic m(s);
+    m.write(d.path());
+    test::write_text(d.path() / "config.json",
+                     R"({"model_type":"nomic_bert","architectures":["NomicBertModel"],"hidden_size":24})");
+    std::string msg = test::error_of([&] { Embedder e(d.path().string()); });
+    EXPECT_NE(msg.find("hidden_size without n_embd"), std::string::npos) << msg;
+  }
   // A head rlx does not run is refused, not dropped.
   test::TinyNomicSpec s;
   TinyNomic m(s);
