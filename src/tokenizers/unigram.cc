@@ -9,6 +9,7 @@
 #include "rlx/error.h"
 #include "tokenizers/gguf_vocab.h"
 #include "tokenizers/metaspace.h"
+#include "tokenizers/unicode_class.h"
 #include "tokenizers/utf8.h"
 
 namespace rlx {
@@ -83,7 +84,17 @@ UnigramTokenizer UnigramTokenizer::from_tokenizer_json(const nlohmann::json& j, 
     JsonNormalizer normalizer = JsonNormalizer::from_json(j.value("normalizer", nlohmann::json()), where + ": ");
     UnigramOptions o;
     o.byte_fallback = m.value("byte_fallback", false);
-    const auto& pre = j.at("pre_tokenizer");
+    const nlohmann::json* pre_p = &j.at("pre_tokenizer");
+    // transformers 5 writes XLM-R's as WhitespaceSplit then Metaspace.
+    if (pre_p->is_object() && pre_p->value("type", "") == "Sequence") {
+      const nlohmann::json& list = pre_p->at("pretokenizers");  // a reference: pre_p points into it
+      RLX_CHECK(list.is_array() && list.size() == 2 && list[0].is_object() &&
+                    list[0].value("type", "") == "WhitespaceSplit",
+                where << ": a pre-tokenizer Sequence must be WhitespaceSplit then Metaspace");
+      o.whitespace_split = true;
+      pre_p = &list[1];
+    }
+    const auto& pre = *pre_p;
     RLX_CHECK(pre.is_object() && pre.value("type", "") == "Metaspace" && pre.value("replacement", "") == kSpace &&
                   pre.value("split", true),
               where << ": the pre-tokenizer must be Metaspace with replacement U+2581 and split");
@@ -178,12 +189,30 @@ void UnigramTokenizer::viterbi(std::string_view w, std::vector<int32_t>& out) co
 void UnigramTokenizer::encode_plain(std::string_view raw, bool first, std::vector<int32_t>& out) const {
   const std::string normalized = normalizer_.empty() ? std::string() : normalizer_.apply(raw);
   const std::string_view text = normalizer_.empty() ? raw : std::string_view(normalized);
+  if (!opts_.whitespace_split) return metaspace(text, first, out);
+  // WhitespaceSplit: words between Unicode whitespace, each its own
+  // Metaspace run ("first": only a word at the very start of the text).
+  size_t b = 0;
+  for (size_t i = 0; i <= text.size();) {
+    const CodePoint c = i < text.size() ? code_point_at(text, i, text.size()) : CodePoint{};
+    if (i == text.size() || (c.cp >= 0 && is_space(c.cp))) {
+      if (i > b) metaspace(text.substr(b, i - b), first && b == 0, out);
+      if (i == text.size()) break;
+      b = i + c.len;
+    }
+    i += c.len;
+  }
+}
+
+void UnigramTokenizer::metaspace(std::string_view text, bool first, std::vector<int32_t>& out) const {
   if (text.empty()) return;
   std::string s;
   // prepend_scheme "always": every run of text between special tokens gets
-  // the U+2581 unless it already starts with a space ("first": only the run
-  // the text starts with).
-  if (opts_.prepend_space && text[0] != ' ' && (first || !opts_.prepend_first_only)) s = kSpace;
+  // the U+2581 unless it already starts with one or a space ("first": only
+  // the run the text starts with).
+  if (opts_.prepend_space && text[0] != ' ' && text.substr(0, kSpace.size()) != kSpace &&
+      (first || !opts_.prepend_first_only))
+    s = kSpace;
   for (char c : text) {
     if (c == ' ') s += kSpace;
     else s += c;

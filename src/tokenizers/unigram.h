@@ -25,6 +25,7 @@ namespace rlx {
 struct UnigramOptions {
   bool prepend_space = true;  // Metaspace prepend_scheme "always" (false: "never")
   bool prepend_first_only = false;  // prepend_scheme "first": only to the text's first run
+  bool whitespace_split = false;    // a WhitespaceSplit pre-tokenizer before Metaspace
   bool byte_fallback = false;
   bool add_bos = false, add_eos = false;  // with EncodeOptions::add_special
 };
@@ -57,6 +58,8 @@ class UnigramTokenizer : public TextTokenizer {
 
  private:
   void encode_plain(std::string_view text, bool first, std::vector<int32_t>& out) const;
+  // Metaspace on one run: spaces to U+2581, the prepended one, a word per U+2581.
+  void metaspace(std::string_view text, bool first, std::vector<int32_t>& out) const;
   void viterbi(std::string_view word, std::vector<int32_t>& out) const;
 
   std::vector<std::string> pieces_;

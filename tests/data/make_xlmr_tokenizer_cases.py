@@ -13,7 +13,8 @@ compiled by sentencepiece: its nmt_nfkc rules (read out of the nmt_nfkc map's
 double-array trie), kept to the scripts the cases use so the file stays small.
 
 cases.json: for each text the normalizer's output and the ids; pairs, and
-texts and pairs truncated longest-first.
+texts and pairs truncated longest-first; and the ids with the pre-tokenizer
+transformers 5 writes for XLM-R (WhitespaceSplit, then Metaspace).
 
     pip install tokenizers sentencepiece protobuf
     python3 tests/data/make_xlmr_tokenizer_cases.py
@@ -181,6 +182,8 @@ def main():
         for i in range(0, len(ts), 7):
             cases["truncated"].append([i, length, tok.encode(ts[i]).ids])
     tok.no_truncation()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), tok.pre_tokenizer])
+    cases["singles_whitespace_split"] = [tok.encode(s).ids for s in ts]
     with open(OUT / "cases.json", "w", encoding="utf-8") as f:
         json.dump(cases, f, ensure_ascii=False, separators=(",", ":"))
     print(f"{len(rules)} normalisation rules, {tok.get_vocab_size()} pieces, {len(ts)} texts, "

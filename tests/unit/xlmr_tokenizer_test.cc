@@ -91,6 +91,36 @@ TEST(XlmrTokenizer, IdsMatchTokenizers) {
   EXPECT_NE(msg.find("4 special tokens"), std::string::npos) << msg;
 }
 
+// transformers 5 saves XLM-R's pre-tokenizer as WhitespaceSplit then
+// Metaspace: whitespace runs and the text's ends give no lone U+2581.
+TEST(XlmrTokenizer, WhitespaceSplitBeforeMetaspaceMatchesTokenizers) {
+  const nlohmann::json cases = read(kDir + "/cases.json");
+  nlohmann::json tok = read(kDir + "/tokenizer.json");
+  const nlohmann::json metaspace = tok["pre_tokenizer"];
+  nlohmann::json split = nlohmann::json::object();
+  split["type"] = "WhitespaceSplit";
+  tok["pre_tokenizer"] = nlohmann::json::object();
+  tok["pre_tokenizer"]["type"] = "Sequence";
+  tok["pre_tokenizer"]["pretokenizers"] = nlohmann::json::array({split, metaspace});
+  test::TempDir d;
+  test::write_text(d.path() / "tokenizer.json", tok.dump());
+  auto t = load_embedding_tokenizer(d.path().string(), EncoderFamily::Roberta);
+  const auto texts = cases.at("texts").get<std::vector<std::string>>();
+  const auto& want = cases.at("singles_whitespace_split");
+  ASSERT_EQ(want.size(), texts.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const auto w = want[i].get<std::vector<int32_t>>();
+    EXPECT_EQ(t->encode(texts[i], 100000).ids, w) << "text " << i << ": '" << texts[i] << "'";
+    differ += w != cases.at("singles")[i].get<std::vector<int32_t>>();
+  }
+  EXPECT_GT(differ, 20u) << "the cases must tell the two pre-tokenizers apart";
+  tok["pre_tokenizer"]["pretokenizers"][0]["type"] = "Whitespace";
+  test::write_text(d.path() / "tokenizer.json", tok.dump());
+  std::string msg = test::error_of([&] { load_embedding_tokenizer(d.path().string(), EncoderFamily::Roberta); });
+  EXPECT_NE(msg.find("WhitespaceSplit then Metaspace"), std::string::npos) << msg;
+}
+
 TEST(XlmrTokenizer, PrecompiledMapTakesTheShortestKeyOfAShortCluster) {
   const nlohmann::json tok = read(kDir + "/tokenizer.json");
   const nlohmann::json* pre = nullptr;
