@@ -49,6 +49,7 @@ UnigramTokenizer::UnigramTokenizer(std::vector<std::string> pieces, std::vector<
   }
   special_.assign(n, false);
   control_.assign(n, false);
+  strip_.assign(n, 0);
   std::vector<bool> always(n, false);
   for (int32_t id : user_defined) {
     RLX_CHECK(id >= 0 && size_t(id) < n, where << ": user-defined token id " << id << " is out of range");
@@ -112,14 +113,18 @@ UnigramTokenizer UnigramTokenizer::from_tokenizer_json(const nlohmann::json& j, 
     const int64_t unk = m.value("unk_id", int64_t(-1));
     RLX_CHECK(unk >= 0 && unk < int64_t(pieces.size()), where << ": unk_id " << unk << " is out of range");
     std::vector<int32_t> special, user_defined;
+    std::vector<std::pair<int32_t, uint8_t>> strips;
     for (const auto& a : j.value("added_tokens", nlohmann::json::array())) {
       const int64_t id = a.at("id").get<int64_t>();
       RLX_CHECK(id >= 0 && id < int64_t(pieces.size()) && pieces[size_t(id)] == a.at("content").get<std::string>(),
                 where << ": added token " << a.at("content") << " with id " << id << " is not that vocabulary entry");
       special.push_back(int32_t(id));
       if (!a.value("special", true)) user_defined.push_back(int32_t(id));
+      if (a.value("lstrip", false) || a.value("rstrip", false))
+        strips.push_back({int32_t(id), uint8_t(a.value("lstrip", false) | a.value("rstrip", false) << 1)});
     }
     UnigramTokenizer t(std::move(pieces), std::move(scores), int32_t(unk), o, special, -1, -1, user_defined, where);
+    for (const auto& [id, s] : strips) t.set_strip(id, s & 1, s & 2);
     t.set_normalizer(std::move(normalizer));
     return t;
   } catch (const nlohmann::json::exception& e) {
@@ -227,11 +232,45 @@ void UnigramTokenizer::metaspace(std::string_view text, bool first, std::vector<
   }
 }
 
+void UnigramTokenizer::set_strip(int32_t id, bool left, bool right) {
+  RLX_CHECK(id >= 0 && size_t(id) < strip_.size(), "unigram: added token id " << id << " is out of range");
+  strip_[size_t(id)] = uint8_t(left | right << 1);
+}
+
+namespace {
+
+std::string_view trim_space(std::string_view s, bool left, bool right) {
+  while (left && !s.empty()) {
+    const CodePoint c = code_point_at(s, 0, s.size());
+    if (c.cp < 0 || !is_space(c.cp)) break;
+    s.remove_prefix(c.len);
+  }
+  while (right && !s.empty()) {
+    size_t k = s.size() - 1;
+    while (k > 0 && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
+    const CodePoint c = code_point_at(s, k, s.size());
+    if (c.cp < 0 || k + c.len != s.size() || !is_space(c.cp)) break;
+    s.remove_suffix(c.len);
+  }
+  return s;
+}
+
+}  // namespace
+
 std::vector<int32_t> UnigramTokenizer::encode(std::string_view text, const EncodeOptions& o) const {
   std::vector<int32_t> out;
   if (o.add_special && opts_.add_bos && bos_id_ >= 0) out.push_back(bos_id_);
-  specials_.split(
-      text, o.parse_special, [&](std::string_view run) { encode_plain(run, run.data() == text.data(), out); }, out);
+  // The runs between added tokens (one more than the tokens), each cut of
+  // the whitespace an lstrip token after it or an rstrip token before it takes.
+  std::vector<std::string_view> runs;
+  std::vector<int32_t> found;
+  specials_.split(text, o.parse_special, [&](std::string_view run) { runs.push_back(run); }, found);
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const bool lstrip_next = k < found.size() && (strip_[size_t(found[k])] & 1);
+    const bool rstrip_prev = k > 0 && (strip_[size_t(found[k - 1])] & 2);
+    encode_plain(trim_space(runs[k], rstrip_prev, lstrip_next), k == 0, out);
+    if (k < found.size()) out.push_back(found[k]);
+  }
   if (o.add_special && opts_.add_eos && eos_id_ >= 0) out.push_back(eos_id_);
   return out;
 }

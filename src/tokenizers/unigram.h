@@ -44,6 +44,9 @@ class UnigramTokenizer : public TextTokenizer {
   // The same from the parsed file (`path` names it in errors).
   static UnigramTokenizer from_tokenizer_json(const nlohmann::json& j, const std::string& path);
   void set_normalizer(JsonNormalizer n) { normalizer_ = std::move(n); }
+  // An added token that takes the whitespace before it (lstrip) or after it
+  // (rstrip) out of the text, as XLM-R's <mask> does.
+  void set_strip(int32_t id, bool left, bool right);
 
   using TextTokenizer::encode;
   std::vector<int32_t> encode(std::string_view text, const EncodeOptions& o) const override;
@@ -73,6 +76,7 @@ class UnigramTokenizer : public TextTokenizer {
   int32_t unk_id_, bos_id_, eos_id_;
   UnigramOptions opts_;
   JsonNormalizer normalizer_;
+  std::vector<uint8_t> strip_;  // per id: 1 lstrip, 2 rstrip
 };
 
 }  // namespace rlx

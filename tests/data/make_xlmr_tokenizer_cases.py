@@ -147,6 +147,8 @@ def texts():
           "مَرْحَبًا", "שָׁלוֹם", "ड़ी दुख", "क्षत्रिय", "เขาไม่ได้พูดสักคำ", "ﻻ ﷺ", "Ελληνικά ΐ ΰ"]
     # Special tokens in the text, unknown characters.
     t += ["<s>hello</s> world", "x</s>y", "<unk> <pad>", "snow ☃ man ☃☃ run", "\U00010348 gothic", "ⓧ⁂⌘"]
+    # <mask> takes the whitespace before it (lstrip), as in XLM-R.
+    t += ["Paris is the <mask> of France.", "a   <mask>b", "<mask>", " <mask> ", "x\u3000<mask>\t<mask>y", "<mask>  z"]
     rng = random.Random(28)
     pool = list("abcxyz ABC  \t\n.,!?-'\"0123") + list("éèüößçñåøæœ") + ["e\u0301", "a\u0308", "\u0301", "\u0323"] + \
         list("ＡＺａｚ０９！　ｶﾞﾊﾟ") + list("ﬁﬂ①²Ⅻ㍿𝔾") + list("\x01\x1f\u200b\u200d\ufeff\u00a0\u2003\u3000") + \
