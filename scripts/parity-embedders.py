@@ -4,13 +4,21 @@ sentence-transformers, on tiny random models of every family rlx runs.
 
 Each model is made here, offline: a tokenizer trained with `tokenizers` on a
 small corpus (WordPiece for BERT and DistilBERT, byte-level BPE with
-RobertaProcessing for RoBERTa), a randomly initialised transformers model of
+RobertaProcessing for RoBERTa; for XLM-RoBERTa the committed SentencePiece
+Unigram tokenizer.json of tests/data/embedding_tokenizers/xlmr_unigram, with
+its Precompiled normalizer), a randomly initialised transformers model of
 odd sizes, saved as a Hugging Face directory with sentence-transformers'
 modules. Then rlx runs through its command line on each device and dtype and
 its rows are compared with SentenceTransformer.encode / CrossEncoder.predict:
 
   embeddings: cosine >= 0.9999 (f32) / 0.999 (f16, bf16) for every row
   rerank:     |score - CrossEncoder.predict| <= 1e-4 (f32) / 2e-2 (f16, bf16)
+
+NomicBERT (nomic_bert) is written as nomic's checkpoints are (emb_ln,
+attn.Wqkv, mlp.fc11/fc12/fc2, norm1/norm2) and compared with a float64 torch
+forward of nomic's modeling_hf_nomic_bert.py written out below, and with
+sentence-transformers where its transformers runs nomic_bert itself (5.x
+does, mapping nomic's tensor names; config.json carries both key sets).
 
 Controls checked on the BERT model: every pooling mode (as the model's own
 and as --pooling), a Dense module, --no-normalize, --dimensions (Matryoshka), prompts
@@ -79,6 +87,22 @@ def bpe_tokenizer(path):
     return fast
 
 
+# What XLM-R's normalizer changes: full-width forms, ligatures, decomposed
+# accents, control characters, whitespace runs.
+XLMR_TEXTS = ["Ｈｅｌｌｏ，　ｗｏｒｌｄ！", "ﬁnd ﬂow ﬀ", "nai\u0308ve cafe\u0301", "a\x01b  \t c", "① ② x² Ⅻ",
+              "Быстрая лиса", "北京欢迎你 日本語", "ｶﾀｶﾅ", "<s>inside</s>"]
+XLMR_TOKENIZER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+                              "embedding_tokenizers", "xlmr_unigram", "tokenizer.json")
+
+
+def unigram_tokenizer(path):
+    from transformers import XLMRobertaTokenizerFast
+    fast = XLMRobertaTokenizerFast(tokenizer_file=XLMR_TOKENIZER, bos_token="<s>", eos_token="</s>", sep_token="</s>",
+                                   cls_token="<s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>")
+    fast.save_pretrained(path)
+    return fast
+
+
 def randomize(model, seed):
     # transformers' init (std 0.02) makes every output nearly the same; wider
     # weights and non-trivial norms make a wrong graph visible.
@@ -93,7 +117,8 @@ def randomize(model, seed):
 
 def make_model(family, path, classifier=False, seed=0):
     import transformers as T
-    tok = bpe_tokenizer(path) if family == "roberta" else wordpiece_tokenizer(path, family)
+    tok = bpe_tokenizer(path) if family == "roberta" else unigram_tokenizer(path) if family == "xlm-roberta" \
+        else wordpiece_tokenizer(path, family)
     v = len(tok)
     if family == "bert":
         cfg = T.BertConfig(vocab_size=v, hidden_size=36, num_hidden_layers=2, num_attention_heads=3,
@@ -105,6 +130,12 @@ def make_model(family, path, classifier=False, seed=0):
                               pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
                               eos_token_id=tok.eos_token_id)
         cls = T.RobertaForSequenceClassification if classifier else T.RobertaModel
+    elif family == "xlm-roberta":
+        cfg = T.XLMRobertaConfig(vocab_size=v, hidden_size=36, num_hidden_layers=2, num_attention_heads=3,
+                                 intermediate_size=61, max_position_embeddings=74, type_vocab_size=1,
+                                 pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+                                 eos_token_id=tok.eos_token_id)
+        cls = T.XLMRobertaForSequenceClassification if classifier else T.XLMRobertaModel
     else:
         cfg = T.DistilBertConfig(vocab_size=v, dim=36, n_layers=2, n_heads=3, hidden_dim=61,
                                  max_position_embeddings=72, pad_token_id=tok.pad_token_id)
@@ -132,6 +163,75 @@ def make_sentence_model(family, path, pooling="mean", normalize=True, prompts=No
     st.save(path)
     shutil.rmtree(raw)
     return SentenceTransformer(path, device="cpu")
+
+
+def make_nomic_model(path, seed=5):
+    """A random NomicBERT (swiglu, rotary halves, no biases) with a WordPiece
+    tokenizer, mean pooling and Normalize; returns its float64 forward."""
+    from safetensors.torch import save_file
+    os.makedirs(path, exist_ok=True)
+    tok = wordpiece_tokenizer(path, "bert")
+    H, heads, layers, inner, base = 36, 3, 2, 61, 1000.0
+    cfg = {"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "vocab_size": len(tok), "n_embd": H,
+           "n_head": heads, "n_layer": layers, "n_inner": inner, "n_positions": 72, "type_vocab_size": 2,
+           "activation_function": "swiglu", "layer_norm_epsilon": 1e-12, "rotary_emb_fraction": 1.0,
+           "rotary_emb_base": base, "rotary_emb_interleaved": False, "qkv_proj_bias": False, "mlp_fc1_bias": False,
+           "mlp_fc2_bias": False, "prenorm": False, "causal": False,
+           # The same sizes under transformers' own NomicBertConfig keys: transformers >= 5
+           # runs nomic_bert itself and maps nomic's tensor names, not these.
+           "hidden_size": H, "num_attention_heads": heads, "num_hidden_layers": layers, "intermediate_size": inner,
+           "max_position_embeddings": 72, "layer_norm_eps": 1e-12, "hidden_act": "silu",
+           "rope_parameters": {"rope_type": "default", "rope_theta": base}}
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *shape, s=0.15: s * torch.randn(*shape, generator=g, dtype=torch.float64)
+    w = {"embeddings.word_embeddings.weight": r(len(tok), H, s=1.0), "embeddings.token_type_embeddings.weight": r(2, H),
+         "emb_ln.weight": 1 + r(H, s=0.2), "emb_ln.bias": r(H, s=0.2)}
+    for i in range(layers):
+        p = f"encoder.layers.{i}."
+        w.update({p + "attn.Wqkv.weight": r(3 * H, H), p + "attn.out_proj.weight": r(H, H),
+                  p + "mlp.fc11.weight": r(inner, H), p + "mlp.fc12.weight": r(inner, H), p + "mlp.fc2.weight": r(H, inner),
+                  p + "norm1.weight": 1 + r(H, s=0.2), p + "norm1.bias": r(H, s=0.2),
+                  p + "norm2.weight": 1 + r(H, s=0.2), p + "norm2.bias": r(H, s=0.2)})
+    save_file({k: v.float().contiguous() for k, v in w.items()}, os.path.join(path, "model.safetensors"))
+    with open(os.path.join(path, "modules.json"), "w") as f:
+        json.dump([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                   {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                   {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}], f)
+    os.makedirs(os.path.join(path, "1_Pooling"), exist_ok=True)
+    with open(os.path.join(path, "1_Pooling", "config.json"), "w") as f:
+        json.dump({"word_embedding_dimension": H, "pooling_mode_mean_tokens": True}, f)
+    with open(os.path.join(path, "sentence_bert_config.json"), "w") as f:
+        json.dump({"max_seq_length": 64, "do_lower_case": False}, f)
+    ln = lambda x, n: torch.nn.functional.layer_norm(x, (H,), w[n + ".weight"], w[n + ".bias"], 1e-12)
+    d = H // heads
+    inv = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+
+    def rot(x):  # [S, heads, d], halves rotated (rotate_half)
+        a = torch.arange(x.shape[0], dtype=torch.float64)[:, None] * inv[None, :]
+        cos, sin = torch.cat([a.cos(), a.cos()], -1)[:, None], torch.cat([a.sin(), a.sin()], -1)[:, None]
+        x1, x2 = x[..., : d // 2], x[..., d // 2:]
+        return x * cos + torch.cat([-x2, x1], -1) * sin
+
+    def forward(texts):
+        out = []
+        for t in texts:
+            ids = torch.tensor(tok(t.strip(), truncation=True, max_length=64)["input_ids"])
+            x = ln(w["embeddings.word_embeddings.weight"][ids] + w["embeddings.token_type_embeddings.weight"][0], "emb_ln")
+            for i in range(layers):
+                p = f"encoder.layers.{i}."
+                q, k, v = (x @ w[p + "attn.Wqkv.weight"].T).view(len(ids), 3, heads, d).unbind(1)
+                q, k = rot(q), rot(k)
+                att = torch.softmax(torch.einsum("qhd,khd->hqk", q, k) / d ** 0.5, -1)
+                ctx = torch.einsum("hqk,khd->qhd", att, v).reshape(len(ids), H)
+                x = ln(ctx @ w[p + "attn.out_proj.weight"].T + x, p + "norm1")
+                up, gate = x @ w[p + "mlp.fc11.weight"].T, x @ w[p + "mlp.fc12.weight"].T
+                x = ln((up * torch.nn.functional.silu(gate)) @ w[p + "mlp.fc2.weight"].T + x, p + "norm2")
+            e = x.mean(0)
+            out.append((e / e.norm()).numpy())
+        return np.stack(out)
+    return forward
 
 
 def run_rlx(rlx, args, env=None):
@@ -198,11 +298,12 @@ def main():
     root = a.keep or tempfile.mkdtemp(prefix="rlx-parity-")
     os.makedirs(root, exist_ok=True)
     t = Table()
-    for family in ["bert", "roberta", "distilbert"]:
+    for family in ["bert", "roberta", "distilbert", "xlm-roberta"]:
         d = os.path.join(root, f"{family}-st")
         st = make_sentence_model(family, d)
-        want = st.encode(TEXTS, convert_to_numpy=True, batch_size=8)
-        embed_check(t, a.rlx, f"{family} mean+normalize", d, want, TEXTS, root, devices)
+        texts = TEXTS + (XLMR_TEXTS if family == "xlm-roberta" else [])
+        want = st.encode(texts, convert_to_numpy=True, batch_size=8)
+        embed_check(t, a.rlx, f"{family} mean+normalize", d, want, texts, root, devices)
         ce_dir = os.path.join(root, f"{family}-ce")
         make_model(family, ce_dir, classifier=True, seed=3)
         ce = CrossEncoder(ce_dir, device="cpu", max_length=64)
@@ -224,6 +325,19 @@ def main():
                           diff <= limit)
                 except Exception as e:  # noqa: BLE001
                     t.error(f"{family} cross-encoder scores", device, dtype, e)
+
+    # NomicBERT: rotary positions, SwiGLU, no biases.
+    nd = os.path.join(root, "nomic-st")
+    nomic_forward = make_nomic_model(nd)
+    embed_check(t, a.rlx, "nomic_bert mean+normalize (float64 torch)", nd, nomic_forward(TEXTS), TEXTS, root, devices)
+    try:
+        nst = SentenceTransformer(nd, device="cpu")
+        native = nst.encode(TEXTS, convert_to_numpy=True)
+        cos, _ = min_cosine(native, nomic_forward(TEXTS))
+        t.add("nomic_bert torch ref vs sentence-transformers", "cpu", "f64", f"cos {cos:.6f}", ">= 0.9999", cos >= 0.9999)
+        embed_check(t, a.rlx, "nomic_bert mean+normalize (ST)", nd, native, TEXTS, root, devices)
+    except Exception as e:  # noqa: BLE001 - transformers without nomic_bert: the torch rows stand
+        print(f"note: sentence-transformers cannot load nomic_bert here ({str(e)[:120]}); torch reference only")
 
     # Controls, on BERT.
     for mode in ["cls", "max", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]:

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "models/nomic_bert.h"
 #include "rlx/error.h"
 
 namespace rlx {
@@ -40,6 +41,10 @@ EncoderNames encoder_names(EncoderFamily f) {
     n.ffn_in = "ffn.lin1";
     n.ffn_out = "ffn.lin2";
     n.out_norm = "output_layer_norm";
+  } else if (f == EncoderFamily::NomicBert) {
+    // The rest of its names are nomic_bert_tensors'.
+    n.position = "";
+    n.layer = "encoder.layers.";
   }
   return n;
 }
@@ -54,7 +59,7 @@ Graph build_bert_graph(const BertConfig& c, Pooling pooling, int64_t batch, int6
   Graph g;
   Builder b{g, dt};
   const EncoderNames nm = encoder_names(c.family);
-  const bool token_types = parts.token_types && !nm.type.empty();
+  const bool token_types = parts.token_types && !nm.type.empty() && c.type_vocab_size > 0;
   const int64_t H = c.hidden_size, I = c.intermediate_size;
   ValueId ids = g.input("input_ids", {batch, seq}, DType::I32);
   ValueId mask = g.input("attention_mask", {batch, seq}, DType::I32);
@@ -68,28 +73,33 @@ Graph build_bert_graph(const BertConfig& c, Pooling pooling, int64_t batch, int6
   }
   ValueId positions = g.constant({seq}, DType::I32, std::move(pos_bytes), "position_ids");
 
-  ValueId x = g.gather(b.param(nm.word + ".weight", {c.vocab_size, H}), ids);
-  x = g.add(x, g.gather(b.param(nm.position + ".weight", {c.max_position_embeddings, H}),
-                        positions));  // [seq, H] broadcasts over the batch
-  if (token_types) x = g.add(x, g.gather(b.param(nm.type + ".weight", {c.type_vocab_size, H}), types));
-  x = b.norm(x, nm.embed_norm, H, c.layer_norm_eps);
+  ValueId x;
+  if (c.family == EncoderFamily::NomicBert) {
+    x = build_nomic_bert_stack(g, c, ids, token_types, types, mask, positions, dt);
+  } else {
+    x = g.gather(b.param(nm.word + ".weight", {c.vocab_size, H}), ids);
+    x = g.add(x, g.gather(b.param(nm.position + ".weight", {c.max_position_embeddings, H}),
+                          positions));  // [seq, H] broadcasts over the batch
+    if (token_types) x = g.add(x, g.gather(b.param(nm.type + ".weight", {c.type_vocab_size, H}), types));
+    x = b.norm(x, nm.embed_norm, H, c.layer_norm_eps);
 
-  AttentionAttrs attn;
-  attn.q_heads = attn.kv_heads = c.num_attention_heads;
-  attn.head_dim = c.head_dim();
-  attn.scale = 1.f / std::sqrt(float(c.head_dim()));
-  attn.mask = MaskKind::Padding;
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    const std::string p = nm.layer + std::to_string(l) + ".";
-    ValueId q = b.dense(x, p + nm.query, H, H);
-    ValueId k = b.dense(x, p + nm.key, H, H);
-    ValueId v = b.dense(x, p + nm.value, H, H);
-    ValueId ctx = g.attention(q, k, v, mask, attn);
-    ValueId o = b.dense(ctx, p + nm.attn_out, H, H);
-    x = b.norm(g.add(o, x), p + nm.attn_norm, H, c.layer_norm_eps);
-    ValueId f = g.activation(b.dense(x, p + nm.ffn_in, I, H), c.hidden_act);
-    f = b.dense(f, p + nm.ffn_out, H, I);
-    x = b.norm(g.add(f, x), p + nm.out_norm, H, c.layer_norm_eps);
+    AttentionAttrs attn;
+    attn.q_heads = attn.kv_heads = c.num_attention_heads;
+    attn.head_dim = c.head_dim();
+    attn.scale = 1.f / std::sqrt(float(c.head_dim()));
+    attn.mask = MaskKind::Padding;
+    for (int l = 0; l < c.num_hidden_layers; ++l) {
+      const std::string p = nm.layer + std::to_string(l) + ".";
+      ValueId q = b.dense(x, p + nm.query, H, H);
+      ValueId k = b.dense(x, p + nm.key, H, H);
+      ValueId v = b.dense(x, p + nm.value, H, H);
+      ValueId ctx = g.attention(q, k, v, mask, attn);
+      ValueId o = b.dense(ctx, p + nm.attn_out, H, H);
+      x = b.norm(g.add(o, x), p + nm.attn_norm, H, c.layer_norm_eps);
+      ValueId f = g.activation(b.dense(x, p + nm.ffn_in, I, H), c.hidden_act);
+      f = b.dense(f, p + nm.ffn_out, H, I);
+      x = b.norm(g.add(f, x), p + nm.out_norm, H, c.layer_norm_eps);
+    }
   }
   g.output("last_hidden_state", x);
   if (c.classifier) {
@@ -150,12 +160,16 @@ void BertWeights::check_sizes(const BertConfig& c) const {
   };
   const int64_t H = c.hidden_size;
   const EncoderNames nm = encoder_names(c.family);
-  expect(nm.word + ".weight", {c.vocab_size, H});
-  expect(nm.position + ".weight", {c.max_position_embeddings, H});
-  if (!nm.type.empty()) expect(nm.type + ".weight", {c.type_vocab_size, H});
-  const std::string last = nm.layer + std::to_string(c.num_hidden_layers - 1) + ".";
-  expect(last + nm.ffn_in + ".weight", {c.intermediate_size, H});
-  expect(last + nm.out_norm + ".weight", {H});
+  if (c.family == EncoderFamily::NomicBert) {
+    for (const auto& [name, shape] : nomic_bert_tensors(c)) expect(name, shape);
+  } else {
+    expect(nm.word + ".weight", {c.vocab_size, H});
+    expect(nm.position + ".weight", {c.max_position_embeddings, H});
+    if (!nm.type.empty()) expect(nm.type + ".weight", {c.type_vocab_size, H});
+    const std::string last = nm.layer + std::to_string(c.num_hidden_layers - 1) + ".";
+    expect(last + nm.ffn_in + ".weight", {c.intermediate_size, H});
+    expect(last + nm.out_norm + ".weight", {H});
+  }
   // Layers past the config's are weights it would silently not run.
   const std::string layers = prefix_ + nm.layer;
   for (const std::string& name : file_.names()) {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/json_read.h"
+#include "models/unigram_embedding_tokenizer.h"
 #include "rlx/error.h"
 #include "tokenizers/bpe.h"
 #include "tokenizers/pair_truncation.h"
@@ -113,9 +114,24 @@ std::unique_ptr<EmbeddingTokenizer> load_roberta_tokenizer(const std::string& di
   return std::make_unique<RobertaTokenizer>(std::move(bpe), special("cls"), special("sep"), pad >= 0 ? pad : 1);
 }
 
+// The model type of a parsed tokenizer.json ("" when it names none).
+std::string tokenizer_model_type(const nlohmann::json& doc) {
+  const nlohmann::json* model = doc.is_object() && doc.contains("model") ? &doc["model"] : nullptr;
+  return model && model->is_object() && model->contains("type") && (*model)["type"].is_string()
+             ? (*model)["type"].get<std::string>()
+             : "";
+}
+
 }  // namespace
 
 std::unique_ptr<EmbeddingTokenizer> load_embedding_tokenizer(const std::string& dir, EncoderFamily family) {
+  // SentencePiece Unigram (XLM-RoBERTa) in whichever family's directory;
+  // read once, since XLM-R's file is 17 MB.
+  const std::filesystem::path file = std::filesystem::path(dir) / "tokenizer.json";
+  if (std::filesystem::exists(file)) {
+    nlohmann::json doc = read_json_file(file);
+    if (tokenizer_model_type(doc) == "Unigram") return load_unigram_embedding_tokenizer(doc, file.string());
+  }
   if (family == EncoderFamily::Roberta) return load_roberta_tokenizer(dir);
   return std::make_unique<WordPieceTokenizer>(WordPiece::from_dir(dir));
 }

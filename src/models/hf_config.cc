@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "models/json_read.h"
+#include "models/nomic_bert.h"
 #include "rlx/error.h"
 
 namespace rlx {
@@ -67,7 +68,10 @@ struct FamilyInfo {
 };
 constexpr FamilyInfo kFamilies[] = {{EncoderFamily::Bert, "bert", "Bert"},
                                     {EncoderFamily::Roberta, "roberta", "Roberta"},
-                                    {EncoderFamily::DistilBert, "distilbert", "DistilBert"}};
+                                    // XLM-R is RoBERTa's graph and names with a Unigram tokenizer.
+                                    {EncoderFamily::Roberta, "xlm-roberta", "XLMRoberta"},
+                                    {EncoderFamily::DistilBert, "distilbert", "DistilBert"},
+                                    {EncoderFamily::NomicBert, "nomic_bert", "NomicBert"}};
 
 // The classification head of each family, read into c.
 void read_classifier(const JsonField& j, BertConfig& c, int64_t max_labels) {
@@ -116,12 +120,16 @@ BertConfig load_bert_config(const std::string& dir_or_file) {
   RLX_CHECK(arch_ok,
             "'" << file.string() << "': unsupported architecture '" << (what.empty() ? "?" : what)
                 << "' (model_type '" << c.model_type
-                << "'); rlx loads encoders of model_type 'bert', 'roberta' and 'distilbert' (*Model, "
+                << "'); rlx loads encoders of model_type 'bert', 'roberta', 'xlm-roberta', 'distilbert' and 'nomic_bert' (*Model, "
                    "*ForMaskedLM, *ForPreTraining) and their cross-encoders (*ForSequenceClassification)");
   c.family = fam->family;
   c.classifier = ends_with(arch, "ForSequenceClassification");
   const BertLimits L;
-  if (c.family == EncoderFamily::DistilBert) {
+  RLX_CHECK(!(c.classifier && c.family == EncoderFamily::NomicBert),
+            "'" << file.string() << "': architecture '" << arch << "' is not supported (NomicBertModel is)");
+  if (c.family == EncoderFamily::NomicBert) {
+    read_nomic_bert_config(j, c);
+  } else if (c.family == EncoderFamily::DistilBert) {
     // DistilBERT's own key names; no token types, post-norm layers as BERT.
     RLX_CHECK(!j.boolean_or("sinusoidal_pos_embds", false),
               j.where() << "sinusoidal_pos_embds is not supported (learned positions are)");
@@ -147,9 +155,12 @@ BertConfig load_bert_config(const std::string& dir_or_file) {
     c.layer_norm_eps = float(j.number_or("layer_norm_eps", c.layer_norm_eps, 0.0, 1.0));
     c.type_vocab_size = int(j.integer_or("type_vocab_size", c.type_vocab_size, 1, L.type_vocab));
   }
-  c.max_position_embeddings =
-      int(j.integer_or("max_position_embeddings", c.max_position_embeddings, 1, L.positions));
-  c.pad_token_id = int(j.integer_or("pad_token_id", c.family == EncoderFamily::Roberta ? 1 : 0, 0, c.vocab_size - 1));
+  if (c.family != EncoderFamily::NomicBert) {
+    c.max_position_embeddings =
+        int(j.integer_or("max_position_embeddings", c.max_position_embeddings, 1, L.positions));
+    c.pad_token_id =
+        int(j.integer_or("pad_token_id", c.family == EncoderFamily::Roberta ? 1 : 0, 0, c.vocab_size - 1));
+  }
   // RoBERTa numbers positions from padding_idx + 1 (padding_idx = pad_token_id).
   if (c.family == EncoderFamily::Roberta) {
     c.position_offset = c.pad_token_id + 1;

@@ -18,8 +18,17 @@ struct BertLimits {
 };
 
 // Encoders with BERT's post-norm layers, told apart by their names,
-// positions and token types.
-enum class EncoderFamily { Bert, Roberta, DistilBert };
+// positions and token types (Roberta serves model_type xlm-roberta too).
+enum class EncoderFamily { Bert, Roberta, DistilBert, NomicBert };
+
+// NomicBERT's differences from BERT (nomic_bert.h): rotary positions in
+// place of a position table, a fused Wqkv, a gated MLP, optional biases.
+struct NomicOptions {
+  float rotary_base = 10000.f;
+  bool rotary_interleaved = false;
+  bool qkv_bias = true, fc1_bias = true, fc2_bias = true;
+  Activation gate_act = Activation::Silu;  // swiglu: fc2(fc11(x) * act(fc12(x)))
+};
 
 struct BertConfig {
   EncoderFamily family = EncoderFamily::Bert;
@@ -36,6 +45,7 @@ struct BertConfig {
   int type_vocab_size = 2;  // 0: the family has no token types (DistilBERT)
   int pad_token_id = 0;
   int position_offset = 0;  // position of the first token (RoBERTa: pad_token_id + 1)
+  NomicOptions nomic;       // family NomicBert only
   // A *ForSequenceClassification checkpoint: a cross-encoder whose pooler
   // and classifier give num_labels logits per text pair.
   bool classifier = false;

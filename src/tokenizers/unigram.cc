@@ -9,6 +9,7 @@
 #include "rlx/error.h"
 #include "tokenizers/gguf_vocab.h"
 #include "tokenizers/metaspace.h"
+#include "tokenizers/unicode_class.h"
 #include "tokenizers/utf8.h"
 
 namespace rlx {
@@ -48,6 +49,7 @@ UnigramTokenizer::UnigramTokenizer(std::vector<std::string> pieces, std::vector<
   }
   special_.assign(n, false);
   control_.assign(n, false);
+  strip_.assign(n, 0);
   std::vector<bool> always(n, false);
   for (int32_t id : user_defined) {
     RLX_CHECK(id >= 0 && size_t(id) < n, where << ": user-defined token id " << id << " is out of range");
@@ -72,22 +74,36 @@ UnigramTokenizer UnigramTokenizer::from_tokenizer_json(const std::string& path) 
   } catch (const nlohmann::json::exception& e) {
     RLX_FAIL(where << ": not valid JSON: " << e.what());
   }
+  return from_tokenizer_json(j, path);
+}
+
+UnigramTokenizer UnigramTokenizer::from_tokenizer_json(const nlohmann::json& j, const std::string& path) {
+  const std::string where = "unigram: '" + path + "'";
   try {
     const auto& m = j.at("model");
     RLX_CHECK(m.value("type", "") == "Unigram", where << ": model type is not Unigram");
-    const auto& norm = j.value("normalizer", nlohmann::json());
-    RLX_CHECK(norm.is_null(), where << ": normalizer '" << norm.value("type", "?")
-                                    << "' is not supported for Unigram (its Precompiled character map is not read yet)");
+    JsonNormalizer normalizer = JsonNormalizer::from_json(j.value("normalizer", nlohmann::json()), where + ": ");
     UnigramOptions o;
     o.byte_fallback = m.value("byte_fallback", false);
-    const auto& pre = j.at("pre_tokenizer");
+    const nlohmann::json* pre_p = &j.at("pre_tokenizer");
+    // transformers 5 writes XLM-R's as WhitespaceSplit then Metaspace.
+    if (pre_p->is_object() && pre_p->value("type", "") == "Sequence") {
+      const nlohmann::json& list = pre_p->at("pretokenizers");  // a reference: pre_p points into it
+      RLX_CHECK(list.is_array() && list.size() == 2 && list[0].is_object() &&
+                    list[0].value("type", "") == "WhitespaceSplit",
+                where << ": a pre-tokenizer Sequence must be WhitespaceSplit then Metaspace");
+      o.whitespace_split = true;
+      pre_p = &list[1];
+    }
+    const auto& pre = *pre_p;
     RLX_CHECK(pre.is_object() && pre.value("type", "") == "Metaspace" && pre.value("replacement", "") == kSpace &&
                   pre.value("split", true),
               where << ": the pre-tokenizer must be Metaspace with replacement U+2581 and split");
     const std::string scheme = pre.value("prepend_scheme", pre.value("add_prefix_space", true) ? "always" : "never");
-    RLX_CHECK(scheme == "always" || scheme == "never",
+    RLX_CHECK(scheme == "always" || scheme == "never" || scheme == "first",
               where << ": Metaspace prepend_scheme '" << scheme << "' is not supported");
-    o.prepend_space = scheme == "always";
+    o.prepend_space = scheme != "never";
+    o.prepend_first_only = scheme == "first";
     std::vector<std::string> pieces;
     std::vector<double> scores;
     for (const auto& v : m.at("vocab")) {
@@ -97,15 +113,20 @@ UnigramTokenizer UnigramTokenizer::from_tokenizer_json(const std::string& path) 
     const int64_t unk = m.value("unk_id", int64_t(-1));
     RLX_CHECK(unk >= 0 && unk < int64_t(pieces.size()), where << ": unk_id " << unk << " is out of range");
     std::vector<int32_t> special, user_defined;
+    std::vector<std::pair<int32_t, uint8_t>> strips;
     for (const auto& a : j.value("added_tokens", nlohmann::json::array())) {
       const int64_t id = a.at("id").get<int64_t>();
       RLX_CHECK(id >= 0 && id < int64_t(pieces.size()) && pieces[size_t(id)] == a.at("content").get<std::string>(),
                 where << ": added token " << a.at("content") << " with id " << id << " is not that vocabulary entry");
       special.push_back(int32_t(id));
       if (!a.value("special", true)) user_defined.push_back(int32_t(id));
+      if (a.value("lstrip", false) || a.value("rstrip", false))
+        strips.push_back({int32_t(id), uint8_t(a.value("lstrip", false) | a.value("rstrip", false) << 1)});
     }
-    return UnigramTokenizer(std::move(pieces), std::move(scores), int32_t(unk), o, special, -1, -1, user_defined,
-                            where);
+    UnigramTokenizer t(std::move(pieces), std::move(scores), int32_t(unk), o, special, -1, -1, user_defined, where);
+    for (const auto& [id, s] : strips) t.set_strip(id, s & 1, s & 2);
+    t.set_normalizer(std::move(normalizer));
+    return t;
   } catch (const nlohmann::json::exception& e) {
     RLX_FAIL(where << ": malformed tokenizer: " << e.what());
   }
@@ -170,12 +191,33 @@ void UnigramTokenizer::viterbi(std::string_view w, std::vector<int32_t>& out) co
   }
 }
 
-void UnigramTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
+void UnigramTokenizer::encode_plain(std::string_view raw, bool first, std::vector<int32_t>& out) const {
+  const std::string normalized = normalizer_.empty() ? std::string() : normalizer_.apply(raw);
+  const std::string_view text = normalizer_.empty() ? raw : std::string_view(normalized);
+  if (!opts_.whitespace_split) return metaspace(text, first, out);
+  // WhitespaceSplit: words between Unicode whitespace, each its own
+  // Metaspace run ("first": only a word at the very start of the text).
+  size_t b = 0;
+  for (size_t i = 0; i <= text.size();) {
+    const CodePoint c = i < text.size() ? code_point_at(text, i, text.size()) : CodePoint{};
+    if (i == text.size() || (c.cp >= 0 && is_space(c.cp))) {
+      if (i > b) metaspace(text.substr(b, i - b), first && b == 0, out);
+      if (i == text.size()) break;
+      b = i + c.len;
+    }
+    i += c.len;
+  }
+}
+
+void UnigramTokenizer::metaspace(std::string_view text, bool first, std::vector<int32_t>& out) const {
   if (text.empty()) return;
   std::string s;
   // prepend_scheme "always": every run of text between special tokens gets
-  // the U+2581 unless it already starts with a space.
-  if (opts_.prepend_space && text[0] != ' ') s = kSpace;
+  // the U+2581 unless it already starts with one or a space ("first": only
+  // the run the text starts with).
+  if (opts_.prepend_space && text[0] != ' ' && text.substr(0, kSpace.size()) != kSpace &&
+      (first || !opts_.prepend_first_only))
+    s = kSpace;
   for (char c : text) {
     if (c == ' ') s += kSpace;
     else s += c;
@@ -190,10 +232,45 @@ void UnigramTokenizer::encode_plain(std::string_view text, std::vector<int32_t>&
   }
 }
 
+void UnigramTokenizer::set_strip(int32_t id, bool left, bool right) {
+  RLX_CHECK(id >= 0 && size_t(id) < strip_.size(), "unigram: added token id " << id << " is out of range");
+  strip_[size_t(id)] = uint8_t(left | right << 1);
+}
+
+namespace {
+
+std::string_view trim_space(std::string_view s, bool left, bool right) {
+  while (left && !s.empty()) {
+    const CodePoint c = code_point_at(s, 0, s.size());
+    if (c.cp < 0 || !is_space(c.cp)) break;
+    s.remove_prefix(c.len);
+  }
+  while (right && !s.empty()) {
+    size_t k = s.size() - 1;
+    while (k > 0 && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
+    const CodePoint c = code_point_at(s, k, s.size());
+    if (c.cp < 0 || k + c.len != s.size() || !is_space(c.cp)) break;
+    s.remove_suffix(c.len);
+  }
+  return s;
+}
+
+}  // namespace
+
 std::vector<int32_t> UnigramTokenizer::encode(std::string_view text, const EncodeOptions& o) const {
   std::vector<int32_t> out;
   if (o.add_special && opts_.add_bos && bos_id_ >= 0) out.push_back(bos_id_);
-  specials_.split(text, o.parse_special, [&](std::string_view run) { encode_plain(run, out); }, out);
+  // The runs between added tokens (one more than the tokens), each cut of
+  // the whitespace an lstrip token after it or an rstrip token before it takes.
+  std::vector<std::string_view> runs;
+  std::vector<int32_t> found;
+  specials_.split(text, o.parse_special, [&](std::string_view run) { runs.push_back(run); }, found);
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const bool lstrip_next = k < found.size() && (strip_[size_t(found[k])] & 1);
+    const bool rstrip_prev = k > 0 && (strip_[size_t(found[k - 1])] & 2);
+    encode_plain(trim_space(runs[k], rstrip_prev, lstrip_next), k == 0, out);
+    if (k < found.size()) out.push_back(found[k]);
+  }
   if (o.add_special && opts_.add_eos && eos_id_ >= 0) out.push_back(eos_id_);
   return out;
 }

@@ -85,9 +85,10 @@ INSTANTIATE_TEST_SUITE_P(Families, GpuEmbedderFamilies,
                          ::testing::Values(Case{"bert", DType::F32}, Case{"bert", DType::F16}, Case{"bert", DType::BF16},
                                            Case{"roberta", DType::F32}, Case{"roberta", DType::F16},
                                            Case{"roberta", DType::BF16}, Case{"distilbert", DType::F32},
-                                           Case{"distilbert", DType::F16}, Case{"distilbert", DType::BF16}),
+                                           Case{"distilbert", DType::F16}, Case{"distilbert", DType::BF16},
+                                           Case{"xlm-roberta", DType::F32}, Case{"xlm-roberta", DType::F16}),
                          [](const auto& info) {
-                           return info.param.family + "_" +
+                           return (info.param.family == "xlm-roberta" ? "xlm_roberta" : info.param.family) + "_" +
                                   (info.param.dtype == DType::F32 ? "f32" : info.param.dtype == DType::F16 ? "f16" : "bf16");
                          });
 

@@ -16,7 +16,7 @@
 namespace rlx::test {
 
 struct TinyBertSpec {
-  std::string family = "bert";  // bert, roberta or distilbert
+  std::string family = "bert";  // bert, roberta, xlm-roberta or distilbert
   int vocab_words = 23;  // "ba", "be", ... after the 5 special tokens
   int hidden = 20, heads = 4, layers = 2, intermediate = 27, positions = 40, type_vocab = 2;
   double eps = 1e-12;
@@ -66,11 +66,16 @@ class TinyBert {
     }
   }
 
-  bool roberta() const { return s_.family == "roberta"; }
+  // XLM-R is RoBERTa's model with a SentencePiece Unigram tokenizer.
+  bool roberta() const { return s_.family == "roberta" || xlmr(); }
+  bool xlmr() const { return s_.family == "xlm-roberta"; }
   bool distil() const { return s_.family == "distilbert"; }
   // BERT's WordPiece: 5 special tokens then the words. RoBERTa's BPE: 4
-  // special tokens, 26 letters, "Ġ", then each word and "Ġ" + word.
-  int vocab() const { return roberta() ? 31 + 2 * s_.vocab_words : 5 + s_.vocab_words; }
+  // special tokens, 26 letters, "Ġ", then each word and "Ġ" + word. XLM-R's
+  // Unigram: 4 special tokens, "▁" + each word, then 26 letters.
+  int vocab() const {
+    return xlmr() ? 4 + s_.vocab_words + 26 : roberta() ? 31 + 2 * s_.vocab_words : 5 + s_.vocab_words;
+  }
   // Word k of the vocabulary: two or three lowercase letters, each one token.
   static std::string word(int k) {
     const char* c = "bcdfghjklmnpqrstvwxz";
@@ -80,7 +85,9 @@ class TinyBert {
     return w;
   }
   // The id of word k; for RoBERTa, `spaced` is the "Ġ" form a word after a space takes.
-  int32_t id(int k, bool spaced = false) const { return roberta() ? 31 + 2 * k + spaced : 5 + k; }
+  int32_t id(int k, bool spaced = false) const {
+    return xlmr() ? 4 + k : roberta() ? 31 + 2 * k + spaced : 5 + k;
+  }
   int32_t cls() const { return roberta() ? 0 : 2; }
   int32_t sep() const { return roberta() ? 2 : 3; }
   static constexpr int32_t kCls = 2, kSep = 3;  // BERT's
@@ -89,7 +96,7 @@ class TinyBert {
   // RoBERTa) and model.safetensors with the family's names and prefix.
   void write(const std::filesystem::path& dir) const {
     std::filesystem::create_directories(dir);
-    const std::string cls_name = roberta() ? "Roberta" : distil() ? "DistilBert" : "Bert";
+    const std::string cls_name = xlmr() ? "XLMRoberta" : roberta() ? "Roberta" : distil() ? "DistilBert" : "Bert";
     const std::string arch = cls_name + (s_.classifier ? "ForSequenceClassification" : "Model");
     auto n = [](int v) { return std::to_string(v); };
     std::string cfg = "{\"model_type\":\"" + s_.family + "\",\"architectures\":[\"" + arch +
@@ -104,7 +111,9 @@ class TinyBert {
              (roberta() ? ",\"pad_token_id\":1" : "");
     cfg += (s_.classifier ? ",\"id2label\":{\"0\":\"LABEL_0\"}" : "") + s_.extra_config + "}";
     write_text(dir / "config.json", cfg);
-    if (roberta()) {
+    if (xlmr()) {
+      write_text(dir / "tokenizer.json", unigram_tokenizer_json());
+    } else if (roberta()) {
       write_text(dir / "tokenizer.json", bpe_tokenizer_json());
     } else {
       std::string vocab_txt = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
@@ -282,6 +291,31 @@ class TinyBert {
            "\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"dropout\":null,"
            "\"unk_token\":null,\"continuing_subword_prefix\":\"\",\"end_of_word_suffix\":\"\","
            "\"fuse_unk\":false,\"byte_fallback\":false,\"vocab\":{" + vocab + "},\"merges\":[" + merges + "]}}";
+  }
+  // XLM-R's layout: a Unigram model whose best cut of "▁" + word is that
+  // one piece, a normalizer, Metaspace and the <s> A </s></s> B </s> template.
+  std::string unigram_tokenizer_json() const {
+    std::string vocab = R"(["<s>",0.0],["<pad>",0.0],["</s>",0.0],["<unk>",0.0])";
+    for (int k = 0; k < s_.vocab_words; ++k) vocab += ",[\"\xe2\x96\x81" + word(k) + "\",-2.0]";
+    for (int c = 0; c < 26; ++c) vocab += ",[\"" + std::string(1, char('a' + c)) + "\",-8.0]";
+    std::string added;
+    const char* specials[] = {"<s>", "<pad>", "</s>", "<unk>"};
+    for (int i = 0; i < 4; ++i)
+      added += std::string(i ? "," : "") + "{\"id\":" + std::to_string(i) + ",\"content\":\"" + specials[i] +
+               "\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,\"special\":true}";
+    const std::string s = R"({"SpecialToken":{"id":"<s>","type_id":0}})",
+                      e = R"({"SpecialToken":{"id":"</s>","type_id":0}})";
+    const std::string a = R"({"Sequence":{"id":"A","type_id":0}})", b = R"({"Sequence":{"id":"B","type_id":0}})";
+    return "{\"version\":\"1.0\",\"added_tokens\":[" + added +
+           R"(],"normalizer":{"type":"Sequence","normalizers":[{"type":"NFKC"},)"
+           R"({"type":"Replace","pattern":{"Regex":" {2,}"},"content":" "}]},)"
+           R"("pre_tokenizer":{"type":"Metaspace","replacement":"\u2581","prepend_scheme":"always","split":true},)"
+           R"("post_processor":{"type":"TemplateProcessing","single":[)" + s + "," + a + "," + e +
+           "],\"pair\":[" + s + "," + a + "," + e + "," + e + "," + b + "," + e +
+           R"(],"special_tokens":{"<s>":{"id":"<s>","ids":[0],"tokens":["<s>"]},)"
+           R"("</s>":{"id":"</s>","ids":[2],"tokens":["</s>"]}}},)"
+           R"("decoder":{"type":"Metaspace","replacement":"\u2581","prepend_scheme":"always","split":true},)"
+           R"("model":{"type":"Unigram","unk_id":3,"vocab":[)" + vocab + "],\"byte_fallback\":false}}";
   }
   std::vector<std::vector<double>> dense(const std::vector<std::vector<double>>& x, const std::string& name,
                                          size_t out) const {

@@ -55,7 +55,8 @@ TEST_P(CrossEncoderFamily, ScoresEachPairAsTheReferenceForward) {
   EXPECT_NE(msg.find("ForSequenceClassification"), std::string::npos) << msg;
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, CrossEncoderFamily, ::testing::Values("bert", "roberta", "distilbert"));
+INSTANTIATE_TEST_SUITE_P(Families, CrossEncoderFamily, ::testing::Values("bert", "roberta", "distilbert", "xlm-roberta"),
+                         [](const auto& info) { return info.param == "xlm-roberta" ? "xlm_roberta" : info.param; });
 
 TEST(CrossEncoder, LongPairsAreCutLongestFirst) {
   test::TempDir d;
@@ -87,10 +88,12 @@ TEST(CrossEncoder, LongPairsAreCutLongestFirst) {
 }
 
 TEST(CrossEncoder, RobertaPairsAreCutLongestFirstAroundFourSpecialTokens) {
+  for (const std::string family : {"roberta", "xlm-roberta"}) {
+  SCOPED_TRACE(family);
   test::TempDir d;
   test::TinyBertSpec s;
   s.classifier = true;
-  s.family = "roberta";
+  s.family = family;
   TinyBert m(s);
   m.write(d.path());
   EmbedderOptions o;
@@ -100,6 +103,7 @@ TEST(CrossEncoder, RobertaPairsAreCutLongestFirstAroundFourSpecialTokens) {
   auto want = m.pair_ids({1, 2, 3, 4}, {10, 11, 12, 13, 14});
   EXPECT_EQ(e.tokenizer().encode_pair(TinyBert::text_of(q), TinyBert::text_of(doc), 13).ids, want.first);
   EXPECT_NEAR(e.logits(TinyBert::text_of(q), {TinyBert::text_of(doc)})[0], m.logit(want.first, want.second), 2e-5);
+  }
 }
 
 TEST(CrossEncoder, ActivationFromConfigAndRefusedHeads) {

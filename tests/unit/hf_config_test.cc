@@ -150,13 +150,43 @@ TEST(HfConfig, EncoderFamiliesReadTheirOwnKeys) {
   EXPECT_EQ(c.num_labels, 3);
   EXPECT_EQ(c.score_activation, BertConfig::ScoreActivation::Identity);  // more than one label
 
+  // XLM-R: RoBERTa's graph, positions after padding_idx 1, one token type.
+  write_text(cfg, R"({"model_type":"xlm-roberta","architectures":["XLMRobertaForSequenceClassification"],)"
+                  R"("max_position_embeddings":514,"pad_token_id":1,"type_vocab_size":1,"vocab_size":250002,)"
+                  R"("hidden_size":1024,"num_attention_heads":16})");
+  c = load_bert_config(d.path().string());
+  EXPECT_EQ(c.family, EncoderFamily::Roberta);
+  EXPECT_EQ(c.model_type, "xlm-roberta");
+  EXPECT_EQ(c.max_tokens(), 512);
+  EXPECT_EQ(c.vocab_size, 250002);
+  EXPECT_TRUE(c.classifier);
+  EXPECT_EQ(c.score_activation, BertConfig::ScoreActivation::Sigmoid);
+
+  // NomicBERT: nomic's own keys; the vocabulary padded up; no classifier.
+  write_text(cfg, R"({"model_type":"nomic_bert","architectures":["NomicBertModel"],"vocab_size":30522,)"
+                  R"("pad_vocab_size_multiple":64,"n_embd":768,"n_head":12,"n_layer":12,"n_inner":3072,)"
+                  R"("n_positions":8192,"rotary_emb_fraction":1.0,"rotary_emb_base":1000,)"
+                  R"("activation_function":"swiglu","qkv_proj_bias":false,"mlp_fc1_bias":false,)"
+                  R"("mlp_fc2_bias":false,"rotary_scaling_factor":2,"max_trained_positions":2048})");
+  c = load_bert_config(d.path().string());
+  EXPECT_EQ(c.family, EncoderFamily::NomicBert);
+  EXPECT_EQ(c.vocab_size, 30528);
+  EXPECT_EQ(c.intermediate_size, 3072);
+  EXPECT_EQ(c.max_tokens(), 2048);  // past it the scaling factor would change the rotary base
+  EXPECT_FLOAT_EQ(c.nomic.rotary_base, 1000.f);
+  EXPECT_FALSE(c.nomic.qkv_bias);
+  EXPECT_EQ(c.nomic.gate_act, Activation::Silu);
+
   // Another family's architecture under a model_type, and families rlx does not run.
   write_text(cfg, R"({"model_type":"roberta","architectures":["BertModel"]})");
   msg = error_of([&] { load_bert_config(d.path().string()); });
   EXPECT_NE(msg.find("'BertModel' (model_type 'roberta')"), std::string::npos) << msg;
-  write_text(cfg, R"({"model_type":"xlm-roberta","architectures":["XLMRobertaModel"]})");
+  write_text(cfg, R"({"model_type":"xlm-roberta","architectures":["RobertaModel"]})");
   msg = error_of([&] { load_bert_config(d.path().string()); });
-  EXPECT_NE(msg.find("model_type 'xlm-roberta'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'RobertaModel' (model_type 'xlm-roberta')"), std::string::npos) << msg;
+  write_text(cfg, R"({"model_type":"modernbert","architectures":["ModernBertModel"]})");
+  msg = error_of([&] { load_bert_config(d.path().string()); });
+  EXPECT_NE(msg.find("model_type 'modernbert'"), std::string::npos) << msg;
   write_text(cfg, R"({"model_type":"bert","architectures":["BertForQuestionAnswering"]})");
   msg = error_of([&] { load_bert_config(d.path().string()); });
   EXPECT_NE(msg.find("BertForQuestionAnswering"), std::string::npos) << msg;

@@ -73,7 +73,11 @@ TEST(Unigram, RefusesWhatItCannotRead) {
     EXPECT_NE(e.find(p.string()), std::string::npos) << e;
     return e;
   };
-  EXPECT_NE(error_for([](auto& j) { j["normalizer"] = {{"type", "Precompiled"}}; }).find("normalizer 'Precompiled'"),
+  EXPECT_NE(error_for([](auto& j) { j["normalizer"] = {{"type", "Lowercase"}}; }).find("normalizer 'Lowercase'"),
+            std::string::npos);
+  EXPECT_NE(error_for([](auto& j) {
+              j["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", "AAAA"}};
+            }).find("precompiled_charsmap"),
             std::string::npos);
   EXPECT_NE(error_for([](auto& j) { j["model"]["unk_id"] = 4000; }).find("unk_id 4000"), std::string::npos);
   EXPECT_NE(error_for([](auto& j) { j["model"]["vocab"][5][1] = nullptr; }).find("malformed"), std::string::npos);
