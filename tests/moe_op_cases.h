@@ -18,7 +18,7 @@ namespace rlx::test {
 inline void moe_route_reference(const float* row, int experts, int k, bool norm, std::vector<double>& ids,
                                 std::vector<double>& weights) {
   auto key = [](float v) { return std::isnan(v) ? -INFINITY : double(v); };
-  std::vector<int> order(size_t(experts));
+  std::vector<int> order(static_cast<size_t>(experts));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return key(row[a]) > key(row[b]); });
   double mx = -INFINITY, sum = 0, chosen = 0;

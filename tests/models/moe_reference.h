@@ -25,13 +25,13 @@ inline std::vector<std::vector<double>> moe_ffn_reference(const LlamaConfig& c,
   const auto &up = w.at(p + "ffn_up_exps.weight"), &down = w.at(p + "ffn_down_exps.weight");
   std::vector<std::vector<double>> out(h.size(), std::vector<double>(size_t(H), 0.0));
   for (size_t s = 0; s < h.size(); ++s) {
-    std::vector<double> logit(size_t(E));
+    std::vector<double> logit(static_cast<size_t>(E));
     for (int e = 0; e < E; ++e)
       for (int i = 0; i < H; ++i) logit[size_t(e)] += h[s][size_t(i)] * router[size_t(e * H + i)];
     const double mx = *std::max_element(logit.begin(), logit.end());
     double sum = 0;
     for (double v : logit) sum += std::exp(v - mx);
-    std::vector<int> order(size_t(E));
+    std::vector<int> order(static_cast<size_t>(E));
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logit[size_t(a)] > logit[size_t(b)]; });
     double chosen = 0;
@@ -40,7 +40,7 @@ inline std::vector<std::vector<double>> moe_ffn_reference(const LlamaConfig& c,
       const int e = order[size_t(j)];
       double weight = std::exp(logit[size_t(e)] - mx) / sum;
       if (c.norm_topk_prob) weight /= chosen;
-      std::vector<double> act(size_t(F));
+      std::vector<double> act(static_cast<size_t>(F));
       for (int f = 0; f < F; ++f) {
         double g = 0, u = 0;
         for (int i = 0; i < H; ++i) {

@@ -188,7 +188,8 @@ TEST(MoeFamilies, TransformersCheckpointMatchesTheReference) {
   EXPECT_EQ(c.moe_layers, (std::vector<bool>{true, false, true}));
   SafetensorsFile f(dir + "/model.safetensors");
   test::Weights w;
-  for (const Node& n : build_llama_graph(c, 1, 1, DType::F32).nodes()) {
+  const Graph g = build_llama_graph(c, 1, 1, DType::F32);
+  for (const Node& n : g.nodes()) {
     if (n.op != OpKind::Param) continue;
     if (!is_expert_param(n.name)) {
       w[n.name] = f.to_f32(llama_hf_name(n.name, c.family));
