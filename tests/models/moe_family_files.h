@@ -1,8 +1,8 @@
 // The mixture-of-experts families' test models as real files: Qwen3-MoE and
 // Mixtral configs of odd sizes (5 experts, 2 per token, expert FFN 37),
 // random weights written as a Hugging Face directory (one tensor per
-// expert, as the released checkpoints; or stacked, as transformers 5 keeps
-// them; in f32 or bf16) and as a GGUF laid out as convert_hf_to_gguf.py
+// expert, as the released checkpoints; or stacked under mlp.experts, as
+// transformers 5 keeps them; in f32, f16 or bf16) and as a GGUF laid out as convert_hf_to_gguf.py
 // writes the family (stacked blk.N.ffn_*_exps.weight).
 #pragma once
 #include <filesystem>
@@ -88,7 +88,7 @@ inline void add_hf_experts(std::map<std::string, std::pair<Shape, std::vector<fl
   const std::string layer = "model.layers." + param.substr(4, param.find('.', 4) - 4) + ".";
   const bool gate = param.find("ffn_gate_exps") != std::string::npos, up = param.find("ffn_up_exps") != std::string::npos;
   const int64_t E = s[0], rows = s[1], cols = s[2];
-  if (layout == ExpertLayout::Stacked && f.model_type == "qwen3_moe") {
+  if (layout == ExpertLayout::Stacked) {
     if (up) return;  // written with the gate's
     if (!gate) {
       ts[layer + "mlp.experts.down_proj"] = {s, v};
@@ -121,8 +121,17 @@ inline void write_moe_hf_dir(const fs::path& dir, const Family& f, const Weights
   std::map<std::string, std::pair<Shape, std::vector<float>>> ts;
   for (const auto& [name, v] : w) {
     const Shape s = param_shape(g, name);
-    if (is_expert_param(name)) add_hf_experts(ts, f, name, s, v, layout, w);
-    else ts[llama_hf_name(name, c.family)] = {s, v};
+    if (is_expert_param(name)) {
+      add_hf_experts(ts, f, name, s, v, layout, w);
+      continue;
+    }
+    std::string hf = llama_hf_name(name, c.family);
+    // transformers 5 names Mixtral's router as Qwen3-MoE's (mlp.gate).
+    const std::string mixtral_router = "block_sparse_moe.gate.weight";
+    if (layout == ExpertLayout::Stacked && hf.size() > mixtral_router.size() &&
+        hf.compare(hf.size() - mixtral_router.size(), mixtral_router.size(), mixtral_router) == 0)
+      hf = hf.substr(0, hf.size() - mixtral_router.size()) + "mlp.gate.weight";
+    ts[hf] = {s, v};
   }
   write_safetensors_as(dir / "model.safetensors", ts, stored);
   write_text(dir / "config.json",
