@@ -52,8 +52,10 @@ inline void add_moe_route_cases(std::vector<OpCase>& cases, const std::string& n
     std::vector<double> ids, weights;
     for (int r = 0; r < rows; ++r)
       moe_route_reference(in.at("logits").data() + r * experts, experts, k, norm, ids, weights);
-    // The planted tie, independently of the sort above.
-    if (rows > 1 && (ids[size_t(k)] != 1 || (k > 1 && ids[size_t(k + 1)] != experts - 1))) ids.assign(ids.size(), -1);
+    // The planted tie (where the inputs are not reversed), independently of the sort above.
+    const auto& x = in.at("logits");
+    const bool planted = rows > 1 && x[size_t(experts + 1)] == 5.f && x[size_t(2 * experts - 1)] == 5.f;
+    if (planted && (ids[size_t(k)] != 1 || (k > 1 && ids[size_t(k + 1)] != experts - 1))) ids.assign(ids.size(), -1);
     return want_ids ? Refs{{"ids", ids}} : Refs{{"weights", weights}};
   };
   OpCase a{name + "_ids", "moe_route", build, [=](const Values& in) { return reference(in, true); }, 0.0};
@@ -111,7 +113,8 @@ inline OpCase moe_matmul_case(const std::string& name, int rows, int top_k, int 
   };
   oc.elem_scale = 3.0;
   oc.elem_scale_f32 = 10.0;
-  oc.rerun_reversed = false;  // reversed ids would keep their range, but keep one order per case
+  // Reversed, the ids choose other experts: a replayed graph must read them anew.
+  oc.rerun_reversed = true;
   return oc;
 }
 

@@ -20,8 +20,8 @@
 namespace rlx {
 namespace {
 
-constexpr const char* kGgufArchs = "llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3";
-constexpr const char* kHfTypes = "llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, phi3, gemma2, gemma3_text, gemma3";
+constexpr const char* kGgufArchs = "llama, qwen2, qwen3, phi3, gemma2, gemma3, qwen3moe";
+constexpr const char* kHfTypes = "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3, qwen3_moe, mixtral";
 
 void check_sizes(const LlamaConfig& c, const std::string& path) {
   RLX_CHECK(c.num_layers > 0 && c.num_heads > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0 &&
