@@ -9,6 +9,7 @@
 
 #include "models/decoder_family_files.h"  // tests/models
 #include "models/llama_batch_check.h"     // tests/models
+#include "models/gguf.h"
 #include "models/llama_generator.h"
 #include "models/llama_reference.h"   // tests/models
 #include "models/moe_family_files.h"  // tests/models
@@ -212,6 +213,38 @@ TEST(MoeFamilies, TransformersCheckpointMatchesTheReference) {
     const std::vector<int32_t> prefix(ids.begin(), ids.begin() + long(n));
     test::expect_close(gen.next_logits(prefix), test::reference(c, w, prefix, int(n) - 1), 1e-4,
                        "transformers' qwen3_moe after " + std::to_string(n) + " tokens");
+  }
+}
+
+// The same checkpoint as a quantized qwen3moe GGUF (tests/data/make_moe_gguf.py):
+// Q8_0 gate/up experts dequantized at load, BF16 down experts, F16
+// attention; the reference reads the file's own (dequantized) values.
+TEST(MoeFamilies, QuantizedGgufMatchesTheReference) {
+  const std::string path = std::string(RLX_SOURCE_DIR) + "/tests/data/moe/qwen3_moe_tiny.gguf";
+  GgufFile file(path);
+  EXPECT_EQ(file.tensor("blk.0.ffn_gate_exps.weight").type, GgmlType::Q8_0);
+  EXPECT_EQ(file.tensor("blk.0.ffn_down_exps.weight").type, GgmlType::BF16);
+  EXPECT_EQ(file.tensor("blk.0.ffn_gate_exps.weight").shape, (Shape{5, 21, 64}));
+  const LlamaConfig c = llama_config_from_gguf(file);
+  EXPECT_EQ(c.family, "qwen3moe");
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.num_experts, 5);
+  EXPECT_EQ(c.experts_per_token, 2);
+  EXPECT_EQ(c.expert_ffn, 21);
+  EXPECT_TRUE(c.norm_topk_prob);
+  EXPECT_EQ(c.moe_layers, (std::vector<bool>{true, false, true}));
+  test::Weights w;
+  const Graph g = build_llama_graph(c, 1, 1, DType::F32);
+  for (const Node& n : g.nodes())
+    if (n.op == OpKind::Param) w[n.name] = file.to_f32(n.name);
+  GeneratorOptions o;
+  o.threads = 1;
+  LlamaGenerator gen(path, o);
+  const std::vector<int32_t> ids = test::random_ids(12, c.vocab_size, 9);
+  for (size_t n = 10; n <= ids.size(); ++n) {
+    const std::vector<int32_t> prefix(ids.begin(), ids.begin() + long(n));
+    test::expect_close(gen.next_logits(prefix), test::reference(c, w, prefix, int(n) - 1), 1e-4,
+                       "qwen3moe GGUF after " + std::to_string(n) + " tokens");
   }
 }
 
