@@ -38,6 +38,9 @@ __global__ void moe_matmul_kernel(const MoeMatMulParams p, uint8_t* arena) {
         const int64_t chunks = p.k / kC;
         const uint4* xv = reinterpret_cast<const uint4*>(xr);
         const uint4* wv = reinterpret_cast<const uint4*>(wr);
+        // Unrolled so that several 16-byte loads per lane are in flight (a
+        // decode step is a chain of these dots otherwise waiting on memory).
+#pragma unroll 4
         for (int64_t ch = lane; ch < chunks; ch += 32) {
           float xf[kC], wf[kC];
           unpack_chunk<T>(xv[ch], xf);
