@@ -91,7 +91,10 @@ LlamaConfig llama_config_from_gguf(const GgufFile& f) {
   LlamaConfig c;
   c.family = arch;
   c.hidden_size = f.get_as<int>(k + "embedding_length", 1, L.hidden_size);
-  c.intermediate_size = f.get_as<int>(k + "feed_forward_length", 1, L.intermediate_size);
+  // A GGUF whose every layer is sparse may name only its experts' width.
+  const bool experts_only = f.has(k + "expert_feed_forward_length") && !f.has(k + "feed_forward_length");
+  c.intermediate_size = experts_only ? f.get_as<int>(k + "expert_feed_forward_length", 1, L.intermediate_size)
+                                     : f.get_as<int>(k + "feed_forward_length", 1, L.intermediate_size);
   c.num_layers = f.get_as<int>(k + "block_count", 1, L.layers);
   c.num_heads = f.get_as<int>(k + "attention.head_count", 1, L.heads);
   c.num_kv_heads = f.get_as_or<int>(k + "attention.head_count_kv", c.num_heads, 1, L.heads);

@@ -149,7 +149,8 @@ inline void write_moe_hf_dir(const fs::path& dir, const Family& f, const Weights
 
 // GGUF architecture qwen3moe (or llama for Mixtral, Q/K rows permuted), the
 // expert keys as llama.cpp's converter writes them.
-inline void write_moe_gguf(const fs::path& path, const Family& f, const Weights& w) {
+// ffn_length false: no feed_forward_length key (every layer sparse).
+inline void write_moe_gguf(const fs::path& path, const Family& f, const Weights& w, bool ffn_length = true) {
   const LlamaConfig& c = f.cfg;
   const bool mixtral = f.model_type == "mixtral";
   const std::string arch = mixtral ? "llama" : "qwen3moe", a = arch + ".";
@@ -157,7 +158,6 @@ inline void write_moe_gguf(const fs::path& path, const Family& f, const Weights&
   gw.str("general.architecture", arch)
       .u32(a + "context_length", 64)
       .u32(a + "embedding_length", uint32_t(c.hidden_size))
-      .u32(a + "feed_forward_length", uint32_t(c.intermediate_size))
       .u32(a + "block_count", uint32_t(c.num_layers))
       .u32(a + "attention.head_count", uint32_t(c.num_heads))
       .u32(a + "attention.head_count_kv", uint32_t(c.num_kv_heads))
@@ -168,6 +168,7 @@ inline void write_moe_gguf(const fs::path& path, const Family& f, const Weights&
       .u32(a + "expert_count", uint32_t(c.num_experts))
       .u32(a + "expert_used_count", uint32_t(c.experts_per_token));
   if (!mixtral) gw.u32(a + "expert_feed_forward_length", uint32_t(c.expert_ffn));
+  if (ffn_length) gw.u32(a + "feed_forward_length", uint32_t(c.intermediate_size));
   Graph g = build_llama_graph(c, 1, 1, DType::F32);
   for (const auto& [name, v] : w) {
     const Shape s = param_shape(g, name);

@@ -279,7 +279,8 @@ TEST(MoeFamilies, ConfigsRefuseWhatTheGraphLacks) {
 }
 
 // A GGUF whose experts are one tensor each (older Mixtral conversions) is
-// refused by name; the stacked layout loads.
+// refused by name; the stacked layout loads, with or without
+// feed_forward_length.
 TEST(MoeFamilies, GgufRefusesPerExpertTensors) {
   Family f = test::mixtral();
   f.cfg.num_layers = 1;
@@ -302,6 +303,11 @@ TEST(MoeFamilies, GgufRefusesPerExpertTensors) {
   q.cfg.moe_layers = {true};
   test::write_moe_gguf(d.path() / "q.gguf", q, test::weights_of(q.cfg));
   EXPECT_NO_THROW(LlamaGguf((d.path() / "q.gguf").string()));
+  // Every layer sparse: the experts' width may be the only FFN width named.
+  test::write_moe_gguf(d.path() / "experts_only.gguf", q, test::weights_of(q.cfg), false);
+  const LlamaGguf only((d.path() / "experts_only.gguf").string());
+  EXPECT_EQ(only.config().expert_ffn, 37);
+  EXPECT_TRUE(only.config().is_moe_layer(0));
 }
 
 }  // namespace
