@@ -14,10 +14,18 @@ namespace {
 
 constexpr int64_t kColumnBlock = 32;
 
+// Independent partial sums per lane: a single running sum is a chain the
+// compiler may not reorder into vectors.
 RLX_CPU_CLONES float dot_f32(const float* x, const float* w, int64_t k) {
-  float acc = 0.f;
-  for (int64_t i = 0; i < k; ++i) acc += x[i] * w[i];
-  return acc;
+  constexpr int kLanes = 16;
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= k; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += x[i + l] * w[i + l];
+  float sum = 0.f;
+  for (int l = 0; l < kLanes; ++l) sum += acc[l];
+  for (; i < k; ++i) sum += x[i] * w[i];
+  return sum;
 }
 
 template <class T> float dot(const float* x, const T* w, int64_t k, float* wide) {
