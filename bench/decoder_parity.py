@@ -2,7 +2,7 @@
 """Decoder-family parity: `rlx generate` against Hugging Face transformers.
 
 For each family (Llama 3 with rope_scaling llama3, Qwen2, Qwen3, Mistral,
-Phi-3, Gemma 2, Gemma 3 text) a
+Phi-3, Gemma 2, Gemma 3 text, Qwen3-MoE, Mixtral) a
 randomly initialised transformers model of odd sizes is saved with
 save_pretrained (config.json + model.safetensors). The reference is greedy
 decoding in float64 on the CPU from the same f32 weights, with the gap
@@ -82,13 +82,30 @@ def families():
             rope_theta=1e6, rope_local_base_freq=10000.0, rope_scaling={"rope_type": "linear", "factor": 4.0},
             hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=False,
             **{**common, "num_hidden_layers": 4}),
+        # Qwen3-MoE: qwen3's attention, 5 experts of 37 rows, 2 per token
+        # (renormalised), layer 1 dense (mlp_only_layers).
+        "qwen3_moe": transformers.Qwen3MoeConfig(
+            hidden_size=200, intermediate_size=333, moe_intermediate_size=37, num_experts=5, num_experts_per_tok=2,
+            norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[1], num_attention_heads=6,
+            num_key_value_heads=3, head_dim=40, tie_word_embeddings=True, **{**common, "num_hidden_layers": 3}),
+        # Mixtral: llama's attention, 5 experts of 37 rows, 2 per token, untied head.
+        "mixtral": transformers.MixtralConfig(
+            hidden_size=288, intermediate_size=37, num_local_experts=5, num_experts_per_tok=2, num_attention_heads=6,
+            num_key_value_heads=2, head_dim=48, sliding_window=None, tie_word_embeddings=False, **common),
     }
+
+
+def from_config(cfg, **kw):
+    model = transformers.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32, **kw)
+    # Experts in float64 need the eager loop (the grouped product takes no doubles).
+    if hasattr(model, "set_experts_implementation") and any("experts" in n for n, _ in model.named_parameters()):
+        model.set_experts_implementation("eager")
+    return model
 
 
 def make_model(cfg, seed):
     torch.manual_seed(seed)
-    model = transformers.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32,
-                                                          attn_implementation="eager")
+    model = from_config(cfg, attn_implementation="eager")
     with torch.no_grad():  # biases and norm gains away from their 0 / 1 init, so they matter
         for name, p in model.named_parameters():
             if name.endswith(".bias") or "norm" in name:
@@ -97,6 +114,9 @@ def make_model(cfg, seed):
             # the tokens: at transformers' init a wrong theta went unseen.
             if any(k in name for k in ("q_proj.weight", "k_proj.weight", "qkv_proj.weight")):
                 p.mul_(QK_GAIN)
+            # A decisive router, so the experts chosen differ from token to token.
+            if name.endswith("mlp.gate.weight") or name.endswith("block_sparse_moe.gate.weight"):
+                p.normal_(0.0, 0.4)
     return model.eval()
 
 
@@ -131,7 +151,7 @@ def rope_blind(model, cfg, prompt, want, steps):
         c.rope_theta = getattr(c, "rope_theta", 10000.0) * 3
         c.rope_scaling = None
     torch.manual_seed(0)
-    other = transformers.AutoModelForCausalLM.from_config(c, torch_dtype=torch.float32).eval()
+    other = from_config(c).eval()
     other.load_state_dict(model.state_dict())
     tokens, _ = reference(other, prompt)
     return tokens[:steps] == want[:steps]

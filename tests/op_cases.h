@@ -587,9 +587,13 @@ inline OpCase window_softcap_case(const std::string& name, int64_t sq, int64_t s
   return {name, "attention", build, reference};
 }
 
+// The mixture-of-experts cases (moe_op_cases.h, included at the end).
+inline void add_moe_cases(std::vector<OpCase>& cases);
+
 inline std::vector<OpCase> op_cases() {
   std::vector<OpCase> cases;
   add_kernel_cases(cases);
+  add_moe_cases(cases);
 
   cases.push_back(window_softcap_case("attention_window_softcap_prefill", 13, 13, 4, 2, 6, 4, 0.7f, {}, 91));
   cases.push_back(window_softcap_case("attention_window_softcap_cache", 3, 10, 4, 2, 6, 3, 1.1f, {1.f, 7.f}, 94));
@@ -1026,3 +1030,5 @@ inline std::vector<OpCase> op_cases() {
 }
 
 }  // namespace rlx::test
+
+#include "moe_op_cases.h"

@@ -148,9 +148,18 @@ struct SampleAttrs {
   uint64_t seed = 0;
 };
 
+// Mixture-of-experts routing (see Graph::moe_route): k experts per row;
+// norm_topk: the k weights are renormalised to sum to 1 (Qwen3-MoE's
+// norm_topk_prob; Mixtral's softmax over its top-k logits is the same).
+constexpr int kMaxMoeTopK = 32;
+struct MoeRouteAttrs {
+  int k = 1;
+  bool norm_topk = true;
+};
+
 using Attrs = std::variant<NoAttrs, MatMulAttrs, MatMulQAttrs, NormAttrs, AttentionAttrs, RopeAttrs, NarrowAttrs,
                            AxisAttrs, PermuteAttrs, ShapeAttrs, CastAttrs, ReduceAttrs, SwiGluAttrs,
-                           KvWriteAttrs, SampleAttrs>;
+                           KvWriteAttrs, SampleAttrs, MoeRouteAttrs>;
 
 enum class OpKind : uint8_t {
 #define X(e, n, a) e,
@@ -250,6 +259,19 @@ class Graph {
   // whose largest value is not finite gives the lowest index holding it.
   // The exact definition: src/thunks/sample_math.h.
   ValueId sample(ValueId x, ValueId positions, const SampleAttrs& a);
+  // Mixture-of-experts routing of router logits [rows, experts]: {ids i32
+  // [rows, k], weights [rows, k]} of the k largest logits (the lower index
+  // first on ties), weights the softmax over all experts at those ids (in
+  // f32, stored in the logits' dtype), renormalised over the k when
+  // a.norm_topk.
+  std::pair<ValueId, ValueId> moe_route(ValueId logits, const MoeRouteAttrs& a);
+  // Stacked experts w [experts, n, k_in] applied to the rows their ids
+  // [rows, top_k] (i32, read at run time) choose: x is [rows, k_in] (each
+  // row read by all of its experts) or [rows, top_k, k_in] (one row per
+  // choice); out [rows, top_k, n] = x . w[id]^T. With weights [rows, top_k]
+  // (-1 = none) out is [rows, n], the choices' products weighted and summed
+  // in choice order. An id outside [0, experts) contributes zeros.
+  ValueId moe_matmul(ValueId x, ValueId w, ValueId ids, ValueId weights = -1);
 
   void output(const std::string& name, ValueId v);
   // The state `state` takes `value` (same shape and dtype) at the end of each

@@ -389,6 +389,39 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.dtype = V(0).dtype;
       return emit(p);
     }
+    case OpKind::MoeRoute: {
+      const auto& at = std::get<MoeRouteAttrs>(n.attrs);
+      MoeRouteParams p{};
+      p.logits = addr(n.inputs[0]);
+      p.ids = addr(n.outputs[0]);
+      p.weights = addr(n.outputs[1]);
+      p.rows = V(0).shape[0];
+      p.experts = V(0).shape[1];
+      p.k = at.k;
+      p.norm_topk = at.norm_topk;
+      p.dtype = V(0).dtype;
+      return emit(p);
+    }
+    case OpKind::MoeMatMul: {
+      const Shape &xs = V(0).shape, &ws = V(1).shape;
+      MoeMatMulParams p{};
+      p.x = addr(n.inputs[0]);
+      p.w = addr(n.inputs[1]);
+      p.ids = addr(n.inputs[2]);
+      p.weights = n.inputs.size() > 3 ? addr(n.inputs[3]) : kNoBuffer;
+      p.out = addr(n.outputs[0]);
+      p.rows = V(2).shape[0];
+      p.top_k = V(2).shape[1];
+      p.experts = ws[0];
+      p.n = ws[1];
+      p.k = ws[2];
+      const bool per_choice = xs.size() == 3;
+      p.x_row_stride = per_choice ? p.top_k * p.k : p.k;
+      p.x_choice_stride = per_choice ? p.k : 0;
+      p.dtype = V(0).dtype;
+      p.w_constant = is_constant(g, n.inputs[1]);
+      return emit(p);
+    }
     case OpKind::Argmax: {
       ArgmaxParams p{};
       p.x = addr(n.inputs[0]);

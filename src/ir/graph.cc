@@ -214,6 +214,15 @@ ValueId Graph::kv_write(ValueId cache, ValueId rows, ValueId pos, ValueId slots)
   if (slots >= 0) return add_node(OpKind::KvWrite, {cache, rows, pos, slots}, at)[0];
   return add_node(OpKind::KvWrite, {cache, rows, pos}, at)[0];
 }
+std::pair<ValueId, ValueId> Graph::moe_route(ValueId logits, const MoeRouteAttrs& a) {
+  auto o = add_node(OpKind::MoeRoute, {logits}, a);
+  return {o[0], o[1]};
+}
+ValueId Graph::moe_matmul(ValueId x, ValueId w, ValueId ids, ValueId weights) {
+  std::vector<ValueId> in{x, w, ids};
+  if (weights >= 0) in.push_back(weights);
+  return add_node(OpKind::MoeMatMul, in, NoAttrs{})[0];
+}
 ValueId Graph::argmax(ValueId x) { return add_node(OpKind::Argmax, {x}, NoAttrs{})[0]; }
 ValueId Graph::sample(ValueId x, ValueId positions, const SampleAttrs& a) {
   return add_node(OpKind::Sample, {x, positions}, a)[0];

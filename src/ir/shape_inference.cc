@@ -327,6 +327,43 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       return out(cache.shape, cache.dtype);
     }
 
+    case OpKind::MoeRoute: {
+      need_inputs(in, 1, 1, who);
+      const auto& at = std::get<MoeRouteAttrs>(attrs);
+      const Value& x = V(0);
+      need_float(x, who, "router logits");
+      RLX_CHECK(x.shape.size() == 2 && x.shape[1] > 0 && x.shape[1] <= INT32_MAX,
+                who << ": router logits must be [rows, experts], got " << shape_str(x.shape));
+      RLX_CHECK(at.k >= 1 && at.k <= x.shape[1] && at.k <= kMaxMoeTopK,
+                who << ": top-k " << at.k << " must be in [1, min(experts " << x.shape[1] << ", " << kMaxMoeTopK
+                    << ")]");
+      return {Value{{x.shape[0], at.k}, DType::I32, -1, 0}, Value{{x.shape[0], at.k}, x.dtype, -1, 1}};
+    }
+
+    case OpKind::MoeMatMul: {
+      need_inputs(in, 3, 4, who);
+      const Value &x = V(0), &w = V(1), &ids = V(2);
+      need_float(x, who, "x");
+      need_dtype(w, x.dtype, who, "experts");
+      need_dtype(ids, DType::I32, who, "expert ids");
+      RLX_CHECK(w.shape.size() == 3 && w.shape[0] > 0 && w.shape[1] > 0 && w.shape[2] > 0,
+                who << ": experts must be [experts, n, k], got " << shape_str(w.shape));
+      RLX_CHECK(ids.shape.size() == 2 && ids.shape[1] > 0,
+                who << ": expert ids must be [rows, top_k], got " << shape_str(ids.shape));
+      const int64_t rows = ids.shape[0], top_k = ids.shape[1];
+      const bool per_choice = x.shape.size() == 3;
+      RLX_CHECK((x.shape == Shape{rows, w.shape[2]}) || (x.shape == Shape{rows, top_k, w.shape[2]}),
+                who << ": x must be [" << rows << ", " << w.shape[2] << "] or [" << rows << ", " << top_k << ", "
+                    << w.shape[2] << "], got " << shape_str(x.shape) << (per_choice ? " (per choice)" : ""));
+      if (in.size() == 4) {
+        RLX_CHECK(V(3).shape == ids.shape, who << ": weights must be " << shape_str(ids.shape) << ", got "
+                                               << shape_str(V(3).shape));
+        need_dtype(V(3), x.dtype, who, "weights");
+        return out({rows, w.shape[1]}, x.dtype);
+      }
+      return out({rows, top_k, w.shape[1]}, x.dtype);
+    }
+
     case OpKind::Argmax: {
       need_inputs(in, 1, 1, who);
       need_float(V(0), who, "input");

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "models/gguf.h"
+#include "models/moe.h"
 #include "rlx/error.h"
 
 namespace rlx {
@@ -174,6 +175,10 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     if (c.sandwich_norms) attn_out = g.rms_norm(attn_out, param(p + "post_attention_norm.weight", {H}), c.rms_eps);
     x = g.add(x, attn_out);
     h = g.rms_norm(x, param(p + "ffn_norm.weight", {H}), c.rms_eps);
+    if (c.is_moe_layer(l)) {  // a router and its experts instead of one FFN
+      x = g.add(x, build_moe_ffn(g, c, h, p, dt));
+      continue;
+    }
     // One SwiGLU op: after the gate and up products merge, it reads both
     // halves of the merged output in place.
     auto gate_up = c.fused_qkv_gate_up ? std::vector<ValueId>{}

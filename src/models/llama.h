@@ -67,6 +67,18 @@ struct LlamaConfig {
   // tokenizer that are never sampled, as transformers and llama.cpp treat them.
   int output_vocab = 0;
   int chosen_vocab() const { return output_vocab > 0 ? output_vocab : vocab_size; }
+  // Mixture of experts (moe_config.cc; Qwen3-MoE, Mixtral): the FFN of a
+  // sparse layer is num_experts SwiGLU experts of expert_ffn rows, of which
+  // a router picks experts_per_token per token (moe.h). moe_layers empty:
+  // every layer is sparse when num_experts > 0; else those marked true.
+  int num_experts = 0;
+  int experts_per_token = 0;
+  int expert_ffn = 0;
+  bool norm_topk_prob = true;  // the chosen experts' weights renormalised to sum to 1
+  std::vector<bool> moe_layers;
+  bool is_moe_layer(int l) const {
+    return num_experts > 0 && (moe_layers.empty() || moe_layers[size_t(l)]);
+  }
 };
 
 // The divisors rope_scaling {"rope_type": "llama3", factor, low_freq_factor,

@@ -14,13 +14,14 @@
 #include "models/json_read.h"
 #include "models/llama.h"
 #include "models/llama_limits.h"
+#include "models/moe.h"
 #include "rlx/error.h"
 
 namespace rlx {
 namespace {
 
-constexpr const char* kGgufArchs = "llama, qwen2, qwen3, phi3, gemma2, gemma3";
-constexpr const char* kHfTypes = "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3";
+constexpr const char* kGgufArchs = "llama, qwen2, qwen3, phi3, gemma2, gemma3, qwen3moe";
+constexpr const char* kHfTypes = "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3, qwen3_moe, mixtral";
 
 void check_sizes(const LlamaConfig& c, const std::string& path) {
   RLX_CHECK(c.num_layers > 0 && c.num_heads > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0 &&
@@ -83,14 +84,17 @@ std::vector<float> llama3_rope_divisors(int rope_dims, float theta, float factor
 LlamaConfig llama_config_from_gguf(const GgufFile& f) {
   const std::string arch = f.get_string("general.architecture");
   const bool gemma = arch == "gemma2" || arch == "gemma3";
-  RLX_CHECK(arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "phi3" || gemma,
+  RLX_CHECK(arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe" || arch == "phi3" || gemma,
             "llama: '" << f.path() << "' holds a '" << arch << "' model; rlx loads GGUF architectures " << kGgufArchs);
   const std::string k = arch + ".";
   const LlamaLimits L;
   LlamaConfig c;
   c.family = arch;
   c.hidden_size = f.get_as<int>(k + "embedding_length", 1, L.hidden_size);
-  c.intermediate_size = f.get_as<int>(k + "feed_forward_length", 1, L.intermediate_size);
+  // A GGUF whose every layer is sparse may name only its experts' width.
+  const bool experts_only = f.has(k + "expert_feed_forward_length") && !f.has(k + "feed_forward_length");
+  c.intermediate_size = experts_only ? f.get_as<int>(k + "expert_feed_forward_length", 1, L.intermediate_size)
+                                     : f.get_as<int>(k + "feed_forward_length", 1, L.intermediate_size);
   c.num_layers = f.get_as<int>(k + "block_count", 1, L.layers);
   c.num_heads = f.get_as<int>(k + "attention.head_count", 1, L.heads);
   c.num_kv_heads = f.get_as_or<int>(k + "attention.head_count_kv", c.num_heads, 1, L.heads);
@@ -108,7 +112,7 @@ LlamaConfig llama_config_from_gguf(const GgufFile& f) {
   // Qwen keeps Hugging Face's halves (NeoX rotation).
   c.rope_interleaved = arch == "llama";
   c.qkv_bias = arch == "qwen2";
-  c.qk_norm = arch == "qwen3";
+  c.qk_norm = arch == "qwen3" || arch == "qwen3moe";
   if (arch == "phi3") {
     c.fused_qkv_gate_up = true;
     RLX_CHECK(f.has_tensor("blk.0.attn_qkv.weight"),
@@ -143,6 +147,9 @@ LlamaConfig llama_config_from_gguf(const GgufFile& f) {
                                                      << " but token_embd.weight has " << emb.shape[0] << " rows");
   c.tie_embeddings = !f.has_tensor("output.weight");
   if (gemma) read_gemma_gguf(f, c);
+  if (f.has(k + "expert_count")) read_moe_gguf(f, arch, c);  // Mixtral's GGUFs are architecture llama
+  RLX_CHECK(arch != "qwen3moe" || c.num_experts > 0, "llama: '" << f.path() << "': a qwen3moe GGUF without "
+                                                               << k << "expert_count");
   check_sizes(c, f.path());
   check_gguf_layers(f, c.num_layers);
   return c;
@@ -163,7 +170,8 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
     check_sizes(c, path);
     return c;
   }
-  RLX_CHECK(type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "phi3",
+  RLX_CHECK(type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "phi3" ||
+                is_moe_model_type(type),
             "llama: '" << path << "': model_type is '" << type << "'; rlx loads model_type " << kHfTypes);
   c.family = type;
   c.vocab_size = int(j.at("vocab_size").integer(1, L.vocab));
@@ -191,7 +199,7 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
   c.max_positions = int(j.integer_or("max_position_embeddings", 2048, 1, L.positions));
   c.tie_embeddings = j.boolean_or("tie_word_embeddings", false);
   c.qkv_bias = type == "qwen2";  // Qwen2Attention: biases on q, k and v, none on o
-  c.qk_norm = type == "qwen3";
+  c.qk_norm = type == "qwen3" || type == "qwen3_moe";
   c.fused_qkv_gate_up = type == "phi3";
   const double partial = rope ? rope->number_or("partial_rotary_factor", j.number_or("partial_rotary_factor", 1.0, 0.0, 1.0),
                                                0.0, 1.0)
@@ -202,7 +210,8 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
             j.where() << "attention_bias (a bias on o_proj too) is not supported");
   // A sliding window as long as the context changes nothing; a shorter one
   // bounds the context to the window (within it the attention is exact).
-  const bool windowed = type == "mistral" || type == "phi3" || j.boolean_or("use_sliding_window", false);
+  const bool windowed = type == "mistral" || type == "mixtral" || type == "phi3" ||
+                        j.boolean_or("use_sliding_window", false);
   if (windowed && j.has("sliding_window"))
     c.max_positions = std::min(c.max_positions, int(j.at("sliding_window").integer(1, L.positions)));
   if (rope) {
@@ -223,6 +232,7 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
       // (Phi-3's longrope/su, YaRN and dynamic NTK land here.)
     }
   }
+  if (is_moe_model_type(type)) read_moe_hf(j, type, c);
   check_sizes(c, path);
   return c;
 }

@@ -1,10 +1,12 @@
 #include "models/llama_hf.h"
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "models/moe.h"
 #include "rlx/error.h"
 
 namespace rlx {
@@ -36,6 +38,8 @@ std::string llama_hf_name(const std::string& p, const std::string& family) {
     const bool gemma = family == "gemma2" || family == "gemma3";
     if (gemma && dot != std::string::npos && gemma_layer.count(p.substr(dot + 1))) it = gemma_layer.find(p.substr(dot + 1));
     if (it != layer.end()) return "model.layers." + p.substr(4, dot - 4) + "." + it->second;
+    if (dot != std::string::npos && p.substr(dot + 1) == "ffn_gate_inp.weight")
+      return "model.layers." + p.substr(4, dot - 4) + "." + hf_router_name(family);
   }
   RLX_FAIL("llama: no Hugging Face name for param '" << p << "'");
 }
@@ -80,8 +84,14 @@ LlamaSafetensors::LlamaSafetensors(const std::string& dir) : dir_(dir), cfg_(loa
 }
 
 std::string LlamaSafetensors::name_of(const std::string& param) const {
-  const std::string n = llama_hf_name(param, cfg_.family);
-  return n.rfind("model.", 0) == 0 ? model_prefix_ + n.substr(6) : n;
+  std::string n = llama_hf_name(param, cfg_.family);
+  n = n.rfind("model.", 0) == 0 ? model_prefix_ + n.substr(6) : n;
+  // A Mixtral router saved under transformers 5's name.
+  const std::string mixtral_router = "block_sparse_moe.gate.weight";
+  if (!shard_of_.count(n) && n.size() > mixtral_router.size() &&
+      n.compare(n.size() - mixtral_router.size(), mixtral_router.size(), mixtral_router) == 0)
+    return n.substr(0, n.size() - mixtral_router.size()) + hf_router_name("qwen3_moe");
+  return n;
 }
 
 const SafetensorsFile& LlamaSafetensors::file_of(const std::string& name) const {
@@ -96,7 +106,13 @@ void LlamaSafetensors::validate(const Graph& g) const {
   // Two are known to be harmless: the rotary inverse frequencies some
   // checkpoints store, and an LM head beside tied embeddings.
   std::set<std::string> used;
-  for (const LlamaParamSource& s : llama_param_sources(g)) used.insert(name_of(s.tensor));
+  for (const LlamaParamSource& s : llama_param_sources(g)) {
+    if (!is_expert_param(s.tensor)) {
+      used.insert(name_of(s.tensor));
+      continue;
+    }
+    for (const std::string& t : expert_rows(s).tensors) used.insert(t);
+  }
   auto ends_with = [](const std::string& s, const std::string& tail) {
     return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
   };
@@ -112,6 +128,10 @@ void LlamaSafetensors::validate(const Graph& g) const {
                          << cfg_.family << " config (" << cfg_.num_layers
                          << " layers; unknown or extra weights)");
   for (const LlamaParamSource& s : llama_param_sources(g)) {
+    if (is_expert_param(s.tensor)) {
+      validate_experts(s);
+      continue;
+    }
     const std::string name = name_of(s.tensor);
     const SafetensorsFile& f = file_of(name);
     RLX_CHECK(f.info(name).shape == s.shape, "llama: '" << f.path() << "', tensor '" << name << "' has shape "
@@ -122,6 +142,10 @@ void LlamaSafetensors::validate(const Graph& g) const {
 
 void LlamaSafetensors::load_into(Executable& exe, const Graph& g) const {
   for (const LlamaParamSource& s : llama_param_sources(g)) {
+    if (is_expert_param(s.tensor)) {
+      load_experts(exe, s);
+      continue;
+    }
     const std::string name = name_of(s.tensor);
     const SafetensorsFile& f = file_of(name);
     // Gemma's norms compute x * (1 + w): the 1 joins the gain here, once.
@@ -142,6 +166,52 @@ void LlamaSafetensors::load_into(Executable& exe, const Graph& g) const {
     if (s.quant) set_quantized_weight(exe, s, v);
     else exe.set_param_f32(s.param, v.data(), v.size());
   }
+}
+
+ExpertRows LlamaSafetensors::expert_rows(const LlamaParamSource& s) const {
+  const size_t dot = s.tensor.find('.', 4);
+  const std::string layer = model_prefix_ + "layers." + s.tensor.substr(4, dot - 4) + ".";
+  return hf_expert_rows(s.tensor, layer, cfg_.family, s.shape[0], s.shape[1],
+                        [&](const std::string& n) { return shard_of_.count(n) != 0; });
+}
+
+// Each expert's [rows, cols] in the checkpoint: one tensor per expert, or
+// a block of a stacked tensor holding at least row0 + rows rows per expert.
+void LlamaSafetensors::validate_experts(const LlamaParamSource& s) const {
+  const ExpertRows r = expert_rows(s);
+  const int64_t E = s.shape[0], rows = s.shape[1], cols = s.shape[2];
+  for (const std::string& t : r.tensors) {
+    const SafetensorsFile& f = file_of(t);
+    const Shape& got = f.info(t).shape;
+    const bool ok = r.stacked ? got.size() == 3 && got[0] == E && got[1] >= r.row0 + rows && got[2] == cols
+                              : got == Shape{rows, cols};
+    RLX_CHECK(ok, "llama: '" << f.path() << "', tensor '" << t << "' has shape " << shape_str(got)
+                             << "; the config's experts (" << E << " of " << shape_str(Shape{rows, cols})
+                             << ") do not fit it");
+    RLX_CHECK(f.info(t).dtype == file_of(r.tensors[0]).info(r.tensors[0]).dtype,
+              "llama: '" << f.path() << "': the experts of '" << s.tensor << "' mix dtypes");
+  }
+}
+
+// The experts copied into one [E, rows, cols] param as stored (no conversion).
+void LlamaSafetensors::load_experts(Executable& exe, const LlamaParamSource& s) const {
+  const ExpertRows r = expert_rows(s);
+  const int64_t E = s.shape[0], rows = s.shape[1], cols = s.shape[2];
+  const DType dt = file_of(r.tensors[0]).info(r.tensors[0]).dtype;
+  const size_t block = size_t(rows * cols) * dtype_size(dt);
+  std::vector<uint8_t> all(size_t(E) * block);
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string& t = r.tensors[r.stacked ? 0 : size_t(e)];
+    const std::span<const uint8_t> b = file_of(t).bytes(t);
+    size_t from = 0;
+    if (r.stacked) {
+      const int64_t per_expert = file_of(t).info(t).shape[1];
+      from = size_t((e * per_expert + r.row0) * cols) * dtype_size(dt);
+    }
+    RLX_CHECK(from + block <= b.size(), "llama: tensor '" << t << "' is shorter than its shape");
+    std::memcpy(all.data() + size_t(e) * block, b.data() + from, block);
+  }
+  exe.set_param_bytes(s.param, dt, all.data(), all.size());
 }
 
 }  // namespace rlx

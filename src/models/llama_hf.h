@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models/llama.h"
+#include "models/moe.h"
 #include "models/safetensors.h"
 
 namespace rlx {
@@ -31,6 +32,10 @@ class LlamaSafetensors : public LlamaWeights {
   // The checkpoint's name of a param: llama_hf_name, its "model." prefix
   // replaced by where a multimodal Gemma 3 keeps its language model.
   std::string name_of(const std::string& param) const;
+  // Stacked expert params (moe.h): where their rows are, checked, copied.
+  ExpertRows expert_rows(const LlamaParamSource& s) const;
+  void validate_experts(const LlamaParamSource& s) const;
+  void load_experts(Executable& exe, const LlamaParamSource& s) const;
   std::string dir_;
   std::string model_prefix_ = "model.";
   LlamaConfig cfg_;

@@ -156,6 +156,23 @@ Uses uses(const SampleParams& p) {
           {p.out, bytes(p.rows, DType::I32), true}};
 }
 
+Uses uses(const MoeRouteParams& p) {
+  return {{p.logits, bytes(p.rows * p.experts, p.dtype), false},
+          {p.ids, bytes(p.rows * p.k, DType::I32), true},
+          {p.weights, bytes(p.rows * p.k, p.dtype), true}};
+}
+
+// The ids are read at run time: any expert's rows may be read.
+Uses uses(const MoeMatMulParams& p) {
+  Uses u;
+  read(u, p.x, bytes((p.rows - 1) * p.x_row_stride + (p.top_k - 1) * p.x_choice_stride + p.k, p.dtype));
+  read(u, p.w, bytes(p.experts * p.n * p.k, p.dtype));
+  read(u, p.ids, bytes(p.rows * p.top_k, DType::I32));
+  read(u, p.weights, bytes(p.rows * p.top_k, p.dtype));
+  write(u, p.out, bytes(p.rows * (p.weights == kNoBuffer ? p.top_k : 1) * p.n, p.dtype));
+  return u;
+}
+
 }  // namespace
 
 std::vector<BufferUse> declared_uses(const ThunkParams& p) {

@@ -228,6 +228,32 @@ struct SampleParams {
   DType dtype;
 };
 
+// Mixture-of-experts routing: for each row r of logits [rows, experts],
+// ids[r, 0..k) are the k largest logits' indices (largest first, the lower
+// index on ties; NaN counts as -inf) and weights[r, j] = softmax(row)[ids[r,
+// j]], computed in f32, divided by the k weights' sum when norm_topk.
+struct MoeRouteParams {
+  uint64_t logits, ids, weights;
+  int64_t rows, experts;
+  int32_t k;
+  uint8_t norm_topk;
+  DType dtype;
+};
+
+// out = x . w[e]^T per (row r, choice j), e = ids[r * top_k + j], w stacked
+// [experts, n, k] (a choice whose id is outside [0, experts) gives zeros).
+// Row (r, j) of x starts at element r * x_row_stride + j * x_choice_stride
+// (x_choice_stride 0: every choice reads the row's one x). weights ==
+// kNoBuffer: out [rows, top_k, n]; else out [rows, n] = sum over j in order
+// of weights[r, j] * (x . w[e]^T), accumulated in f32 and rounded once.
+struct MoeMatMulParams {
+  uint64_t x, w, ids, weights, out;
+  int64_t rows, top_k, experts, n, k;
+  int64_t x_row_stride, x_choice_stride;
+  DType dtype;
+  uint8_t w_constant;  // w is a param (no thunk writes it): kernels may read it early
+};
+
 #define X(e, n, P)                                                      \
   static_assert(std::is_trivially_copyable_v<P>, #P " must be plain"); \
   static_assert(sizeof(P) <= 512, #P " too large for a kernel argument");

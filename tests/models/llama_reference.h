@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "models/llama.h"
+#include "models/moe_reference.h"
 #include "test_util.h"
 
 namespace rlx::test {
@@ -192,6 +193,12 @@ inline std::vector<double> reference(const LlamaConfig& c, const Weights& w, con
     for (int s = 0; s < S; ++s)
       for (int i = 0; i < H; ++i) x[size_t(s)][size_t(i)] += o[size_t(s)][size_t(i)];
     h = rms(x, p + "ffn_norm.weight");
+    if (c.is_moe_layer(l)) {  // a router and its experts (moe_reference.h)
+      const Mat d = moe_ffn_reference(c, w, h, p);
+      for (int s = 0; s < S; ++s)
+        for (int i = 0; i < H; ++i) x[size_t(s)][size_t(i)] += d[size_t(s)][size_t(i)];
+      continue;
+    }
     Mat g = linear(h, p + "ffn_gate.weight", F, H), u = linear(h, p + "ffn_up.weight", F, H);
     for (int s = 0; s < S; ++s)
       for (int i = 0; i < F; ++i) {
