@@ -587,6 +587,9 @@ inline OpCase window_softcap_case(const std::string& name, int64_t sq, int64_t s
   return {name, "attention", build, reference};
 }
 
+// YaRN / LongRoPE's attention factor on every rotating path (op_cases_rope_scaling.h).
+inline void add_rope_scaling_cases(std::vector<OpCase>& cases);
+
 inline std::vector<OpCase> op_cases() {
   std::vector<OpCase> cases;
   add_kernel_cases(cases);
@@ -1022,7 +1025,10 @@ inline std::vector<OpCase> op_cases() {
                            }
                      return std::map<std::string, std::vector<double>>{{"out", out}};
                    }});
+  add_rope_scaling_cases(cases);
   return cases;
 }
 
 }  // namespace rlx::test
+
+#include "op_cases_rope_scaling.h"
