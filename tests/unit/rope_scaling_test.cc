@@ -67,10 +67,11 @@ void expect_logits(const std::string& path, bool kv_cache, const LlamaConfig& wa
     const std::vector<float> got = gen.next_logits(prefix);
     test::expect_close(got, test::reference(want, w, prefix, int(n) - 1), kTol,
                        path + " after " + std::to_string(n) + " tokens");
-    if (n == ids.size())
+    if (n == ids.size()) {
       for (const auto& [what, cfg] : wrong)
         EXPECT_GT(max_rel_diff(got, test::reference(cfg, w, prefix, int(n) - 1)), 20 * kTol)
             << path << ": the logits do not change with " << what;
+    }
   }
 }
 
@@ -152,7 +153,7 @@ TEST(YarnRopeScaling, GgufMatchesTheReference) {
   const test::Weights w = test::weights_of(f.cfg);
   test::TempDir d;
   const auto path = d.path() / "m.gguf";
-  test::write_gguf(path, f, w, [](GgufWriter& gw) {
+  test::write_gguf(path, f, w, [](test::GgufWriter& gw) {
     gw.str("qwen2.rope.scaling.type", "yarn")
         .f32("qwen2.rope.scaling.factor", 4.f)
         .u32("qwen2.rope.scaling.original_context_length", 2048);
@@ -165,7 +166,7 @@ TEST(YarnRopeScaling, GgufLogMultiplierIsRefusedByName) {
   const test::Weights w = test::weights_of(f.cfg);
   test::TempDir d;
   const auto path = d.path() / "m.gguf";
-  test::write_gguf(path, f, w, [](GgufWriter& gw) {
+  test::write_gguf(path, f, w, [](test::GgufWriter& gw) {
     gw.str("qwen2.rope.scaling.type", "yarn")
         .f32("qwen2.rope.scaling.factor", 4.f)
         .f32("qwen2.rope.scaling.yarn_log_multiplier", 0.1f);
@@ -234,7 +235,7 @@ TEST(LongRopeScaling, GgufFactorTensorsMatchTheReference) {
   test::TempDir d;
   const auto path = d.path() / "m.gguf";
   const float af = 1.3f;  // as the converter writes it (here not the derived value, so the key is read)
-  test::write_gguf(path, lr.f, w, [&](GgufWriter& gw) {
+  test::write_gguf(path, lr.f, w, [&](test::GgufWriter& gw) {
     gw.u32("phi3.rope.scaling.original_context_length", 16).f32("phi3.rope.scaling.attn_factor", af);
     gw.tensor("rope_factors_long.weight", {int64_t(lr.long_f.size())}, lr.long_f);
     gw.tensor("rope_factors_short.weight", {int64_t(lr.short_f.size())}, lr.short_f);
