@@ -11,6 +11,7 @@
 #include <numbers>
 
 #include "models/decoder_family_files.h"  // tests/models
+#include "models/rope_scaling_families.h"  // tests/models
 #include "models/gguf.h"
 #include "models/llama_generator.h"
 #include "models/llama_reference.h"  // tests/models
@@ -20,34 +21,11 @@
 namespace rlx {
 namespace {
 
-// transformers' _compute_yarn_parameters (truncate, no mscale): the divisor
-// of pair i is inv_freq_extrapolation / inv_freq, and the attention factor.
-std::vector<float> hf_yarn_divisors(int dim, double base, double factor, double orig, double beta_fast,
-                                    double beta_slow) {
-  auto corr = [&](double rot) { return dim * std::log(orig / (rot * 2 * std::numbers::pi)) / (2 * std::log(base)); };
-  double low = std::max(std::floor(corr(beta_fast)), 0.0), high = std::min(std::ceil(corr(beta_slow)), dim - 1.0);
-  if (low == high) high += 0.001;
-  std::vector<float> d;
-  for (int i = 0; i < dim / 2; ++i) {
-    const double pos_freq = std::pow(base, 2.0 * i / dim);
-    const double extra = 1 - std::clamp((i - low) / (high - low), 0.0, 1.0);
-    const double inv = (1 / (factor * pos_freq)) * (1 - extra) + (1 / pos_freq) * extra;
-    d.push_back(float((1 / pos_freq) / inv));
-  }
-  return d;
-}
-
 double max_rel_diff(const std::vector<float>& got, const std::vector<double>& ref) {
   double m = 0, worst = 0;
   for (size_t i = 0; i < ref.size(); ++i) m = std::max(m, std::fabs(ref[i]));
   for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - ref[i]));
   return worst / m;
-}
-
-std::string list(const std::vector<float>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
 }
 
 constexpr double kTol = 1e-4;
@@ -81,7 +59,7 @@ TEST(YarnRopeScale, MatchesTransformersFormula) {
   p.factor = 4;
   p.original_max_positions = 2048;
   const RopeScale s = yarn_rope_scale(46, 10000, p);
-  const std::vector<float> want = hf_yarn_divisors(46, 10000, 4, 2048, 32, 1);
+  const std::vector<float> want = test::hf_yarn_divisors(46, 10000, 4, 2048, 32, 1);
   ASSERT_EQ(s.divisors.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(s.divisors[i], want[i], 1e-6 * want[i]) << i;
   EXPECT_FLOAT_EQ(s.divisors.front(), 1.f);  // fast pairs extrapolate
@@ -98,20 +76,6 @@ TEST(YarnRopeScale, MatchesTransformersFormula) {
   EXPECT_EQ(longrope_attention_factor(0.5, 4096), 1.0);
 }
 
-// Qwen2 with YaRN as Qwen2.5 configs write it (rope_scaling type yarn,
-// factor, original_max_position_embeddings), and as transformers 5 does
-// (rope_parameters with rope_theta inside).
-test::Family qwen2_yarn() {
-  test::Family f = test::qwen2();
-  f.name = "qwen2-yarn";
-  f.cfg.rope_theta = 10000.f;
-  f.extra_json = R"(, "use_sliding_window": false, "rope_scaling": {"type": "yarn", "factor": 4.0,
-    "original_max_position_embeddings": 2048})";
-  f.cfg.rope_freq_divisors = hf_yarn_divisors(f.cfg.head_dim, 10000, 4, 2048, 32, 1);
-  f.cfg.rope_attention_factor = float(0.1 * std::log(4.0) + 1);
-  return f;
-}
-
 std::vector<std::pair<std::string, LlamaConfig>> yarn_wrong(const LlamaConfig& c) {
   LlamaConfig no_factor = c, no_ramp = c;
   no_factor.rope_attention_factor = 1.f;
@@ -120,7 +84,7 @@ std::vector<std::pair<std::string, LlamaConfig>> yarn_wrong(const LlamaConfig& c
 }
 
 TEST(YarnRopeScaling, HuggingFaceDirectoryMatchesTheReference) {
-  const test::Family f = qwen2_yarn();
+  const test::Family f = test::qwen2_yarn();
   const test::Weights w = test::weights_of(f.cfg);
   test::TempDir d;
   test::write_hf_dir(d.path(), f, w);
@@ -134,10 +98,10 @@ TEST(YarnRopeScaling, HuggingFaceDirectoryMatchesTheReference) {
 }
 
 TEST(YarnRopeScaling, RopeParametersOfTransformers5AndAnExplicitAttentionFactor) {
-  test::Family f = qwen2_yarn();
+  test::Family f = test::qwen2_yarn();
   f.extra_json = R"(, "rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
     "original_max_position_embeddings": 2048, "attention_factor": 0.75, "beta_fast": 16.0, "beta_slow": 2.0})";
-  f.cfg.rope_freq_divisors = hf_yarn_divisors(f.cfg.head_dim, 10000, 4, 2048, 16, 2);
+  f.cfg.rope_freq_divisors = test::hf_yarn_divisors(f.cfg.head_dim, 10000, 4, 2048, 16, 2);
   f.cfg.rope_attention_factor = 0.75f;
   const test::Weights w = test::weights_of(f.cfg);
   test::TempDir d;
@@ -149,7 +113,7 @@ TEST(YarnRopeScaling, RopeParametersOfTransformers5AndAnExplicitAttentionFactor)
 }
 
 TEST(YarnRopeScaling, GgufMatchesTheReference) {
-  const test::Family f = qwen2_yarn();
+  const test::Family f = test::qwen2_yarn();
   const test::Weights w = test::weights_of(f.cfg);
   test::TempDir d;
   const auto path = d.path() / "m.gguf";
@@ -162,7 +126,7 @@ TEST(YarnRopeScaling, GgufMatchesTheReference) {
 }
 
 TEST(YarnRopeScaling, GgufLogMultiplierIsRefusedByName) {
-  const test::Family f = qwen2_yarn();
+  const test::Family f = test::qwen2_yarn();
   const test::Weights w = test::weights_of(f.cfg);
   test::TempDir d;
   const auto path = d.path() / "m.gguf";
@@ -180,37 +144,9 @@ TEST(YarnRopeScaling, GgufLogMultiplierIsRefusedByName) {
   }
 }
 
-// Phi-3 with LongRoPE: 24 short and long factors, original context 16 of
-// 64 (factor 4: attention factor sqrt(1 + ln 4 / ln 16)). The generator's
-// cache holds 64 rows, past 16: the long factors; without a cache a prompt
-// of at most 16 tokens runs in a 16-row graph: the short ones.
-struct LongRope {
-  test::Family f = test::phi3();
-  std::vector<float> short_f, long_f;
-  LongRope(const std::string& type) {
-    f.name = "phi3-longrope";
-    const int pairs = f.cfg.rope_dims / 2;
-    for (int i = 0; i < pairs; ++i) {
-      short_f.push_back(1.f + 0.05f * float(i));
-      long_f.push_back(1.f + 0.9f * float(i));
-    }
-    f.extra_json = ", \"sliding_window\": null, \"original_max_position_embeddings\": 16, \"rope_scaling\": "
-                   "{\"type\": \"" + type + "\", \"short_factor\": " + list(short_f) + ", \"long_factor\": " +
-                   list(long_f) + "}";
-    f.cfg.rope_freq_divisors = short_f;
-    f.cfg.rope_attention_factor = float(std::sqrt(1 + std::log(4.0) / std::log(16.0)));
-  }
-  LlamaConfig with(const std::vector<float>& divisors, float factor) const {
-    LlamaConfig c = f.cfg;
-    c.rope_freq_divisors = divisors;
-    c.rope_attention_factor = factor;
-    return c;
-  }
-};
-
 TEST(LongRopeScaling, HuggingFaceDirectoryChoosesTheFactorsByContext) {
   for (const std::string type : {"longrope", "su"}) {
-    const LongRope lr(type);
+    const test::LongRope lr(type);
     const test::Weights w = test::weights_of(lr.f.cfg);
     test::TempDir d;
     test::write_hf_dir(d.path(), lr.f, w);
@@ -230,7 +166,7 @@ TEST(LongRopeScaling, HuggingFaceDirectoryChoosesTheFactorsByContext) {
 }
 
 TEST(LongRopeScaling, GgufFactorTensorsMatchTheReference) {
-  const LongRope lr("longrope");
+  const test::LongRope lr("longrope");
   const test::Weights w = test::weights_of(lr.f.cfg);
   test::TempDir d;
   const auto path = d.path() / "m.gguf";
@@ -246,7 +182,7 @@ TEST(LongRopeScaling, GgufFactorTensorsMatchTheReference) {
 }
 
 TEST(LongRopeScaling, WrongFactorCountIsRefused) {
-  LongRope lr("longrope");
+  test::LongRope lr("longrope");
   lr.f.extra_json = R"(, "original_max_position_embeddings": 16, "rope_scaling": {"type": "longrope",
     "short_factor": [1.0, 2.0], "long_factor": [1.0, 2.0]})";
   test::TempDir d;
