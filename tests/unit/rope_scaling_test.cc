@@ -76,6 +76,36 @@ TEST(YarnRopeScale, MatchesTransformersFormula) {
   EXPECT_EQ(longrope_attention_factor(0.5, 4096), 1.0);
 }
 
+// Golden values from transformers 5.17's _compute_yarn_parameters on
+// Qwen2.5-7B's rope (head_dim 128, theta 1e6, rope_scaling {"type": "yarn",
+// "factor": 4.0, "original_max_position_embeddings": 32768}): inv_freq in
+// float32, as transformers computes it, and the attention factor.
+TEST(YarnRopeScale, MatchesTransformersOnQwen25) {
+  const double hf_inv_freq[64] = {
+      1.000000000e+00, 8.058422208e-01, 6.493816376e-01, 5.232991576e-01, 4.216965139e-01, 3.398208320e-01,
+      2.738419771e-01, 2.206733972e-01, 1.778279394e-01, 1.433012635e-01, 1.154782027e-01, 9.305720031e-02,
+      7.498941571e-02, 6.042964384e-02, 4.869675264e-02, 3.924189880e-02, 3.162277862e-02, 2.548296750e-02,
+      2.053525113e-02, 1.654817164e-02, 1.333521493e-02, 1.074607857e-02, 8.659643121e-03, 6.978305988e-03,
+      5.375321489e-03, 4.131738096e-03, 3.168422729e-03, 2.423422411e-03, 1.848276588e-03, 1.405112445e-03,
+      1.064360957e-03, 8.029597811e-04, 6.029411452e-04, 4.503235687e-04, 3.342405544e-04, 2.462583943e-04,
+      1.798411540e-04, 1.299314899e-04, 9.262301319e-05, 6.490394298e-05, 4.445698505e-05, 3.582531644e-05,
+      2.886954826e-05, 2.326430149e-05, 1.874735608e-05, 1.510740913e-05, 1.217418867e-05, 9.810474694e-06,
+      7.905693565e-06, 6.370741630e-06, 5.133812465e-06, 4.137042652e-06, 3.333803534e-06, 2.686519565e-06,
+      2.164910939e-06, 1.744576593e-06, 1.405853368e-06, 1.132895932e-06, 9.129353202e-07, 7.356817946e-07,
+      5.928434348e-07, 4.777382401e-07, 3.849816324e-07, 3.102344408e-07,
+  };
+  YarnParams p;
+  p.factor = 4;
+  p.original_max_positions = 32768;
+  const RopeScale s = yarn_rope_scale(128, 1e6, p);
+  ASSERT_EQ(s.divisors.size(), 64u);
+  for (int i = 0; i < 64; ++i)
+    EXPECT_NEAR(std::pow(1e6, -2.0 * i / 128) / s.divisors[size_t(i)], hf_inv_freq[i], 1e-6 * hf_inv_freq[i]) << i;
+  EXPECT_NEAR(s.attention_factor, 1.138629436111989, 1e-7);
+  // Phi-3-mini-128k's LongRoPE (131072 of 4096) in transformers 5.17.
+  EXPECT_NEAR(longrope_attention_factor(131072.0 / 4096, 4096), 1.1902381, 1e-7);
+}
+
 std::vector<std::pair<std::string, LlamaConfig>> yarn_wrong(const LlamaConfig& c) {
   LlamaConfig no_factor = c, no_ramp = c;
   no_factor.rope_attention_factor = 1.f;
