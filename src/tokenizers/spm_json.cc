@@ -87,7 +87,8 @@ SpmJsonTokenizer SpmJsonTokenizer::from_tokenizer_json(const std::string& path) 
     o.fuse_unk = m.value("fuse_unk", false);
     o.ignore_merges = m.value("ignore_merges", false);
 
-    for (const auto& [s, at] : steps(j.value("normalizer", json()), "normalizer", "normalizers")) {
+    const json norm = j.value("normalizer", json());  // named: the loop keeps pointers into it
+    for (const auto& [s, at] : steps(norm, "normalizer", "normalizers")) {
       const std::string type = s->value("type", "");
       if (type == "Prepend" && s->value("prepend", "") == kSpace && !o.normalize_prepend) {
         o.normalize_prepend = true;
@@ -99,7 +100,8 @@ SpmJsonTokenizer SpmJsonTokenizer::from_tokenizer_json(const std::string& path) 
                        << ") is not supported (Prepend(\"\xe2\x96\x81\") and Replace(\" \", \"\xe2\x96\x81\") are)");
       }
     }
-    for (const auto& [s, at] : steps(j.value("pre_tokenizer", json()), "pre_tokenizer", "pretokenizers")) {
+    const json pre = j.value("pre_tokenizer", json());  // named: the loop keeps pointers into it
+    for (const auto& [s, at] : steps(pre, "pre_tokenizer", "pretokenizers")) {
       const std::string type = s->value("type", "");
       RLX_CHECK(type == "Metaspace" && !o.metaspace && s->value("replacement", "") == kSpace,
                 where << ": " << at << ": pre-tokenizer '" << type << "' (" << s->dump().substr(0, 120)
@@ -118,7 +120,8 @@ SpmJsonTokenizer SpmJsonTokenizer::from_tokenizer_json(const std::string& path) 
       o.metaspace_split = s->value("split", true);
     }
     bool metaspace_decoder = false;
-    for (const auto& [s, at] : steps(j.value("decoder", json()), "decoder", "decoders")) {
+    const json dec = j.value("decoder", json());  // named: the loop keeps pointers into it
+    for (const auto& [s, at] : steps(dec, "decoder", "decoders")) {
       const std::string type = s->value("type", "");
       if (type == "Replace" && replace_string(*s) == kSpace && s->value("content", "") == " ") continue;
       if (type == "ByteFallback" || type == "Fuse") continue;

@@ -181,8 +181,12 @@ TEST(LongRopeScaling, HuggingFaceDirectoryChoosesTheFactorsByContext) {
     test::TempDir d;
     test::write_hf_dir(d.path(), lr.f, w);
     const LlamaConfig got = load_llama_config(d.path().string());
-    EXPECT_EQ(got.rope_freq_divisors, lr.short_f);
-    EXPECT_EQ(got.rope_long_divisors, lr.long_f);
+    ASSERT_EQ(got.rope_freq_divisors.size(), lr.short_f.size());
+    ASSERT_EQ(got.rope_long_divisors.size(), lr.long_f.size());
+    for (size_t i = 0; i < lr.short_f.size(); ++i) {
+      EXPECT_NEAR(got.rope_freq_divisors[i], lr.short_f[i], 1e-6 * lr.short_f[i]) << i;
+      EXPECT_NEAR(got.rope_long_divisors[i], lr.long_f[i], 1e-6 * lr.long_f[i]) << i;
+    }
     EXPECT_EQ(got.rope_original_context, 16);
     EXPECT_NEAR(got.rope_attention_factor, lr.f.cfg.rope_attention_factor, 1e-6);
     const float af = lr.f.cfg.rope_attention_factor;
