@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Decoder-family parity: `rlx generate` against Hugging Face transformers.
 
-For each family (Llama 3 with rope_scaling llama3, Qwen2, Qwen3, Mistral,
-Phi-3, Gemma 2, Gemma 3 text, Qwen3-MoE, Mixtral) a
+For each family (Llama 3 with rope_scaling llama3, Qwen2, Qwen2 with YaRN,
+Qwen3, Mistral, Phi-3, Phi-3 with LongRoPE, Gemma 2, Gemma 3 text,
+Qwen3-MoE, Mixtral) a
 randomly initialised transformers model of odd sizes is saved with
 save_pretrained (config.json + model.safetensors). The reference is greedy
 decoding in float64 on the CPU from the same f32 weights, with the gap
@@ -64,6 +65,23 @@ def families():
         "phi3": transformers.Phi3Config(
             hidden_size=288, intermediate_size=776, num_attention_heads=6, num_key_value_heads=2,
             tie_word_embeddings=False, sliding_window=None, **common),
+        # Qwen2 with YaRN (as Qwen2.5's configs write it): ramp over pairs 0..7
+        # of 24, attention factor 0.1 ln 4 + 1 on cos/sin; max / original = factor,
+        # so transformers versions that derive the factor from them agree.
+        "qwen2-yarn": transformers.Qwen2Config(
+            hidden_size=288, intermediate_size=776, num_attention_heads=6, num_key_value_heads=2,
+            tie_word_embeddings=False, rope_theta=10000.0, use_sliding_window=False,
+            rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64},
+            **{**common, "max_position_embeddings": 256}),
+        # Phi-3 with LongRoPE: original context 64 of 256 (attention factor
+        # sqrt(1 + ln 4 / ln 64)); transformers uses the short factors while the
+        # sequence is within 64, rlx by the context it is given (--ctx-size 64).
+        "phi3-longrope": transformers.Phi3Config(
+            hidden_size=288, intermediate_size=776, num_attention_heads=6, num_key_value_heads=2,
+            tie_word_embeddings=False, sliding_window=None, original_max_position_embeddings=64,
+            rope_scaling={"type": "longrope", "short_factor": [1.0 + 0.1 * i for i in range(24)],
+                          "long_factor": [1.0 + 2.0 * i for i in range(24)]},
+            **{**common, "max_position_embeddings": 256}),
         # Gemma 2: three layers (even ones local), a window of 8 within the 43
         # positions, soft caps that bite, query_pre_attn_scalar 24 (neither
         # head_dim 40 nor hidden / heads), tied head.
@@ -157,9 +175,14 @@ def rope_blind(model, cfg, prompt, want, steps):
     return tokens[:steps] == want[:steps]
 
 
-def run_rlx(rlx, path, prompt, device, dtype):
+# rlx chooses LongRoPE's factors by its context: within the original one, the
+# short factors transformers uses for these 43 positions.
+RLX_ARGS = {"phi3-longrope": ["--ctx-size", "64"]}
+
+
+def run_rlx(rlx, path, prompt, device, dtype, extra=()):
     cmd = [rlx, "generate", "--model", path, "--prompt-ids", ",".join(map(str, prompt)), "-n", str(NEW),
-           "--ignore-eos", "--device", device, "--dtype", dtype]
+           "--ignore-eos", "--device", device, "--dtype", dtype, *extra]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
@@ -188,7 +211,7 @@ def main():
                 failed = True
             for device, dtype in runs:
                 try:
-                    got = run_rlx(args.rlx, path, prompt, device, dtype)
+                    got = run_rlx(args.rlx, path, prompt, device, dtype, RLX_ARGS.get(name, ()))
                 except Exception as e:  # noqa: BLE001 - reported as a failed row
                     rows.append((name, device, dtype, "-", "-", f"FAIL: {e}"))
                     failed = True

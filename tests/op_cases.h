@@ -589,6 +589,8 @@ inline OpCase window_softcap_case(const std::string& name, int64_t sq, int64_t s
 
 // The mixture-of-experts cases (moe_op_cases.h, included at the end).
 inline void add_moe_cases(std::vector<OpCase>& cases);
+// YaRN / LongRoPE's attention factor on every rotating path (op_cases_rope_scaling.h).
+inline void add_rope_scaling_cases(std::vector<OpCase>& cases);
 
 inline std::vector<OpCase> op_cases() {
   std::vector<OpCase> cases;
@@ -1026,9 +1028,11 @@ inline std::vector<OpCase> op_cases() {
                            }
                      return std::map<std::string, std::vector<double>>{{"out", out}};
                    }});
+  add_rope_scaling_cases(cases);
   return cases;
 }
 
 }  // namespace rlx::test
 
 #include "moe_op_cases.h"
+#include "op_cases_rope_scaling.h"

@@ -73,6 +73,9 @@ struct RopeAttrs {
   // theta^(-2i/n_rot) / freq_divisors[i] (Llama 3 rope scaling, GGUF's
   // rope_freqs.weight).
   std::vector<float> freq_divisors;
+  // cos and sin are multiplied by this (YaRN's mscale, LongRoPE's attention
+  // factor), so q.k scales by its square.
+  float attention_factor = 1.f;
   // positions is i32 [batch]: the start position, row i is at positions[b] + i.
   bool pos_is_start = false;
   int64_t offset = 0, stride = 0;  // like AttentionAttrs

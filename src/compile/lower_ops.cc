@@ -73,6 +73,7 @@ RopeFreqDivisors rope_freq_divisors(const RopeAttrs& at) {
   RopeFreqDivisors f{};
   f.count = int32_t(at.freq_divisors.size());  // at most kMaxRopePairs: shape inference checks
   for (int32_t i = 0; i < f.count; ++i) f.div[i] = at.freq_divisors[size_t(i)];
+  f.scale = at.attention_factor;
   return f;
 }
 

@@ -69,9 +69,11 @@ void check_rows(const Value& v, int64_t offset, int64_t stride, int64_t width, c
 
 // A rotation's frequency divisors: none, or one positive finite value per
 // rotated pair (at most 64, head_dim 128: what the kernels' params carry,
-// kMaxRopePairs).
+// kMaxRopePairs); its attention factor positive and finite.
 void check_freq_divisors(const RopeAttrs& at, int n_rot, const std::string& who) {
   constexpr int kMaxRopePairs = 64;
+  RLX_CHECK(std::isfinite(at.attention_factor) && at.attention_factor > 0.f,
+            who << ": rope attention factor " << at.attention_factor << " is not positive");
   const auto& d = at.freq_divisors;
   if (d.empty()) return;
   RLX_CHECK(int64_t(d.size()) == n_rot / 2 && n_rot / 2 <= kMaxRopePairs,

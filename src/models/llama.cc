@@ -6,6 +6,7 @@
 
 #include "models/gguf.h"
 #include "models/moe.h"
+#include "models/rope_scaling.h"
 #include "rlx/error.h"
 
 namespace rlx {
@@ -119,7 +120,10 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   rq.n_rot = c.rope_dims;
   rq.theta = c.rope_theta;
   rq.interleaved = c.rope_interleaved;
-  rq.freq_divisors = c.rope_freq_divisors;
+  // LongRoPE: the long factors where this graph's context (its cache, or
+  // its sequence without one) passes the original one, as llama.cpp.
+  rq.freq_divisors = rope_divisors_for_context(c, cached ? cache_len : seq);
+  rq.attention_factor = c.rope_attention_factor;
   RopeAttrs rk = rq;
   rk.heads = c.num_kv_heads;
   // Local (sliding-window) layers: a window on the keys, and their own rope
@@ -131,6 +135,7 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     local_rq.theta = local_rk.theta = c.local_rope_theta;
     local_rq.freq_divisors.clear();
     local_rk.freq_divisors.clear();
+    local_rq.attention_factor = local_rk.attention_factor = 1.f;
   }
 
   for (int l = 0; l < c.num_layers; ++l) {
@@ -247,7 +252,8 @@ LlamaGguf::~LlamaGguf() = default;
 void LlamaGguf::validate(const Graph& g) const {
   // Every tensor of the file is read (as llama.cpp requires): one the graph
   // does not use means the config and the weights disagree.
-  std::set<std::string> used = {"rope_freqs.weight"};  // read into the config
+  // read into the config
+  std::set<std::string> used = {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"};
   for (const LlamaParamSource& s : llama_param_sources(g)) used.insert(s.tensor);
   for (const GgufTensorInfo& t : file_->tensors())
     RLX_CHECK(used.count(t.name), "llama: '" << file_->path() << "': tensor '" << t.name

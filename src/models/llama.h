@@ -45,6 +45,13 @@ struct LlamaConfig {
   // Empty, or rope_dims/2 divisors of the rotary frequencies (Llama 3 and
   // linear rope scaling; GGUF's rope_freqs.weight).
   std::vector<float> rope_freq_divisors;
+  // cos and sin times this (YaRN's mscale, LongRoPE's attention factor).
+  float rope_attention_factor = 1.f;
+  // LongRoPE (Phi-3): rope_freq_divisors are the short factors; a graph
+  // whose context exceeds rope_original_context rotates with these
+  // (rope_scaling.h: rope_divisors_for_context).
+  std::vector<float> rope_long_divisors;
+  int rope_original_context = 0;
   // Gemma 2 / 3 (gemma_config.cc).
   float embed_scale = 0.f;       // > 0: embeddings times this (sqrt(hidden)), rounded to the compute dtype
   bool sandwich_norms = false;   // RMSNorm on the attention and FFN outputs too, before each residual add

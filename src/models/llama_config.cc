@@ -15,6 +15,7 @@
 #include "models/llama.h"
 #include "models/llama_limits.h"
 #include "models/moe.h"
+#include "models/rope_scaling.h"
 #include "rlx/error.h"
 
 namespace rlx {
@@ -33,6 +34,9 @@ void check_sizes(const LlamaConfig& c, const std::string& path) {
   RLX_CHECK(c.rope_freq_divisors.empty() || int(c.rope_freq_divisors.size()) == c.rope_dims / 2,
             "llama: '" << path << "': " << c.rope_freq_divisors.size() << " rope frequency divisors for "
                        << c.rope_dims / 2 << " rotated pairs");
+  RLX_CHECK(c.rope_long_divisors.empty() || c.rope_long_divisors.size() == c.rope_freq_divisors.size(),
+            "llama: '" << path << "': " << c.rope_long_divisors.size() << " long rope factors for "
+                       << c.rope_freq_divisors.size() << " short ones");
   RLX_CHECK(c.rope_freq_divisors.size() <= 64, "llama: '" << path << "': rope scaling with head_dim " << c.head_dim
                                                           << " (at most 128 rotated dims) is not supported");
 }
@@ -117,16 +121,16 @@ LlamaConfig llama_config_from_gguf(const GgufFile& f) {
     c.fused_qkv_gate_up = true;
     RLX_CHECK(f.has_tensor("blk.0.attn_qkv.weight"),
               "llama: '" << f.path() << "': a phi3 GGUF without the fused blk.0.attn_qkv.weight is not supported");
-    RLX_CHECK(!f.has_tensor("rope_factors_long.weight") && !f.has_tensor("rope_factors_short.weight"),
-              "llama: '" << f.path() << "': rope_factors_long/short.weight (Phi-3 longrope scaling) is not supported");
   }
   const std::string scaling = f.get_string(k + "rope.scaling.type", "none");
-  if (scaling == "linear") {
+  if (read_gguf_rope_scaling(f, arch, c)) {
+    // YaRN, or LongRoPE's factor tensors
+  } else if (scaling == "linear") {
     const float factor = float(f.get_float(k + "rope.scaling.factor", L.min_factor, L.max_factor));
     c.rope_freq_divisors.assign(size_t(c.rope_dims / 2), factor);
   } else {
     RLX_CHECK(scaling == "none", "llama: '" << f.path() << "': " << k << "rope.scaling.type '" << scaling
-                                            << "' is not supported (none and linear are)");
+                                            << "' is not supported (none, linear and yarn are)");
   }
   if (f.has_tensor("rope_freqs.weight")) {  // Llama 3.1+: the divisors themselves
     RLX_CHECK(c.rope_freq_divisors.empty(),
@@ -226,10 +230,11 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
           float(rs.at("original_max_position_embeddings").integer(1, L.positions)));
     } else if (kind == "linear") {
       c.rope_freq_divisors.assign(size_t(c.rope_dims / 2), factor("factor"));
-    } else {
+    } else if (!read_hf_rope_scaling(rs, j, kind, c)) {
       RLX_CHECK(kind == "default", rs.where() << "rope_scaling type '" << kind
-                                              << "' is not supported (llama3, linear and default are)");
-      // (Phi-3's longrope/su, YaRN and dynamic NTK land here.)
+                                              << "' is not supported (llama3, linear, yarn, longrope, su and "
+                                                 "default are)");
+      // (dynamic NTK lands here.)
     }
   }
   if (is_moe_model_type(type)) read_moe_hf(j, type, c);

@@ -8,6 +8,7 @@
 #include "models/llama_hf.h"
 #include "rlx/error.h"
 #include "tokenizers/bpe.h"
+#include "tokenizers/spm_json.h"
 #include "tokenizers/spm.h"
 #include "tokenizers/tokenizer_files.h"
 
@@ -33,9 +34,13 @@ LlamaModelFiles open_llama_model(const std::string& path) {
   if (fs::is_directory(path)) {
     m.weights = std::make_unique<LlamaSafetensors>(path);
     // Without tokenizer.json the model still runs on token ids.
-    if (fs::exists(fs::path(path) / "tokenizer.json"))
-      m.tokenizer = std::make_unique<BpeTokenizer>(
-          BpeTokenizer::from_tokenizer_json((fs::path(path) / "tokenizer.json").string()));
+    // Byte-level BPE, or SentencePiece-style BPE (Llama 2, Mistral, Gemma).
+    if (const std::string tj = (fs::path(path) / "tokenizer.json").string(); fs::exists(tj)) {
+      if (SpmJsonTokenizer::is_spm_style(tj))
+        m.tokenizer = std::make_unique<SpmJsonTokenizer>(SpmJsonTokenizer::from_tokenizer_json(tj));
+      else
+        m.tokenizer = std::make_unique<BpeTokenizer>(BpeTokenizer::from_tokenizer_json(tj));
+    }
     nlohmann::json cfg = read_json_if_present(fs::path(path) / "config.json");
     const auto& eos = cfg.contains("eos_token_id") ? cfg["eos_token_id"] : nlohmann::json();
     if (eos.is_number_integer()) m.eos_id = eos.get<int32_t>();

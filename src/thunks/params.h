@@ -88,11 +88,14 @@ struct SoftmaxParams {
 
 // Per-pair frequency divisors of a rotary embedding (RopeAttrs::
 // freq_divisors), carried by value so that every kernel that rotates reads
-// them from its own params; count 0 = none.
+// them from its own params; count 0 = none. cos and sin are multiplied by
+// scale (RopeAttrs::attention_factor: YaRN's and LongRoPE's), whether or not
+// there are divisors.
 constexpr int kMaxRopePairs = 64;
 struct RopeFreqDivisors {
-  int32_t count;
+  int32_t count = 0;
   float div[kMaxRopePairs];
+  float scale = 1.f;
 };
 
 // Rows of q are (b*sq + i)*q_stride + q_offset; head h is the next head_dim

@@ -10,6 +10,7 @@
 #include "rlx/error.h"
 #include "tokenizers/byte_level.h"
 #include "tokenizers/gguf_vocab.h"
+#include "tokenizers/json_split_sequences.h"
 #include "tokenizers/merge.h"
 #include "tokenizers/pre_tokenizers.h"
 
@@ -80,11 +81,16 @@ BpeTokenizer BpeTokenizer::from_tokenizer_json(const std::string& path) {
   try {
     const auto& m = j.at("model");
     RLX_CHECK(m.value("type", "") == "BPE", where << ": model type is not BPE");
-    RLX_CHECK(j.contains("normalizer") && j["normalizer"].is_null(),
-              where << ": a normalizer is not supported for byte-level BPE");
+    // No normalizer, or an empty Sequence of them (DeepSeek's files).
+    const auto& norm = j.contains("normalizer") ? j["normalizer"] : nlohmann::json();
+    RLX_CHECK(norm.is_null() || (norm.is_object() && norm.value("type", "") == "Sequence" &&
+                                 norm.contains("normalizers") && norm["normalizers"].empty()),
+              where << ": normalizer '" << (norm.is_object() ? norm.value("type", "") : norm.dump())
+                    << "' is not supported for byte-level BPE");
     BpeOptions o;
     o.ignore_merges = m.value("ignore_merges", false);
     bool byte_level = false, split = false;
+    std::string at = "pre_tokenizer";  // where the step being read is, for errors
     auto pre_one = [&](const nlohmann::json& p) {
       const std::string t = p.at("type").get<std::string>();
       if (t == "ByteLevel") {
@@ -98,8 +104,9 @@ BpeTokenizer BpeTokenizer::from_tokenizer_json(const std::string& path) {
         const std::string re = pat.contains("Regex") ? pat["Regex"].get<std::string>() : "";
         RLX_CHECK((re == kLlama3Pattern || re == kQwen2Pattern || re == kQwen35Pattern || re == kTekkenPattern) &&
                       p.value("behavior", "") == "Isolated" && !p.value("invert", false),
-                  where << ": Split pre-tokenizer with pattern '" << re
-                        << "' is not supported (Llama 3's, Qwen2's, Qwen3.5's and Tekken's are)");
+                  where << ": " << at << ": Split pre-tokenizer with pattern '" << re
+                        << "' is not supported (Llama 3's, Qwen2's, Qwen3.5's and Tekken's are; DeepSeek's and "
+                           "Falcon's as their whole sequences)");
         split = true;
         o.split = re == kLlama3Pattern   ? BpeSplit::Llama3
                   : re == kQwen2Pattern  ? BpeSplit::Qwen2
@@ -108,12 +115,19 @@ BpeTokenizer BpeTokenizer::from_tokenizer_json(const std::string& path) {
       } else if (t == "Digits" && p.value("individual_digits", false) && !byte_level) {
         o.split_digits = true;
       } else {
-        RLX_FAIL(where << ": pre-tokenizer '" << t << "' is not supported");
+        RLX_FAIL(where << ": " << at << ": pre-tokenizer '" << t << "' is not supported here");
       }
     };
     const auto& pre = j.at("pre_tokenizer");
-    if (pre.value("type", "") == "Sequence") {
-      for (const auto& p : pre.at("pretokenizers")) pre_one(p);
+    if (auto known = known_split_sequence(pre)) {  // DeepSeek LLM / Coder, Falcon
+      o.split = *known;
+      byte_level = true;
+    } else if (pre.value("type", "") == "Sequence") {
+      const auto& steps = pre.at("pretokenizers");
+      for (size_t i = 0; i < steps.size(); ++i) {
+        at = "pre_tokenizer.pretokenizers[" + std::to_string(i) + "]";
+        pre_one(steps[i]);
+      }
     } else {
       pre_one(pre);
     }

@@ -8,6 +8,7 @@
 #include "rlx/error.h"
 #include "tokenizers/bpe.h"
 #include "tokenizers/spm.h"
+#include "tokenizers/spm_json.h"
 #include "tokenizers/unigram.h"
 #include "tokenizers/wordpiece_text.h"
 
@@ -41,6 +42,8 @@ std::unique_ptr<TextTokenizer> open_tokenizer(const std::string& path) {
     }
     const std::string type =
         j.contains("model") && j["model"].is_object() ? j["model"].value("type", std::string()) : std::string();
+    if (type == "BPE" && SpmJsonTokenizer::is_spm_style(json.string()))
+      return std::make_unique<SpmJsonTokenizer>(SpmJsonTokenizer::from_tokenizer_json(json.string()));
     if (type == "BPE") return std::make_unique<BpeTokenizer>(BpeTokenizer::from_tokenizer_json(json.string()));
     if (type == "WordPiece") return std::make_unique<WordPieceText>(WordPieceText::from_dir(path));
     if (type == "Unigram")

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <numbers>
 #include <string>
@@ -215,7 +216,10 @@ inline void write_hf_dir(const fs::path& dir, const Family& f, const Weights& w,
 // interleaved pairs and Llama 3's divisors as rope_freqs.weight; Qwen's as
 // they are; Gemma's norms as 1 + w (the converter adds the 1), its keys as
 // llama.cpp names them.
-inline void write_gguf(const fs::path& path, const Family& f, const Weights& w) {
+// rope_scaling, when given, writes the rope scaling keys and tensors in
+// place of rope_freqs.weight (YaRN, LongRoPE).
+inline void write_gguf(const fs::path& path, const Family& f, const Weights& w,
+                       const std::function<void(GgufWriter&)>& rope_scaling = nullptr) {
   const LlamaConfig& c = f.cfg;
   const std::string arch = is_gemma(f) ? c.family : f.model_type;
   const std::string a = arch + ".";
@@ -250,7 +254,8 @@ inline void write_gguf(const fs::path& path, const Family& f, const Weights& w) 
     if (permute && (q || k)) gw.tensor(name, s, to_gguf_rows(v, q ? c.num_heads : c.num_kv_heads, c.head_dim, s[1]));
     else gw.tensor(name, s, v);
   }
-  if (!c.rope_freq_divisors.empty() && !is_gemma(f))
+  if (rope_scaling) rope_scaling(gw);
+  else if (!c.rope_freq_divisors.empty() && !is_gemma(f))
     gw.tensor("rope_freqs.weight", {int64_t(c.rope_freq_divisors.size())}, c.rope_freq_divisors);
   gw.write(path);
 }

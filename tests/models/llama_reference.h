@@ -2,7 +2,9 @@
 // RoPE rotating halves), random weights for a graph's params and GGUF's Q/K
 // row order: the independent reference the LLaMA tests compare with. The
 // family switches as transformers applies them: Qwen2's q/k/v biases,
-// Qwen3's per-head q/k RMSNorm, rope frequency divisors (Llama 3 scaling),
+// Qwen3's per-head q/k RMSNorm, rope frequency divisors (Llama 3 scaling,
+// YaRN, LongRoPE's short factors: a test wanting the long ones puts them in
+// rope_freq_divisors) and the attention factor on cos and sin,
 // and Gemma's: embeddings times sqrt(hidden), post-norms on each block's
 // output, GeGLU (tanh GELU), attention and final soft caps, sliding-window
 // layers with their own rope base, query_pre_attn_scalar.
@@ -135,11 +137,13 @@ inline std::vector<double> reference(const LlamaConfig& c, const Weights& w, con
         for (int i = 0; i < hd / 2; ++i) {
           const double div = c.rope_freq_divisors.empty() || own ? 1.0 : double(c.rope_freq_divisors[size_t(i)]);
           double ang = s * std::pow(theta, -2.0 * i / hd) / div;
+          // YaRN / LongRoPE: cos and sin times the attention factor (global layers only).
+          const double af = own ? 1.0 : double(c.rope_attention_factor);
           double& a = x[size_t(s)][size_t(h * hd + i)];
           double& b = x[size_t(s)][size_t(h * hd + i + hd / 2)];
           double x1 = a, x2 = b;
-          a = x1 * std::cos(ang) - x2 * std::sin(ang);
-          b = x2 * std::cos(ang) + x1 * std::sin(ang);
+          a = af * (x1 * std::cos(ang) - x2 * std::sin(ang));
+          b = af * (x2 * std::cos(ang) + x1 * std::sin(ang));
         }
   };
   const auto& E = w.at("token_embd.weight");

@@ -174,7 +174,7 @@ TEST(DecoderFamilies, RopeParametersReadAsTheOlderKeys) {
   EXPECT_EQ(v5.rope_freq_divisors, v4.rope_freq_divisors);
   EXPECT_EQ(v5.rope_freq_divisors, llama3_rope_divisors(48, 500000.f, 8, 1, 4, 16));
   for (const auto& rope_want : std::vector<std::pair<std::string, std::string>>{
-           {R"("rope_parameters": {"rope_type": "yarn", "factor": 4.0})", "yarn"},
+           {R"("rope_parameters": {"rope_type": "dynamic", "factor": 4.0})", "dynamic"},
            {R"("rope_parameters": {"rope_theta": -1.0})", "rope_parameters.rope_theta: -1.0 is outside"},
            {R"("rope_parameters": 5)", "rope_parameters: must be a JSON object"},
            {R"("rope_parameters": {"partial_rotary_factor": 0.5})", "partial_rotary_factor"}}) {
@@ -265,7 +265,7 @@ TEST(DecoderFamilies, RefusalsNameTheFieldAndTheFamiliesThatLoad) {
   const std::string base = R"({"vocab_size": 301, "hidden_size": 288, "intermediate_size": 776,
     "num_hidden_layers": 2, "num_attention_heads": 6)";
   refused(base + R"(, "model_type": "falcon"})", "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3");
-  refused(base + R"(, "model_type": "llama", "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})", "yarn");
+  refused(base + R"(, "model_type": "llama", "rope_scaling": {"rope_type": "dynamic", "factor": 4.0}})", "dynamic");
   refused(base + R"(, "model_type": "llama", "attention_bias": true})", "attention_bias");
   refused(base + R"(, "model_type": "llama", "mlp_bias": true})", "mlp_bias");
   // A GGUF of another architecture.

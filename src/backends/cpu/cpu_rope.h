@@ -12,7 +12,8 @@
 namespace rlx::cpu {
 
 // x and out hold `heads` heads of head_dim, one after another; pair i's
-// frequency is divided by freqs.div[i] when freqs.count > 0.
+// frequency is divided by freqs.div[i] when freqs.count > 0; cos and sin are
+// multiplied by freqs.scale.
 template <class T>
 void rope_row(const T* x, T* out, int64_t heads, int64_t head_dim, int64_t n_rot, bool interleaved, float theta,
               double position, const RopeFreqDivisors& freqs) {
@@ -24,7 +25,7 @@ void rope_row(const T* x, T* out, int64_t heads, int64_t head_dim, int64_t n_rot
       // Angle in double: positions in the thousands lose phase in f32.
       const double div = freqs.count > 0 ? double(freqs.div[i]) : 1.0;
       const double angle = position * std::pow(double(theta), -2.0 * double(i) / double(n_rot)) / div;
-      const float c = float(std::cos(angle)), sn = float(std::sin(angle));
+      const float c = float(std::cos(angle) * freqs.scale), sn = float(std::sin(angle) * freqs.scale);
       const int64_t d0 = interleaved ? 2 * i : i, d1 = interleaved ? 2 * i + 1 : i + half;
       const float a = to_f32(xh[d0]), b = to_f32(xh[d1]);
       oh[d0] = from_f32<T>(a * c - b * sn);

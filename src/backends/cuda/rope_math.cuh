@@ -7,13 +7,15 @@
 
 namespace rlx::cuda {
 
-// The angle of pair j at `position` (its frequency divided by freqs.div[j]
-// where freqs.count > 0).
+// The sine and cosine of pair j at `position` (its frequency divided by
+// freqs.div[j] where freqs.count > 0), times freqs.scale.
 __device__ inline void rope_sincos(int j, int n_rot, float theta, const RopeFreqDivisors& freqs, float position,
                                    float& sn, float& cs) {
   float inv_freq = powf(theta, -2.f * float(j) / float(n_rot));
   if (freqs.count > 0) inv_freq /= freqs.div[j];
   sincosf(position * inv_freq, &sn, &cs);
+  sn *= freqs.scale;
+  cs *= freqs.scale;
 }
 
 // src and dst point at the head's first element.
