@@ -132,6 +132,9 @@ def make_model(cfg, seed):
             # the tokens: at transformers' init a wrong theta went unseen.
             if any(k in name for k in ("q_proj.weight", "k_proj.weight", "qkv_proj.weight")):
                 p.mul_(QK_GAIN)
+            # Qwen3-MoE's per-head q/k RMSNorm undoes that gain: its norm gains carry it.
+            if cfg.model_type == "qwen3_moe" and (name.endswith("q_norm.weight") or name.endswith("k_norm.weight")):
+                p.mul_(QK_GAIN)
             # A decisive router, so the experts chosen differ from token to token.
             if name.endswith("mlp.gate.weight") or name.endswith("block_sparse_moe.gate.weight"):
                 p.normal_(0.0, 0.4)
