@@ -37,6 +37,7 @@ std::vector<std::pair<std::string, Shape>> llama_matmul_weights(const LlamaConfi
     w.push_back({p + "attn_k.weight", {kv_dim, H}});
     w.push_back({p + "attn_v.weight", {kv_dim, H}});
     w.push_back({p + "attn_output.weight", {H, q_dim}});
+    if (c.is_moe_layer(l)) continue;  // its experts stay floats (moe.h); it has no dense FFN
     w.push_back({p + "ffn_gate.weight", {F, H}});
     w.push_back({p + "ffn_up.weight", {F, H}});
     w.push_back({p + "ffn_down.weight", {H, F}});

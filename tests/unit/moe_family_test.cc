@@ -7,10 +7,13 @@
 // path asserted from the schedules.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "models/decoder_family_files.h"  // tests/models
 #include "models/llama_batch_check.h"     // tests/models
 #include "models/gguf.h"
 #include "models/llama_generator.h"
+#include "models/llama_quant.h"
 #include "models/llama_reference.h"   // tests/models
 #include "models/moe_family_files.h"  // tests/models
 #include "models/safetensors.h"
@@ -245,6 +248,22 @@ TEST(MoeFamilies, QuantizedGgufMatchesTheReference) {
     const std::vector<int32_t> prefix(ids.begin(), ids.begin() + long(n));
     test::expect_close(gen.next_logits(prefix), test::reference(c, w, prefix, int(n) - 1), 1e-4,
                        "qwen3moe GGUF after " + std::to_string(n) + " tokens");
+  }
+}
+
+// --quantize: a sparse layer's products are its router and experts (kept in
+// floats), so its dense FFN names are not planned (Mixtral's intermediate
+// size of 37 would otherwise refuse the whole model); a dense layer's are.
+TEST(MoeFamilies, QuantizationPlansNoDenseFfnForSparseLayers) {
+  for (const Family& f : {test::qwen3_moe(), test::mixtral()}) {
+    std::set<std::string> names;
+    for (const auto& [name, shape] : llama_matmul_weights(f.cfg)) names.insert(name);
+    for (int l = 0; l < f.cfg.num_layers; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      EXPECT_EQ(names.count(p + "ffn_gate.weight"), f.cfg.is_moe_layer(l) ? 0u : 1u) << f.name << " layer " << l;
+      EXPECT_EQ(names.count(p + "ffn_down.weight"), f.cfg.is_moe_layer(l) ? 0u : 1u) << f.name << " layer " << l;
+      EXPECT_EQ(names.count(p + "attn_q.weight"), 1u) << f.name << " layer " << l;
+    }
   }
 }
 
