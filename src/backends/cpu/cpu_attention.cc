@@ -135,6 +135,22 @@ RLX_CPU_CLONES void attend_block(const float* q, const float* kt, const float* v
   small_gemm(rows, hd, skv, s, skv, v, hd, out, hd);
 }
 
+// The first n of 16 scores of query row q against a tile of 16 keys
+// transposed ([hd][16]), each summed over d in order. Pointers in and out:
+// vectors never cross a call (clang refuses that in the generic clone).
+RLX_CPU_INLINE void scores16(const float* q, const float* tile, int64_t hd, int64_t n, float* out) {
+  f32x16 acc = {};
+  for (int64_t d = 0; d < hd; ++d) acc += q[d] * load16(tile + d * 16);
+  for (int64_t l = 0; l < n; ++l) out[l] = acc[l];
+}
+
+// o[0, hd) += w * v[0, hd).
+RLX_CPU_INLINE void add_scaled_row(float* o, float w, const float* v, int64_t hd) {
+  const int64_t hd16 = hd - hd % 16;
+  for (int64_t d = 0; d < hd16; d += 16) store16(o + d, load16(o + d) + w * load16(v + d));
+  for (int64_t d = hd16; d < hd; ++d) o[d] += w * v[d];
+}
+
 // The same for a few rows of q (a decode step: the sq rows of each query head
 // that shares this key/value head, row r at query index r % sq) against f32
 // keys and values read where they are (rows k + j * k_stride, v + j * v_stride): keys are
@@ -154,26 +170,14 @@ RLX_CPU_CLONES void attend_rows_direct(const float* q, const float* k, int64_t k
       const float* kj = k + (j0 + std::min(l, n - 1)) * k_stride;
       for (int64_t d = 0; d < hd; ++d) tile[d * 16 + l] = kj[d];
     }
-    for (int64_t i = 0; i < rows; ++i) {
-      const float* qi = q + i * hd;
-      f32x16 acc = {};
-      for (int64_t d = 0; d < hd; ++d) acc += qi[d] * load16(tile + d * 16);
-      float* si = s + i * skv + j0;
-      for (int64_t l = 0; l < n; ++l) si[l] = acc[l];
-    }
+    for (int64_t i = 0; i < rows; ++i) scores16(q + i * hd, tile, hd, n, s + i * skv + j0);
   }
-  const int64_t hd16 = hd - hd % 16;
   for (int64_t i = 0; i < rows; ++i) {
     float* si = s + i * skv;
     softmax_scores(si, i % sq, keep, causal_shift, window, softcap, skv);
     float* oi = out + i * hd;
     for (int64_t d = 0; d < hd; ++d) oi[d] = 0.f;
-    for (int64_t j = 0; j < skv; ++j) {
-      const float w = si[j];
-      const float* vj = v + j * v_stride;
-      for (int64_t d = 0; d < hd16; d += 16) store16(oi + d, load16(oi + d) + w * load16(vj + d));
-      for (int64_t d = hd16; d < hd; ++d) oi[d] += w * vj[d];
-    }
+    for (int64_t j = 0; j < skv; ++j) add_scaled_row(oi, si[j], v + j * v_stride, hd);
   }
 }
 
