@@ -9,6 +9,9 @@
 // cache) yields zeros. A sliding window (p.window) keeps only the last
 // `window` keys up to each query's position; a soft cap bends each scaled
 // score through cap * tanh(s / cap) before the softmax.
+// A decode step in f32 (up to kDirectRows query rows) instead takes one task
+// per (batch, key/value head) for all the query heads it serves and reads
+// the cache in place (attention_direct), summing in the same order.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
