@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "backends/backend.h"
@@ -30,11 +31,18 @@ void convert_floats(DType from, const void* src, DType to, void* dst, size_t n) 
       case DType::I32: break;
     }
   };
-  const auto* h = static_cast<const uint16_t*>(src);
+  // src may be unaligned: a safetensors file places its tensors at any byte
+  // offset (the header's length is free), and they are read in place.
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  auto at = [bytes](auto zero, size_t i) {
+    decltype(zero) v;
+    std::memcpy(&v, bytes + i * sizeof v, sizeof v);
+    return v;
+  };
   switch (from) {
-    case DType::F32: return with_load([&](size_t i) { return static_cast<const float*>(src)[i]; });
-    case DType::F16: return with_load([&](size_t i) { return half_to_float(h[i]); });
-    case DType::BF16: return with_load([&](size_t i) { return bf16_to_float(h[i]); });
+    case DType::F32: return with_load([&](size_t i) { return at(0.f, i); });
+    case DType::F16: return with_load([&](size_t i) { return half_to_float(at(uint16_t(0), i)); });
+    case DType::BF16: return with_load([&](size_t i) { return bf16_to_float(at(uint16_t(0), i)); });
     case DType::I32: return;
   }
 }
