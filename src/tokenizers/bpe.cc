@@ -260,15 +260,8 @@ void BpeTokenizer::bpe_piece(const std::string& mapped, std::vector<int32_t>& ou
     }
   }
   // Merge the lowest-ranked adjacent pair, leftmost first, until none applies.
-  std::string key;
-  auto rank = [&](std::string_view l, std::string_view r) -> std::optional<int32_t> {
-    key.assign(l).append(1, '\xff').append(r);
-    auto it = merge_rank_.find(key);
-    if (it == merge_rank_.end()) return std::nullopt;
-    return it->second;
-  };
   std::string piece;
-  for (std::string_view s : merge_symbols<int32_t>(mapped, rank)) {
+  for (std::string_view s : merge_symbols<int32_t>(mapped, merge_rank_of(merge_rank_))) {
     piece.assign(s);
     int32_t id = id_of(piece);
     if (id >= 0) {

@@ -10,8 +10,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <optional>
+#include <cstdint>
 #include <queue>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "tokenizers/utf8.h"
@@ -73,6 +76,18 @@ std::vector<std::string_view> merge_symbols(std::string_view text, KeyFn&& key) 
   std::vector<std::string_view> out;
   for (size_t i = 0; i != kNone; i = sym[i].next) out.push_back(view(i));
   return out;
+}
+
+// The key merge_symbols takes from a merge table keyed by left + '\xff' +
+// right (a byte UTF-8 never holds): the pair's rank, or nullopt. Holds a
+// reference to the table and one key buffer reused for every lookup.
+inline auto merge_rank_of(const std::unordered_map<std::string, int32_t>& ranks) {
+  return [&ranks, key = std::string()](std::string_view l, std::string_view r) mutable -> std::optional<int32_t> {
+    key.assign(l).append(1, '\xff').append(r);
+    const auto it = ranks.find(key);
+    if (it == ranks.end()) return std::nullopt;
+    return it->second;
+  };
 }
 
 }  // namespace rlx

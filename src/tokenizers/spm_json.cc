@@ -316,16 +316,9 @@ void SpmJsonTokenizer::encode_word(std::string_view word, std::vector<int32_t>& 
       out.push_back(id);
       return;
     }
-  std::string key;
-  auto rank = [&](std::string_view l, std::string_view r) -> std::optional<int32_t> {
-    key.assign(l).append(1, '\xff').append(r);
-    auto it = merge_rank_.find(key);
-    if (it == merge_rank_.end()) return std::nullopt;
-    return it->second;
-  };
   std::string piece;
   bool last_unk = false;
-  for (std::string_view sv : merge_symbols<int32_t>(word, rank)) {
+  for (std::string_view sv : merge_symbols<int32_t>(word, merge_rank_of(merge_rank_))) {
     piece.assign(sv);
     if (int32_t id = id_of(piece); id >= 0) {
       out.push_back(id);
