@@ -341,12 +341,14 @@ inline OpCase matmul_q_case(const char* name, QuantType t, int64_t m, int64_t n,
 // A product of few rows with its MatVecFusion (fuse_matvec): x RMS-normalized
 // first (norm), a residual added last, over a float weight input [n, k] or
 // (quant set) a constant Q8_0/Q4_0 weight. The reference normalizes in double.
+// glu: the n weight rows are [gate; up] and out = glu(gate) * up, n / 2 wide.
 struct MatVecFusionCase {
   const char* name;
   std::optional<QuantType> quant;
   int64_t m, n, k;
   bool bias, norm, residual;
   Activation act;  // float weights only (matmul_q has no activation)
+  Activation glu = Activation::None;
 };
 
 inline OpCase matvec_fusion_case(const MatVecFusionCase& f, uint64_t seed) {
@@ -372,6 +374,7 @@ inline OpCase matvec_fusion_case(const MatVecFusionCase& f, uint64_t seed) {
     fused.rms_norm = f.norm;
     fused.eps = kEps;
     fused.residual = f.residual;
+    fused.glu = f.glu;
     if (f.bias) in.push_back(g.input("bias", {f.n}, dt));
     if (f.norm) in.push_back(g.input("gamma", {f.k}, dt));
     if (f.residual) in.push_back(g.input("residual", {f.m, f.n}, dt));
@@ -400,8 +403,9 @@ inline OpCase matvec_fusion_case(const MatVecFusionCase& f, uint64_t seed) {
     const std::vector<float>& w = qw ? qw->values : in.at("w");
     const std::vector<float>& x = in.at("x");
     std::vector<double> out;
+    const int64_t h = f.n / 2;
     for (int64_t i = 0; i < f.m; ++i) {
-      std::vector<double> xi(size_t(f.k));
+      std::vector<double> xi(size_t(f.k)), row;
       double ss = 0;
       for (int64_t q = 0; q < f.k; ++q) ss += double(x[size_t(i * f.k + q)]) * x[size_t(i * f.k + q)];
       const double s = f.norm ? 1.0 / std::sqrt(ss / double(f.k) + kEps) : 1.0;
@@ -412,8 +416,11 @@ inline OpCase matvec_fusion_case(const MatVecFusionCase& f, uint64_t seed) {
         for (int64_t q = 0; q < f.k; ++q) acc += xi[size_t(q)] * w[size_t(j * f.k + q)];
         acc = ref_activation(f.act, acc);
         if (f.residual) acc += in.at("residual")[size_t(i * f.n + j)];
-        out.push_back(acc);
+        row.push_back(acc);
       }
+      if (f.glu == Activation::None) out.insert(out.end(), row.begin(), row.end());
+      else
+        for (int64_t j = 0; j < h; ++j) out.push_back(ref_activation(f.glu, row[size_t(j)]) * row[size_t(h + j)]);
     }
     return Refs{{"out", out}};
   };
@@ -475,6 +482,25 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
   };
   uint64_t fusion_seed = 5000;  // apart, so the seeds of the cases after keep their values
   for (const MatVecFusionCase& f : fusions) cases.push_back(matvec_fusion_case(f, fusion_seed += 10));
+  // The gate/up product with the SwiGLU/GeGLU after it (fuse_matvec_glu):
+  // output columns that leave a block's last gate warps idle, one round of
+  // loads and rows of several (the split kernel), quantized rows in tiles.
+  const MatVecFusionCase glus[] = {
+      {"matvec_glu_silu_norm_1x74x264_bias", std::nullopt, 1, 74, 264, true, true, false, Activation::None,
+       Activation::Silu},
+      {"matvec_glu_gelu_tanh_3x66x40", std::nullopt, 3, 66, 40, false, false, false, Activation::None,
+       Activation::GeluTanh},
+      {"matvec_glu_silu_norm_2x38x5640_bias", std::nullopt, 2, 38, 5640, true, true, false, Activation::None,
+       Activation::Silu},
+      {"matvec_glu_q4_0_silu_norm_2x74x160", QuantType::Q4_0, 2, 74, 160, false, true, false, Activation::None,
+       Activation::Silu},
+      {"matvec_glu_q8_0_gelu_tanh_1x38x96_bias", QuantType::Q8_0, 1, 38, 96, true, false, false, Activation::None,
+       Activation::GeluTanh},
+      {"matvec_glu_q8_0_silu_norm_5x42x1024", QuantType::Q8_0, 5, 42, 1024, false, true, false, Activation::None,
+       Activation::Silu},
+  };
+  uint64_t glu_seed = 9000;
+  for (const MatVecFusionCase& f : glus) cases.push_back(matvec_fusion_case(f, glu_seed += 10));
   for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div})
     cases.push_back(binary_case(op, seed += 10));
   uint64_t rows_seed = 6000;  // apart, so the seeds of the cases after keep their values

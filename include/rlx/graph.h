@@ -30,10 +30,15 @@ constexpr int64_t kMatVecRows = 8;
 // (batched decoding) a library GEMM can be faster than fusing into it.
 // Quantized products have no other kernel up to kMatVecRows.
 constexpr int64_t kMatMulFusedRows = 4;
+// glu != None: W's n rows are two halves [gate; up] and the product yields
+// n / 2 columns, out = glu(x . W_gate^T + bias_gate) * (x . W_up^T + bias_up):
+// the SwiGLU (Silu) or GeGLU (GeluTanh) after a fused gate/up projection
+// (fuse_matvec_glu), with no act and no residual of its own.
 struct MatVecFusion {
   bool rms_norm = false;
   float eps = 0.f;
   bool residual = false;
+  Activation glu = Activation::None;
 };
 struct MatMulAttrs {
   bool trans_a = false, trans_b = false;

@@ -83,6 +83,7 @@ MatVecFusionParams fusion_params(const MatVecFusion& f, const ProductInputs& pi,
   if (pi.gamma >= 0) r.norm_gamma = addr(n.inputs[size_t(pi.gamma)]);
   if (pi.residual >= 0) r.residual = addr(n.inputs[size_t(pi.residual)]);
   r.norm_eps = f.eps;
+  r.glu = f.glu;
   return r;
 }
 
@@ -133,7 +134,7 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.k = K;
       p.lda = at.trans_a ? M : K;
       p.ldb = at.trans_b ? K : N;
-      p.ldc = N;
+      p.ldc = p.fused.out_cols(N);
       if (rb == 2 && !at.trans_a) {  // fold a's batch into rows: one larger GEMM
         p.batch = 1;
         p.m = M * batch_a;
@@ -165,7 +166,7 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.dequantized = n.outputs.size() > 1 ? addr(n.outputs[1]) : kNoBuffer;
       p.k = x.shape.back();
       p.m = numel(x.shape) / p.k;
-      p.n = y.shape.back();
+      p.n = V(1).shape[0];
       p.dtype = x.dtype;
       p.quant = at.type;
       p.weights_constant = is_constant(g, n.inputs[1]) && is_constant(g, n.inputs[2]);

@@ -15,6 +15,7 @@ void fuse_matmul_epilogue(Graph& g);       // matmul + bias add + activation
 void fuse_matvec(Graph& g);                // rms norm before / residual add after a decode-step product
 void fuse_add_norm(Graph& g);              // residual add + layer/rms norm -> add_norm
 void fuse_narrow(Graph& g);                // narrow(last axis) into rope/attention strides
+void fuse_matvec_glu(Graph& g);            // swiglu after a decode-step gate/up product (GPU backends)
 void fuse_kv_write(Graph& g);              // rope(K) and K/V slices into the kv_write reading them
 void fuse_rope_attention(Graph& g);        // rope(q) into a decode step's attention
 void keep_products_quantized(Graph& g);    // matmul_q without a dequantized W (host backends)

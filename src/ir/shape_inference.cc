@@ -84,15 +84,23 @@ void check_freq_divisors(const RopeAttrs& at, int n_rot, const std::string& who)
 
 size_t fused_inputs(const MatVecFusion& f) { return size_t(f.rms_norm) + size_t(f.residual); }
 
+// Output columns of a product of n weight rows: n / 2 with a fused glu.
+int64_t glu_cols(const MatVecFusion& f, int64_t n, const std::string& who) {
+  if (f.glu == Activation::None) return n;
+  RLX_CHECK(n % 2 == 0, who << ": a fused glu needs an even number of weight rows ([gate; up]), got " << n);
+  return n / 2;
+}
+
 // A product's fused RMSNorm (gamma [k]) and residual (y's shape): only the
 // matrix-vector kernels implement them, so x has at most kMatVecRows rows.
 void need_matvec_fusion(const Graph& g, const std::vector<ValueId>& in, const MatVecFusion& f,
                         const ProductInputs& pi, const Value& x, const Shape& y, const std::string& who) {
-  if (!f.rms_norm && !f.residual) return;
+  if (!f.rms_norm && !f.residual && f.glu == Activation::None) return;
   const int64_t k = x.shape.back();
   RLX_CHECK(k > 0 && numel(x.shape) / k <= kMatVecRows,
-            who << ": a fused norm or residual needs at most " << kMatVecRows << " rows of x, got "
+            who << ": a fused norm, residual or glu needs at most " << kMatVecRows << " rows of x, got "
                 << shape_str(x.shape));
+  RLX_CHECK(f.glu == Activation::None || !f.residual, who << ": a fused glu takes no residual");
   if (f.rms_norm) {
     need_vector(g.value(in.at(size_t(pi.gamma))), k, x.dtype, who, "norm gamma");
     RLX_CHECK(f.eps >= 0.f, who << ": norm eps must be >= 0, got " << f.eps);
@@ -141,12 +149,15 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
                     << " must match (or one operand must be 2-D)");
       Shape s = ba.empty() ? bb : ba;
       s.push_back(m);
-      s.push_back(n);
+      s.push_back(glu_cols(at.fused, n, who));
       const ProductInputs pi = product_inputs(in.size(), 2, at.fused);
       if (pi.bias >= 0) need_vector(V(size_t(pi.bias)), n, a.dtype, who, "bias");
-      if (at.fused.rms_norm || at.fused.residual)
+      if (at.fused.rms_norm || at.fused.residual || at.fused.glu != Activation::None) {
         RLX_CHECK(!at.trans_a && at.trans_b && b.shape.size() == 2,
-                  who << ": a fused norm or residual needs x [..., k] times a 2-D W [n, k] transposed");
+                  who << ": a fused norm, residual or glu needs x [..., k] times a 2-D W [n, k] transposed");
+        RLX_CHECK(at.fused.glu == Activation::None || at.act == Activation::None,
+                  who << ": a fused glu takes no activation of its own");
+      }
       need_matvec_fusion(g, in, at.fused, pi, a, s, who);
       return out(s, a.dtype);
     }
@@ -174,7 +185,7 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       const ProductInputs pi = product_inputs(in.size(), 3, at.fused);
       if (pi.bias >= 0) need_vector(V(size_t(pi.bias)), n, x.dtype, who, "bias");
       Shape y = x.shape;
-      y.back() = n;
+      y.back() = glu_cols(at.fused, n, who);
       need_matvec_fusion(g, in, at.fused, pi, x, y, who);
       auto outs = out(y, x.dtype);
       if (!at.any_rows_in_place && numel(x.shape) / k > kMatMulQVectorRows)

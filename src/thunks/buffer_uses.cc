@@ -41,7 +41,8 @@ Uses uses(const MatMulParams& p) {
   read(u, p.a, bytes((p.batch - 1) * p.stride_a + rows_extent(a_rows, p.lda, 0, a_cols), p.dtype));
   read(u, p.b, bytes((p.batch - 1) * p.stride_b + rows_extent(b_rows, p.ldb, 0, b_cols), p.dtype));
   read(u, p.bias, bytes(p.n, p.dtype));
-  const uint64_t out_bytes = bytes((p.batch - 1) * p.stride_out + rows_extent(p.m, p.ldc, 0, p.n), p.dtype);
+  const uint64_t out_bytes =
+      bytes((p.batch - 1) * p.stride_out + rows_extent(p.m, p.ldc, 0, p.fused.out_cols(p.n)), p.dtype);
   read(u, p.fused.norm_gamma, bytes(p.k, p.dtype));
   read(u, p.fused.residual, out_bytes);
   write(u, p.out, out_bytes);
@@ -56,7 +57,7 @@ Uses uses(const MatMulQParams& p) {
   read(u, p.bias, bytes(p.n, p.dtype));
   read(u, p.fused.norm_gamma, bytes(p.k, p.dtype));
   read(u, p.fused.residual, bytes(p.m * p.n, p.dtype));
-  write(u, p.out, bytes(p.m * p.n, p.dtype));
+  write(u, p.out, bytes(p.m * p.fused.out_cols(p.n), p.dtype));
   write(u, p.dequantized, bytes(p.n * p.k, p.dtype));
   return u;
 }

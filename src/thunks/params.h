@@ -16,10 +16,14 @@ constexpr uint64_t kNoBuffer = ~uint64_t(0);
 // What a product of at most kMatVecRows rows fuses (rlx/graph.h
 // MatVecFusion): x is RMS-normalized with norm_gamma [k] and norm_eps first,
 // and residual (laid out like out) is added last. kNoBuffer = not fused.
+// glu != None: out has n / 2 columns, glu(rows [0, n/2) of the product) *
+// (rows [n/2, n)), each with its bias; the output's row length is n / 2.
 struct MatVecFusionParams {
   uint64_t norm_gamma = kNoBuffer, residual = kNoBuffer;
   float norm_eps = 0.f;
-  bool any() const { return norm_gamma != kNoBuffer || residual != kNoBuffer; }
+  Activation glu = Activation::None;
+  bool any() const { return norm_gamma != kNoBuffer || residual != kNoBuffer || glu != Activation::None; }
+  int64_t out_cols(int64_t n) const { return glu != Activation::None ? n / 2 : n; }
 };
 
 // out[b] = act(op(A[b]) @ op(B[b]) + bias); row-major; op = transpose if flagged.
@@ -41,7 +45,8 @@ struct MatMulParams {
 // (rows of k / quant_elems_per_word i32 words) and f16 scales [n, k / 32]
 // (rlx/quant.h); x, bias and out dense in `dtype`. dequantized (kNoBuffer up
 // to kMatMulQVectorRows rows): scratch [n, k] in `dtype` that larger products
-// dequantize W into before one plain product over it.
+// dequantize W into before one plain product over it. With fused.glu, out
+// is [m, n / 2].
 struct MatMulQParams {
   uint64_t x, quants, scales, bias, out, dequantized;
   int64_t m, n, k;

@@ -6,11 +6,13 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "compile/passes.h"
 #include "cpu_quant_kernel_scope.h"
 #include "fusion_check.h"
 #include "pass_test_graphs.h"
+#include "rlx/options.h"
 
 namespace rlx {
 namespace {
@@ -150,6 +152,75 @@ TEST(MatVecFusion, PassRewritesInputsInOrder) {
   EXPECT_EQ(with_residual, 2);
 }
 
+// The feed-forward block of a decoder step: x + down(glu(gate(n), up(n)))
+// with n = rms_norm(x), gate and up separate products as models write them.
+Graph gated_ffn(int64_t rows, Activation act, bool bias) {
+  Graph g;
+  const ValueId x = g.input("x", {1, rows, kHidden}, DType::F32);
+  const ValueId n = g.rms_norm(x, g.param("g", {kHidden}, DType::F32), 1e-5f);
+  auto proj = [&](ValueId in, const std::string& name, int64_t out, int64_t k) {
+    const ValueId y = g.matmul(in, g.param(name, {out, k}, DType::F32), false, true);
+    return bias ? g.add(y, g.param(name + ".bias", {out}, DType::F32)) : y;
+  };
+  const ValueId gate = proj(n, "w_gate", kFfn, kHidden), up = proj(n, "w_up", kFfn, kHidden);  // in this order
+  const ValueId gu = g.swiglu(gate, up, act);
+  g.output("h", g.add(x, proj(gu, "w_down", kHidden, kFfn)));
+  return g;
+}
+
+const Node* glu_product(const Graph& g) {
+  for (const Node& n : g.nodes())
+    if (!n.dead && n.op == OpKind::MatMul && std::get<MatMulAttrs>(n.attrs).fused.glu != Activation::None) return &n;
+  return nullptr;
+}
+
+// Compiled for the GPU, the SwiGLU/GeGLU after the merged gate/up product
+// goes into it (one output of kFfn columns, its norm kept); compiled for the
+// CPU it stays. The gated product, run by the CPU's reference for it, gives
+// the unfused block's output.
+TEST(MatVecFusion, GpuProductsGateTheirOwnGateUpHalves) {
+  for (const auto& [rows, act, bias] : {std::tuple{int64_t(1), Activation::Silu, false},
+                                        std::tuple{int64_t(3), Activation::GeluTanh, true}}) {
+    SCOPED_TRACE("rows " + std::to_string(rows));
+    const Graph plain = gated_ffn(rows, act, bias);
+    Graph gpu = plain, cpu = plain;
+    CompileOptions o;
+    o.device = Device::Cuda;
+    run_passes(gpu, o);
+    o.device = Device::Cpu;
+    run_passes(cpu, o);
+    EXPECT_EQ(count_live(gpu, OpKind::SwiGlu), 0);
+    EXPECT_EQ(count_live(cpu, OpKind::SwiGlu), 1);
+    const Node* p = glu_product(gpu);
+    ASSERT_NE(p, nullptr);
+    const MatMulAttrs& at = std::get<MatMulAttrs>(p->attrs);
+    EXPECT_EQ(at.fused.glu, act);
+    EXPECT_TRUE(at.fused.rms_norm) << "the norm before the product stays fused";
+    EXPECT_EQ(gpu.value(p->outputs[0]).shape, (Shape{1, rows, kFfn}));
+
+    // The GPU's graph run on the CPU (no further passes) against the plain one.
+    auto want = test::compile_cpu(plain, false), got = test::compile_cpu(gpu, false);
+    for (const auto& [name, t] : test::random_params(plain, 40 + uint64_t(rows))) {
+      want->set_param(name, t);
+      got->set_param(name, t);
+    }
+    const auto inputs = test::random_inputs(plain, 41 + uint64_t(rows), {});
+    const std::vector<float> a = want->run(inputs).at("h").to_f32(), b = got->run(inputs).at("h").to_f32();
+    test::expect_close(b, a, 1e-5, "gated product vs swiglu apart");
+  }
+}
+
+// More rows than a fused product takes, or a product with its own
+// activation: the glu stays a kernel of its own.
+TEST(MatVecFusion, GluStaysApartPastTheFusedRows) {
+  Graph g = gated_ffn(kMatMulFusedRows + 1, Activation::Silu, false);
+  CompileOptions o;
+  o.device = Device::Cuda;
+  run_passes(g, o);
+  EXPECT_EQ(count_live(g, OpKind::SwiGlu), 1);
+  EXPECT_EQ(glu_product(g), nullptr);
+}
+
 TEST(MatVecFusion, ShapeInferenceNamesWhatDoesNotFit) {
   Graph g;
   const ValueId x = g.input("x", {9, 16}, DType::F32), w = g.param("w", {4, 16}, DType::F32);
@@ -164,6 +235,14 @@ TEST(MatVecFusion, ShapeInferenceNamesWhatDoesNotFit) {
   at.fused.residual = true;
   e = test::error_of([&] { g.add_node(OpKind::MatMul, {x2, w, g.input("r", {2, 5}, DType::F32)}, at, "proj"); });
   EXPECT_NE(e.find("residual must be [2, 4]"), std::string::npos) << e;
+  at.fused.residual = false;
+  at.fused.glu = Activation::Silu;
+  const ValueId w3 = g.param("w3", {5, 16}, DType::F32);
+  e = test::error_of([&] { g.add_node(OpKind::MatMul, {x2, w3}, at, "gate_up"); });
+  EXPECT_NE(e.find("even number of weight rows"), std::string::npos) << e;
+  at.act = Activation::Relu;
+  e = test::error_of([&] { g.add_node(OpKind::MatMul, {x2, w}, at, "gate_up"); });
+  EXPECT_NE(e.find("no activation of its own"), std::string::npos) << e;
 }
 
 }  // namespace

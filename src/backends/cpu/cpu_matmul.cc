@@ -62,12 +62,18 @@ void matmul_f32(const MatMulParams& p, CpuContext& ctx) {
       a = normed;
       lda = p.k;
     }
-    float* c = at<float>(arena, p.out) + bi * p.stride_out;
+    // A fused glu (tests of the GPU's fusion: CPU graphs do not fuse it)
+    // takes the whole product into scratch first, its bias after.
+    const bool glu = p.fused.glu != Activation::None;
+    float* c = glu ? ctx.scratch(1, size_t(p.m * p.n)) : at<float>(arena, p.out) + bi * p.stride_out;
+    const int64_t ldc = glu ? p.n : p.ldc;
+    const float* c_bias = glu ? nullptr : bias;
     if (packed)
-      gemm_packed(p.trans_a, p.m, p.n, p.k, a, lda, packed, c, p.ldc, bias, p.act, threads_for(p));
+      gemm_packed(p.trans_a, p.m, p.n, p.k, a, lda, packed, c, ldc, c_bias, p.act, threads_for(p));
     else
       gemm_f32_sliced(p.trans_a, p.trans_b, p.m, p.n, p.k, a, lda, at<float>(arena, p.b) + bi * p.stride_b, p.ldb,
-                      c, p.ldc, bias, p.act, threads_for(p));
+                      c, ldc, c_bias, p.act, threads_for(p));
+    if (glu) glu_rows(p.fused.glu, c, p.m, p.n, p.n, bias, at<float>(arena, p.out) + bi * p.stride_out, p.ldc);
     if (residual)
       for (int64_t i = 0; i < p.m; ++i)
         for (int64_t j = 0; j < p.n; ++j) c[i * p.ldc + j] += residual[bi * p.stride_out + i * p.ldc + j];
@@ -100,7 +106,11 @@ template <class T> void matmul_widened(const MatMulParams& p, CpuContext& ctx) {
                       Activation::None, threads_for(p));
     }
     const T* residual = residual_of<T>(p, arena);
-    epilogue(p, c32, p.n, bias, residual ? residual + bi * p.stride_out : nullptr, at<T>(arena, p.out) + bi * p.stride_out);
+    if (p.fused.glu != Activation::None)
+      glu_rows(p.fused.glu, c32, p.m, p.n, p.n, bias, at<T>(arena, p.out) + bi * p.stride_out, p.ldc);
+    else
+      epilogue(p, c32, p.n, bias, residual ? residual + bi * p.stride_out : nullptr,
+               at<T>(arena, p.out) + bi * p.stride_out);
   }
 }
 

@@ -45,6 +45,7 @@ template <class T> void matmul_q_int8(const MatMulQParams& p, CpuContext& ctx, Q
   parallel_ranges(p.n, p.m * p.n * p.k > 16384 ? run_threads() : 1,
                   [&](int64_t lo, int64_t hi, int) { product(w, lo, hi, a, y, p.n); });
   T* out = at<T>(arena, p.out);
+  if (p.fused.glu != Activation::None) return glu_rows(p.fused.glu, y, p.m, p.n, p.n, bias, out, p.n / 2);
   for (int64_t i = 0; i < p.m; ++i)
     for (int64_t r = 0; r < p.n; ++r)
       out[i * p.n + r] = from_f32<T>(y[i * p.n + r] + (bias ? to_f32(bias[r]) : 0.f) +
@@ -79,6 +80,9 @@ template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {
   product_rows_f32(at<T>(arena, p.x), p.m, p.k, p.k, p.fused, arena, x);
   const T* residual = p.fused.residual == kNoBuffer ? nullptr : at<const T>(arena, p.fused.residual);
   T* out = at<T>(arena, p.out);
+  // A fused glu gates the whole product, taken into scratch first.
+  const bool glu = p.fused.glu != Activation::None;
+  float* y = glu ? ctx.scratch(1, size_t(p.m * p.n)) : nullptr;
   // kMatMulQVectorRows rows of x at a time: each weight row is dequantized
   // once a chunk (a block at a time) and dotted with every row of the chunk.
   for (int64_t i0 = 0; i0 < p.m; i0 += kMatMulQVectorRows) {
@@ -94,11 +98,15 @@ template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {
           for (int64_t j = 0; j < kQuantBlock; ++j) acc[i] += block[j] * xb[j];
         }
       }
-      for (int64_t i = i0; i < i0 + rows; ++i)
-        out[i * p.n + r] = from_f32<T>(acc[i - i0] + (bias ? to_f32(bias[r]) : 0.f) +
-                                       (residual ? to_f32(residual[i * p.n + r]) : 0.f));
+      for (int64_t i = i0; i < i0 + rows; ++i) {
+        if (glu) y[i * p.n + r] = acc[i - i0];
+        else
+          out[i * p.n + r] = from_f32<T>(acc[i - i0] + (bias ? to_f32(bias[r]) : 0.f) +
+                                         (residual ? to_f32(residual[i * p.n + r]) : 0.f));
+      }
     });
   }
+  if (glu) glu_rows(p.fused.glu, y, p.m, p.n, p.n, bias, out, p.n / 2);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "backends/cpu/cpu_activation.h"
 #include "backends/cpu/cpu_norm_row.h"
 #include "backends/cpu/cpu_storage.h"
 #include "thunks/params.h"
@@ -38,6 +39,21 @@ void product_rows_f32(const T* x, int64_t m, int64_t k, int64_t ld, const MatVec
     const float s = 1.f / std::sqrt(ss / float(k) + f.norm_eps);
     for (int64_t j = 0; j < k; ++j) dst[i * k + j] *= s * to_f32(gamma[j]);
   }
+}
+
+// The gate of a product fused with the SwiGLU/GeGLU after it (fused.glu):
+// out [m, n / 2] (row length ldo) = glu(c_gate + bias) * (c_up + bias) from
+// the product's f32 result c [m, n] (row length ldc), bias [n] or null.
+template <class T>
+void glu_rows(Activation glu, const float* c, int64_t m, int64_t n, int64_t ldc, const T* bias, T* out,
+              int64_t ldo) {
+  const int64_t h = n / 2;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < h; ++j) {
+      const float g = c[i * ldc + j] + (bias ? to_f32(bias[j]) : 0.f);
+      const float u = c[i * ldc + h + j] + (bias ? to_f32(bias[h + j]) : 0.f);
+      out[i * ldo + j] = from_f32<T>(apply_activation(glu, g) * u);
+    }
 }
 
 }  // namespace rlx::cpu

@@ -56,17 +56,41 @@ struct VectorRound {
   }
 };
 
+// The gate of a fused gate/up product: warp w < kCols holds the gate row's
+// sums (bias added), warp w + kCols the matching up row's; every thread of
+// the block calls this, and `writer` (lane 0 of a live gate warp) stores
+// glu(gate) * up for each of the M rows.
+template <class T, int M, int kCols>
+__device__ __forceinline__ void glu_epilogue(Activation glu, const float (&sums)[M], bool writer, T* out,
+                                             int64_t ldc) {
+  __shared__ float part[2 * kCols][M];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0)
+#pragma unroll
+    for (int m = 0; m < M; ++m) part[warp][m] = sums[m];
+  __syncthreads();
+  if (!writer) return;
+#pragma unroll
+  for (int m = 0; m < M; ++m) out[m * ldc] = from_f32<T>(apply_activation(glu, part[warp][m]) * part[warp + kCols][m]);
+}
+
 // Norm: x is RMS-normalized on the fly (p.fused): every warp reads all of x
 // for its row anyway, so it sums x^2 beside x . (gamma * W) and scales the
 // dot product by rsqrt(mean(x^2) + eps) at the end; no block-wide step.
-template <class T, int M, bool Norm, bool Pre>
+// Glu (p.fused.glu): the block's first half of warps take gate rows, the
+// second half the up rows n / 2 further on, and the gate warps combine the
+// two sums through shared memory: out has n / 2 columns.
+template <class T, int M, bool Norm, bool Pre, bool Glu>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p, uint8_t* arena) {
   constexpr int ve = kChunkElems<T>;
-  const int lane = threadIdx.x & 31;
-  const int64_t n = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  constexpr int kCols = Glu ? kWarps / 2 : kWarps;  // output columns per block
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t col = int64_t(blockIdx.x) * kCols + (Glu ? warp % kCols : warp), cols = Glu ? p.n / 2 : p.n;
+  const bool live = col < cols;
+  const int64_t n = Glu ? col + (warp / kCols) * cols : col;  // the weight row
   const int64_t bt = blockIdx.y;
   const uint4* w = reinterpret_cast<const uint4*>(at<T>(arena, p.b) + bt * p.stride_b + n * p.ldb);
-  const int64_t chunks = n < p.n ? p.k / ve : 0, x_row_chunks = p.lda / ve;
+  const int64_t chunks = live ? p.k / ve : 0, x_row_chunks = p.lda / ve;
   uint4 wc[kUnroll];
   auto load_weights = [&](int64_t c0) {
 #pragma unroll
@@ -80,7 +104,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p,
   if (p.b_constant) load_weights(lane);
   pdl_entry();
   if (!p.b_constant) load_weights(lane);
-  if (n >= p.n) return;
+  if (!Glu && !live) return;  // with Glu every warp meets the block's barrier
   const T* x = at<T>(arena, p.a) + bt * p.stride_a;
   const uint4* gamma = Norm ? at<const uint4>(arena, p.fused.norm_gamma) : nullptr;
   VectorRound<T, M, Norm, Pre> vec;
@@ -117,10 +141,21 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p,
       }
     }
   }
-  const float bias = p.bias != kNoBuffer ? to_f32(at<T>(arena, p.bias)[n]) : 0.f;
-  const int64_t o = bt * p.stride_out + n;
+  const float bias = (!Glu || live) && p.bias != kNoBuffer ? to_f32(at<T>(arena, p.bias)[n]) : 0.f;
+  const int64_t o = bt * p.stride_out + col;
   const T* residual = p.fused.residual != kNoBuffer ? at<const T>(arena, p.fused.residual) + o : nullptr;
   T* out = at<T>(arena, p.out) + o;
+  if constexpr (Glu) {
+    float sums[M];
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      sums[m] = warp_sum(acc[m]);
+      if constexpr (Norm) sums[m] *= rsqrtf(warp_sum(ss[m]) / float(p.k) + p.fused.norm_eps);
+      sums[m] += bias;
+    }
+    glu_epilogue<T, M, kCols>(p.fused.glu, sums, live && warp < kCols && lane == 0, out, p.ldc);
+    return;
+  }
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     float s = warp_sum(acc[m]);
@@ -140,14 +175,16 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p,
 // take a lone warp several DRAM round trips one after another: here a
 // block's 4 warps take a quarter of one row each, all in flight at once,
 // and add their sums (and, with Norm, their sums of x^2) through shared
-// memory.
-template <class T, int M, bool Norm, bool Pre>
+// memory. With Glu a block takes one output column: half its warps the gate
+// row, half the up row, each row in halves.
+template <class T, int M, bool Norm, bool Pre, bool Glu>
 __global__ void __launch_bounds__(kWarps * 32) gemv_split_kernel(const MatMulParams p, uint8_t* arena) {
-  constexpr int Split = kWarps;
+  constexpr int Split = Glu ? kWarps / 2 : kWarps;
   constexpr int ve = kChunkElems<T>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, part = warp % Split;
-  const int64_t n = int64_t(blockIdx.x) * (kWarps / Split) + warp / Split;
-  const bool live = n < p.n;
+  const int64_t col = blockIdx.x, cols = Glu ? p.n / 2 : p.n;
+  const int64_t n = Glu ? col + (warp / Split) * cols : col;  // the weight row
+  const bool live = col < cols;
   const int64_t bt = blockIdx.y;
   const uint4* w = reinterpret_cast<const uint4*>(at<T>(arena, p.b) + bt * p.stride_b + (live ? n : 0) * p.ldb);
   const int64_t row_chunks = p.k / ve, x_row_chunks = p.lda / ve;
@@ -217,6 +254,27 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_split_kernel(const MatMulPar
 #pragma unroll
     for (int m = 0; m < M; ++m)
       for (int j = 1; j < Split; ++j) acc[m] += parts[warp + j][m], ss[m] += parts[warp + j][M + m];
+    if constexpr (Glu) {  // warp 0 has the gate row's sums, warp Split the up row's
+      if (!live || lane != 0) return;
+      float g[M], u[M];
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        g[m] = acc[m], u[m] = 0.f;
+        float su = 0.f;
+        for (int j = 0; j < Split; ++j) u[m] += parts[Split + j][m], su += parts[Split + j][M + m];
+        if constexpr (Norm) {
+          g[m] *= rsqrtf(ss[m] / float(p.k) + p.fused.norm_eps);
+          u[m] *= rsqrtf(su / float(p.k) + p.fused.norm_eps);
+        }
+      }
+      if (warp != 0) return;
+      const T* bias = p.bias != kNoBuffer ? at<T>(arena, p.bias) : nullptr;
+      const float bg = bias ? to_f32(bias[col]) : 0.f, bu = bias ? to_f32(bias[col + cols]) : 0.f;
+      T* out = at<T>(arena, p.out) + bt * p.stride_out + col;
+#pragma unroll
+      for (int m = 0; m < M; ++m) out[m * p.ldc] = from_f32<T>(apply_activation(p.fused.glu, g[m] + bg) * (u[m] + bu));
+      return;
+    }
   }
   if (!live || lane != 0) return;
   const float bias = p.bias != kNoBuffer ? to_f32(at<T>(arena, p.bias)[n]) : 0.f;
@@ -253,14 +311,21 @@ bool prefetch_vector() {
   return on;
 }
 
+template <class T, int M, bool Norm, bool Pre, bool Glu>
+void launch_glu(const MatMulParams& p, const LaunchContext& ctx) {
+  const dim3 block(kWarps * 32);
+  const int64_t cols = p.fused.out_cols(p.n), per_block = Glu ? kWarps / 2 : kWarps;
+  if (p.k / kChunkElems<T> > kRound && split_long_rows())
+    launch(gemv_split_kernel<T, M, Norm, Pre, Glu>, dim3(unsigned(cols), unsigned(p.batch)), block, 0, ctx, p);
+  else
+    launch(gemv_kernel<T, M, Norm, Pre, Glu>, dim3(unsigned((cols + per_block - 1) / per_block), unsigned(p.batch)),
+           block, 0, ctx, p);
+}
+
 template <class T, int M, bool Norm, bool Pre>
 void launch_kernel(const MatMulParams& p, const LaunchContext& ctx) {
-  const dim3 block(kWarps * 32);
-  if (p.k / kChunkElems<T> > kRound && split_long_rows())
-    launch(gemv_split_kernel<T, M, Norm, Pre>, dim3(unsigned(p.n), unsigned(p.batch)), block, 0, ctx, p);
-  else
-    launch(gemv_kernel<T, M, Norm, Pre>, dim3(unsigned((p.n + kWarps - 1) / kWarps), unsigned(p.batch)), block, 0, ctx,
-           p);
+  if (p.fused.glu != Activation::None) launch_glu<T, M, Norm, Pre, true>(p, ctx);
+  else launch_glu<T, M, Norm, Pre, false>(p, ctx);
 }
 
 template <class T, int M, bool Norm>

@@ -178,14 +178,19 @@ __device__ __forceinline__ void norm_scales(const MatMulQParams& p, float (&ss)[
   }
 }
 
-template <class T, QuantType Q, int M>
+// Glu (p.fused.glu): the first half of a block's warps take gate rows, the
+// second half the up rows n / 2 further on; the gate warps store glu(gate) *
+// up, so out has n / 2 columns.
+template <class T, QuantType Q, int M, bool Glu>
 __global__ void __launch_bounds__(kRowsPerBlock * 32) gemv_quant_kernel(const MatMulQParams p, uint8_t* arena) {
   extern __shared__ float4 smem[];
   float* xs = reinterpret_cast<float*>(smem);
   constexpr int kc = kChunks<Q>, kU = kUnroll;
-  const int lane = threadIdx.x & 31;
-  const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
-  const bool live = row < p.n;
+  constexpr int kCols = Glu ? kRowsPerBlock / 2 : kRowsPerBlock;  // output columns per block
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t col = int64_t(blockIdx.x) * kCols + (Glu ? warp % kCols : warp), cols = Glu ? p.n / 2 : p.n;
+  const int64_t row = Glu ? col + (warp / kCols) * cols : col;  // the weight row
+  const bool live = col < cols;
   const int64_t blocks = p.k / kQuantBlock;
   // Blocks of 32 per tile: all of a row where it fits (the shared memory
   // launched holds M rows of this many).
@@ -235,6 +240,22 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) gemv_quant_kernel(const Ma
     }
   }
   if (gamma) norm_scales<M>(p, ss);  // block-uniform: every thread takes part
+  if constexpr (Glu) {
+    const float bias = live && p.bias != kNoBuffer ? to_f32(at<const T>(arena, p.bias)[row]) : 0.f;
+    __shared__ float part[kRowsPerBlock][M];
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float s = warp_sum(acc[m]) * (gamma ? ss[m] : 1.f) + bias;
+      if (lane == 0) part[warp][m] = s;
+    }
+    __syncthreads();
+    if (!live || warp >= kCols || lane != 0) return;
+    T* out = at<T>(arena, p.out) + col;
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+      out[m * cols] = from_f32<T>(apply_activation(p.fused.glu, part[warp][m]) * part[warp + kCols][m]);
+    return;
+  }
   if (!live) return;
   const float bias = p.bias != kNoBuffer ? to_f32(at<const T>(arena, p.bias)[row]) : 0.f;
   const T* residual = p.fused.residual != kNoBuffer ? at<const T>(arena, p.fused.residual) + row : nullptr;
@@ -278,8 +299,14 @@ void launch_rows(const MatMulQParams& p, const LaunchContext& ctx) {
       const int64_t blocks = p.k / kQuantBlock;
       const int64_t tile = blocks < kTileBlocks<M> ? blocks : kTileBlocks<M>;
       const size_t smem = size_t(M * tile * kXStride) * sizeof(float);
-      launch(gemv_quant_kernel<T, Q, M>, dim3(unsigned((p.n + kRowsPerBlock - 1) / kRowsPerBlock)),
-             kRowsPerBlock * 32, smem, ctx, p);
+      if (p.fused.glu != Activation::None) {
+        constexpr int64_t per_block = kRowsPerBlock / 2;
+        launch(gemv_quant_kernel<T, Q, M, true>, dim3(unsigned((p.n / 2 + per_block - 1) / per_block)),
+               kRowsPerBlock * 32, smem, ctx, p);
+      } else {
+        launch(gemv_quant_kernel<T, Q, M, false>, dim3(unsigned((p.n + kRowsPerBlock - 1) / kRowsPerBlock)),
+               kRowsPerBlock * 32, smem, ctx, p);
+      }
       return;
     }
     launch_rows<T, Q, M + 1>(p, ctx);

@@ -3,7 +3,10 @@
 // and the residual add after them (rlx/graph.h MatVecFusion). In a pre-norm
 // decoder layer that removes both norm kernels: the attention-output and
 // FFN-down products add the residual, the QKV, gate/up and LM-head products
-// normalize their input.
+// normalize their input. fuse_matvec_glu (for the GPU) then moves the
+// SwiGLU/GeGLU after the gate/up product into it.
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "compile/passes.h"
@@ -108,7 +111,40 @@ bool fuse_norm(Graph& g, int32_t id) {
   return true;
 }
 
+// swiglu(y, y) over the two halves of a product's output y = x . [W_gate;
+// W_up]^T (gate columns first, no other reader of y): the product applies
+// the gate itself and writes the n / 2 columns (MatVecFusion::glu).
+bool fuse_glu(Graph& g, int32_t id) {
+  const Node& s = g.node(id);
+  if (s.dead || s.op != OpKind::SwiGlu || s.inputs[0] != s.inputs[1]) return false;
+  const SwiGluAttrs& at = attrs_of<SwiGluAttrs>(s);
+  const ValueId y = s.inputs[0];
+  const Value& yv = g.value(y);
+  if (at.cols <= 0 || at.gate_offset != 0 || at.up_offset != at.cols || yv.shape.back() != 2 * at.cols) return false;
+  if (yv.producer < 0 || use_count(g, y) != 2) return false;
+  const int32_t pid = yv.producer;
+  const Node& p = g.node(pid);
+  const MatVecFusion f0 = fusion_of(p);
+  if (!matvec_product(g, p) || f0.residual || f0.glu != Activation::None) return false;
+  if (p.op == OpKind::MatMul && attrs_of<MatMulAttrs>(p).act != Activation::None) return false;
+  MatVecFusion f = f0;
+  f.glu = at.act;
+  const ProductInputs old = product_inputs(p.inputs.size(), fixed_inputs(p), f0);
+  const ValueId gamma = old.gamma >= 0 ? p.inputs[size_t(old.gamma)] : -1;
+  const ValueId out = s.outputs[0];
+  const ValueId fused = refuse(g, pid, p.inputs[0], f, gamma, -1);
+  g.replace_uses(out, fused);
+  g.node_mut(id).dead = true;
+  return true;
+}
+
 }  // namespace
+
+void fuse_matvec_glu(Graph& g) {
+  // RLX_FUSE_GLU=0 leaves the glu a kernel of its own (for measuring).
+  if (const char* e = std::getenv("RLX_FUSE_GLU"); e && std::strcmp(e, "0") == 0) return;
+  for (size_t i = 0; i < g.nodes().size(); ++i) fuse_glu(g, int32_t(i));
+}
 
 void fuse_matvec(Graph& g) {
   // Residuals first: the norm after a residual add then reads the product's

@@ -15,6 +15,13 @@ void run_passes(Graph& g, const CompileOptions& opts) {
     fuse_matvec(g);  // before fuse_add_norm: a decode step's residual adds go into its products
     fuse_add_norm(g);
     fuse_narrow(g);
+    // The GPU's matrix-vector kernels gate in their epilogue, saving the
+    // SwiGLU kernel and a write of both halves; the CPU would only run the
+    // same work in another place.
+    if (opts.device == Device::Cuda) {
+      eliminate_dead_code(g);  // the narrows fuse_narrow folded away still read the product
+      fuse_matvec_glu(g);
+    }
     fuse_kv_write(g);  // after fuse_narrow: a rope's K slice is then its offset
     fuse_rope_attention(g);
   }
