@@ -124,8 +124,9 @@ bool fuse_glu(Graph& g, int32_t id) {
   if (yv.producer < 0 || use_count(g, y) != 2) return false;
   const int32_t pid = yv.producer;
   const Node& p = g.node(pid);
+  if (!matvec_product(g, p)) return false;  // a grouped expert product (moe_matmul) among others
   const MatVecFusion f0 = fusion_of(p);
-  if (!matvec_product(g, p) || f0.residual || f0.glu != Activation::None) return false;
+  if (f0.residual || f0.glu != Activation::None) return false;
   if (p.op == OpKind::MatMul && attrs_of<MatMulAttrs>(p).act != Activation::None) return false;
   MatVecFusion f = f0;
   f.glu = at.act;
