@@ -103,8 +103,10 @@ struct AttentionAttrs {
   // ragged decode batch reads each sequence's own cache slot. Read at run
   // time; needs q_pos and no padding mask.
   bool kv_slots = false;
-  // window > 0 (causal only): a query at position p attends keys in
-  // (p - window, p], a sliding window (Gemma's local layers).
+  // window > 0: a sliding window. Causal: a query at position p attends
+  // keys in (p - window, p] (Gemma's local layers). Otherwise two-sided: query
+  // i attends keys j with |i - j| < window (ModernBERT's local layers); that
+  // needs Sq == Skv and no q_pos.
   int64_t window = 0;
   // softcap > 0: each scaled score s becomes softcap * tanh(s / softcap)
   // before the softmax (Gemma 2's attention-logit soft-capping).
