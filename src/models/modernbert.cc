@@ -90,7 +90,10 @@ void read_modernbert_config(const JsonField& j, BertConfig& c) {
     for (int i = 0; i < c.num_hidden_layers; ++i) o.local[size_t(i)] = i % every != 0;
   }
   o.global_theta = float(j.number_or("global_rope_theta", 160000.0, 1e-3, 1e12));
-  o.local_theta = float(j.number_or("local_rope_theta", 10000.0, 1e-3, 1e12));
+  // transformers 4 rotates local layers with the global theta where
+  // local_rope_theta is null.
+  const bool local_null = j.json().contains("local_rope_theta") && j.json()["local_rope_theta"].is_null();
+  o.local_theta = local_null ? o.global_theta : float(j.number_or("local_rope_theta", 10000.0, 1e-3, 1e12));
   o.global_theta = rope_theta(j, "full_attention", o.global_theta);
   o.local_theta = rope_theta(j, "sliding_attention", o.local_theta);
 
