@@ -591,7 +591,8 @@ inline OpCase window_softcap_case(const std::string& name, int64_t sq, int64_t s
 // window (query i sees keys |i - j| < window: ModernBERT's local layers),
 // sequences longer than the window; with padding, batch 1 keeps its first
 // `kept` keys, so its last padded rows see no key at all and give zeros.
-// head_dim up to 128 takes the CUDA short path, above it the general kernel.
+// head_dim up to 128 takes the CUDA short path, above it the general kernel;
+// two rows take the CPU's few-row path.
 inline OpCase two_sided_window_case(const std::string& name, int64_t seq, int qh, int kvh, int hd, int window,
                                     bool padding, int64_t kept, uint64_t seed) {
   const float scale = 0.37f;
@@ -671,6 +672,8 @@ inline std::vector<OpCase> op_cases() {
   cases.push_back(two_sided_window_case("attention_two_sided_window_padding", 19, 3, 3, 16, 4, true, 12, 103));
   cases.push_back(two_sided_window_case("attention_two_sided_window_gqa", 23, 4, 2, 8, 5, false, 23, 106));
   cases.push_back(two_sided_window_case("attention_two_sided_window_general", 21, 2, 1, 136, 3, true, 17, 109));
+  // Two rows, each seeing only itself: the CPU's few-row path.
+  cases.push_back(two_sided_window_case("attention_two_sided_window_two_rows", 2, 2, 2, 8, 1, true, 2, 112));
 
   // silu(gate) * up on separate tensors: rows 3x5, 37 columns.
   cases.push_back({"swiglu", "swiglu",
