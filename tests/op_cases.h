@@ -714,6 +714,28 @@ inline std::vector<OpCase> op_cases() {
                      return std::map<std::string, std::vector<double>>{{"out", out}};
                    }});
 
+  // GeGLU with the erf GELU (ModernBERT's FFN), both halves of one row
+  // [3, 5, 2*31] as the model narrows them.
+  cases.push_back({"geglu_erf_halves", "swiglu",
+                   [](DType dt) {
+                     OpGraph c;
+                     ValueId gu = c.graph.input("gu", {3, 5, 62}, dt);
+                     c.graph.output("out", c.graph.swiglu(c.graph.narrow(gu, 2, 0, 31), c.graph.narrow(gu, 2, 31, 31),
+                                                          Activation::Gelu));
+                     c.inputs["gu"] = quantize(random_floats(3 * 5 * 62, 76, -4.f, 4.f), dt);
+                     return c;
+                   },
+                   [](const Values& in) {
+                     std::vector<double> out;
+                     const auto& gu = in.at("gu");
+                     for (size_t r = 0; r < 15; ++r)
+                       for (size_t i = 0; i < 31; ++i) {
+                         const double x = gu[r * 62 + i];
+                         out.push_back(0.5 * x * (1 + std::erf(x / std::sqrt(2.0))) * gu[r * 62 + 31 + i]);
+                       }
+                     return std::map<std::string, std::vector<double>>{{"out", out}};
+                   }});
+
   // The decoder's form: both halves of one fused gate/up row [7, 2*45], read
   // at offsets 0 and 45 with a row stride of 90; output [7, 45].
   cases.push_back({"swiglu_fused_halves", "swiglu",

@@ -115,8 +115,8 @@ struct AttentionAttrs {
 // Where attention's optional inputs sit: q, k, v, [mask], [q_pos], [kv_slots].
 inline size_t attention_q_pos_input(const AttentionAttrs& a) { return a.mask == MaskKind::Padding ? 4 : 3; }
 inline size_t attention_kv_slots_input(const AttentionAttrs& a) { return attention_q_pos_input(a) + 1; }
-// out = act(gate) * up over [..., cols]: act is silu (SwiGLU) or the tanh
-// GELU (GeGLU: Gemma). gate's columns are [gate_offset,
+// out = act(gate) * up over [..., cols]: act is silu (SwiGLU) or GELU
+// (GeGLU: the tanh form for Gemma, erf for ModernBERT). gate's columns are [gate_offset,
 // +cols) of each row of its input, up's [up_offset, +cols) of its: one fused
 // gate/up matmul output [..., 2*cols] feeds both (offsets 0 and cols).
 // cols 0 = the inputs' last dim (then offsets must be 0).

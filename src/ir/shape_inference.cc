@@ -401,8 +401,8 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       need_inputs(in, 2, 2, who);
       const auto& at = std::get<SwiGluAttrs>(attrs);
       const Value &gate = V(0), &up = V(1);
-      RLX_CHECK(at.act == Activation::Silu || at.act == Activation::GeluTanh,
-                who << ": the gate's activation must be silu or gelu_tanh");
+      RLX_CHECK(at.act == Activation::Silu || at.act == Activation::Gelu || at.act == Activation::GeluTanh,
+                who << ": the gate's activation must be silu, gelu or gelu_tanh");
       need_float(gate, who, "gate");
       need_dtype(up, gate.dtype, who, "up");
       RLX_CHECK(!gate.shape.empty() && Shape(gate.shape.begin(), gate.shape.end() - 1) ==

@@ -173,8 +173,12 @@ ValueId build_modernbert_stack(Graph& g, const BertConfig& c, ValueId ids, Value
     ValueId ctx = g.attention(q, k, v, mask, attn);
     x = g.add(x, b.dense(ctx, p + "attn.Wo", H, H, o.attention_bias));
     ValueId wi = b.dense(b.norm(x, p + "mlp_norm", H, eps, o.norm_bias), p + "mlp.Wi", 2 * I, H, o.mlp_bias);
-    // GeGLU: act(input) * gate, input the first half of Wi's output.
-    ValueId act = g.mul(g.activation(g.narrow(wi, 2, 0, I), c.hidden_act), g.narrow(wi, 2, I, I));
+    // GeGLU: act(input) * gate, input the first half of Wi's output; the
+    // fused op reads both halves in place where its act allows.
+    ValueId input = g.narrow(wi, 2, 0, I), gate = g.narrow(wi, 2, I, I);
+    const bool fused = c.hidden_act == Activation::Gelu || c.hidden_act == Activation::GeluTanh ||
+                       c.hidden_act == Activation::Silu;
+    ValueId act = fused ? g.swiglu(input, gate, c.hidden_act) : g.mul(g.activation(input, c.hidden_act), gate);
     x = g.add(x, b.dense(act, p + "mlp.Wo", H, I, o.mlp_bias));
   }
   return b.norm(x, "final_norm", H, eps, o.norm_bias);
