@@ -4,7 +4,8 @@ sentence-transformers, on tiny random models of every family rlx runs.
 
 Each model is made here, offline: a tokenizer trained with `tokenizers` on a
 small corpus (WordPiece for BERT and DistilBERT, byte-level BPE with
-RobertaProcessing for RoBERTa; for XLM-RoBERTa the committed SentencePiece
+RobertaProcessing for RoBERTa and with TemplateProcessing's [CLS] $A [SEP]
+for ModernBERT; for XLM-RoBERTa the committed SentencePiece
 Unigram tokenizer.json of tests/data/embedding_tokenizers/xlmr_unigram, with
 its Precompiled normalizer), a randomly initialised transformers model of
 odd sizes, saved as a Hugging Face directory with sentence-transformers'
@@ -95,6 +96,25 @@ XLMR_TOKENIZER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", 
                               "embedding_tokenizers", "xlmr_unigram", "tokenizer.json")
 
 
+def template_bpe_tokenizer(path):
+    """ModernBERT's kind: byte-level BPE, [CLS] a [SEP] (b [SEP])."""
+    from tokenizers import ByteLevelBPETokenizer
+    from tokenizers.processors import TemplateProcessing
+    from transformers import PreTrainedTokenizerFast
+    tok = ByteLevelBPETokenizer(add_prefix_space=False)
+    tok.train_from_iterator(CORPUS * 4, vocab_size=400, min_frequency=1,
+                            special_tokens=["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"])
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok._tokenizer.post_processor = TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:0 [SEP]:0",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok._tokenizer, unk_token="[UNK]", cls_token="[CLS]",
+                                   sep_token="[SEP]", pad_token="[PAD]", mask_token="[MASK]",
+                                   model_input_names=["input_ids", "attention_mask"])
+    fast.save_pretrained(path)
+    return fast
+
+
 def unigram_tokenizer(path):
     from transformers import XLMRobertaTokenizerFast
     fast = XLMRobertaTokenizerFast(tokenizer_file=XLMR_TOKENIZER, bos_token="<s>", eos_token="</s>", sep_token="</s>",
@@ -109,7 +129,8 @@ def randomize(model, seed):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "LayerNorm" in name or "layer_norm" in name:
+            # ModernBERT's norms: embeddings.norm, attn_norm, mlp_norm, final_norm, head.norm.
+            if "LayerNorm" in name or "layer_norm" in name or name.split(".")[-2].endswith("norm"):
                 p.copy_((1.0 if name.endswith("weight") else 0.0) + 0.2 * torch.randn(p.shape, generator=g))
             else:
                 p.copy_(0.15 * torch.randn(p.shape, generator=g))
@@ -118,7 +139,7 @@ def randomize(model, seed):
 def make_model(family, path, classifier=False, seed=0):
     import transformers as T
     tok = bpe_tokenizer(path) if family == "roberta" else unigram_tokenizer(path) if family == "xlm-roberta" \
-        else wordpiece_tokenizer(path, family)
+        else template_bpe_tokenizer(path) if family == "modernbert" else wordpiece_tokenizer(path, family)
     v = len(tok)
     if family == "bert":
         cfg = T.BertConfig(vocab_size=v, hidden_size=36, num_hidden_layers=2, num_attention_heads=3,
@@ -136,6 +157,16 @@ def make_model(family, path, classifier=False, seed=0):
                                  pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
                                  eos_token_id=tok.eos_token_id)
         cls = T.XLMRobertaForSequenceClassification if classifier else T.XLMRobertaModel
+    elif family == "modernbert":
+        # Local layers (1 and 3 of 4) see 3 tokens either side; the texts are longer.
+        cfg = T.ModernBertConfig(vocab_size=v, hidden_size=36, num_hidden_layers=4, num_attention_heads=3,
+                                 intermediate_size=61, max_position_embeddings=128, local_attention=6,
+                                 global_attn_every_n_layers=2, global_rope_theta=5000.0, local_rope_theta=100.0,
+                                 pad_token_id=tok.pad_token_id, cls_token_id=tok.cls_token_id,
+                                 sep_token_id=tok.sep_token_id, bos_token_id=tok.cls_token_id,
+                                 eos_token_id=tok.sep_token_id, attention_bias=classifier, mlp_bias=classifier,
+                                 norm_bias=classifier, classifier_pooling="mean", classifier_bias=classifier)
+        cls = T.ModernBertForSequenceClassification if classifier else T.ModernBertModel
     else:
         cfg = T.DistilBertConfig(vocab_size=v, dim=36, n_layers=2, n_heads=3, hidden_dim=61,
                                  max_position_embeddings=72, pad_token_id=tok.pad_token_id)
@@ -298,7 +329,7 @@ def main():
     root = a.keep or tempfile.mkdtemp(prefix="rlx-parity-")
     os.makedirs(root, exist_ok=True)
     t = Table()
-    for family in ["bert", "roberta", "distilbert", "xlm-roberta"]:
+    for family in ["bert", "roberta", "distilbert", "xlm-roberta", "modernbert"]:
         d = os.path.join(root, f"{family}-st")
         st = make_sentence_model(family, d)
         texts = TEXTS + (XLMR_TEXTS if family == "xlm-roberta" else [])

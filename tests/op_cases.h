@@ -613,6 +613,73 @@ inline OpCase window_softcap_case(const std::string& name, int64_t sq, int64_t s
   return {name, "attention", build, reference};
 }
 
+// Attention without a causal mask over batch 2 with a two-sided sliding
+// window (query i sees keys |i - j| < window: ModernBERT's local layers),
+// sequences longer than the window; with padding, batch 1 keeps its first
+// `kept` keys, so its last padded rows see no key at all and give zeros.
+// head_dim up to 128 takes the CUDA short path, above it the general kernel;
+// two rows take the CPU's few-row path.
+inline OpCase two_sided_window_case(const std::string& name, int64_t seq, int qh, int kvh, int hd, int window,
+                                    bool padding, int64_t kept, uint64_t seed) {
+  const float scale = 0.37f;
+  auto build = [=](DType dt) {
+    OpGraph c;
+    ValueId q = c.graph.input("q", {2, seq, int64_t(qh) * hd}, dt);
+    ValueId k = c.graph.input("k", {2, seq, int64_t(kvh) * hd}, dt);
+    ValueId v = c.graph.input("v", {2, seq, int64_t(kvh) * hd}, dt);
+    ValueId m = padding ? c.graph.input("mask", {2, seq}, DType::I32) : ValueId(-1);
+    AttentionAttrs a;
+    a.q_heads = qh;
+    a.kv_heads = kvh;
+    a.head_dim = hd;
+    a.scale = scale;
+    a.mask = padding ? MaskKind::Padding : MaskKind::None;
+    a.window = window;
+    c.graph.output("out", c.graph.attention(q, k, v, m, a));
+    c.inputs["q"] = quantize(random_floats(size_t(2 * seq * qh * hd), seed, -3.f, 3.f), dt);
+    c.inputs["k"] = quantize(random_floats(size_t(2 * seq * kvh * hd), seed + 1, -3.f, 3.f), dt);
+    c.inputs["v"] = quantize(random_floats(size_t(2 * seq * kvh * hd), seed + 2, -2.f, 2.f), dt);
+    if (padding) {
+      std::vector<float> mask(size_t(2 * seq), 1.f);
+      for (int64_t j = kept; j < seq; ++j) mask[size_t(seq + j)] = 0.f;
+      c.inputs["mask"] = mask;
+    }
+    return c;
+  };
+  auto reference = [=](const Values& in) {
+    const auto &q = in.at("q"), &k = in.at("k"), &v = in.at("v");
+    auto keep = [&](int64_t b, int64_t j) { return !padding || in.at("mask")[size_t(b * seq + j)] != 0.f; };
+    std::vector<double> out(size_t(2 * seq * qh * hd), 0.0);
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t i = 0; i < seq; ++i)
+        for (int h = 0; h < qh; ++h) {
+          const int64_t g = h / (qh / kvh);
+          std::vector<int64_t> keys;
+          for (int64_t j = std::max<int64_t>(0, i - window + 1); j < std::min<int64_t>(seq, i + window); ++j)
+            if (keep(b, j)) keys.push_back(j);
+          if (keys.empty()) continue;  // a padded row whose window holds no kept key
+          std::vector<double> w;
+          double mx = -1e300, sum = 0;
+          for (int64_t j : keys) {
+            double d = 0;
+            for (int e = 0; e < hd; ++e)
+              d += double(q[size_t(((b * seq + i) * qh + h) * hd + e)]) * k[size_t(((b * seq + j) * kvh + g) * hd + e)];
+            w.push_back(d * double(scale));
+            mx = std::max(mx, w.back());
+          }
+          for (double& x : w) sum += (x = std::exp(x - mx));
+          for (int e = 0; e < hd; ++e) {
+            double o = 0;
+            for (size_t n = 0; n < keys.size(); ++n)
+              o += w[n] / sum * v[size_t(((b * seq + keys[n]) * kvh + g) * hd + e)];
+            out[size_t(((b * seq + i) * qh + h) * hd + e)] = o;
+          }
+        }
+    return std::map<std::string, std::vector<double>>{{"out", out}};
+  };
+  return {name, "attention", build, reference};
+}
+
 // The mixture-of-experts cases (moe_op_cases.h, included at the end).
 inline void add_moe_cases(std::vector<OpCase>& cases);
 // YaRN / LongRoPE's attention factor on every rotating path (op_cases_rope_scaling.h).
@@ -628,6 +695,11 @@ inline std::vector<OpCase> op_cases() {
   cases.push_back(window_softcap_case("attention_window_softcap_decode", 1, 10, 4, 2, 6, 4, 0.9f, {3.f, 8.f}, 97));
   cases.push_back(
       window_softcap_case("attention_window_softcap_decode_long", 1, 300, 2, 1, 16, 40, 1.3f, {150.f, 299.f}, 100));
+  cases.push_back(two_sided_window_case("attention_two_sided_window_padding", 19, 3, 3, 16, 4, true, 12, 103));
+  cases.push_back(two_sided_window_case("attention_two_sided_window_gqa", 23, 4, 2, 8, 5, false, 23, 106));
+  cases.push_back(two_sided_window_case("attention_two_sided_window_general", 21, 2, 1, 136, 3, true, 17, 109));
+  // Two rows, each seeing only itself: the CPU's few-row path.
+  cases.push_back(two_sided_window_case("attention_two_sided_window_two_rows", 2, 2, 2, 8, 1, true, 2, 112));
 
   // silu(gate) * up on separate tensors: rows 3x5, 37 columns.
   cases.push_back({"swiglu", "swiglu",
@@ -665,6 +737,28 @@ inline std::vector<OpCase> op_cases() {
                        const double x = g[i];
                        out.push_back(0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) * u[i]);
                      }
+                     return std::map<std::string, std::vector<double>>{{"out", out}};
+                   }});
+
+  // GeGLU with the erf GELU (ModernBERT's FFN), both halves of one row
+  // [3, 5, 2*31] as the model narrows them.
+  cases.push_back({"geglu_erf_halves", "swiglu",
+                   [](DType dt) {
+                     OpGraph c;
+                     ValueId gu = c.graph.input("gu", {3, 5, 62}, dt);
+                     c.graph.output("out", c.graph.swiglu(c.graph.narrow(gu, 2, 0, 31), c.graph.narrow(gu, 2, 31, 31),
+                                                          Activation::Gelu));
+                     c.inputs["gu"] = quantize(random_floats(3 * 5 * 62, 76, -4.f, 4.f), dt);
+                     return c;
+                   },
+                   [](const Values& in) {
+                     std::vector<double> out;
+                     const auto& gu = in.at("gu");
+                     for (size_t r = 0; r < 15; ++r)
+                       for (size_t i = 0; i < 31; ++i) {
+                         const double x = gu[r * 62 + i];
+                         out.push_back(0.5 * x * (1 + std::erf(x / std::sqrt(2.0))) * gu[r * 62 + 31 + i]);
+                       }
                      return std::map<std::string, std::vector<double>>{{"out", out}};
                    }});
 

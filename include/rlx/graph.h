@@ -108,8 +108,10 @@ struct AttentionAttrs {
   // ragged decode batch reads each sequence's own cache slot. Read at run
   // time; needs q_pos and no padding mask.
   bool kv_slots = false;
-  // window > 0 (causal only): a query at position p attends keys in
-  // (p - window, p], a sliding window (Gemma's local layers).
+  // window > 0: a sliding window. Causal: a query at position p attends
+  // keys in (p - window, p] (Gemma's local layers). Otherwise two-sided: query
+  // i attends keys j with |i - j| < window (ModernBERT's local layers); that
+  // needs Sq == Skv and no q_pos.
   int64_t window = 0;
   // softcap > 0: each scaled score s becomes softcap * tanh(s / softcap)
   // before the softmax (Gemma 2's attention-logit soft-capping).
@@ -118,8 +120,8 @@ struct AttentionAttrs {
 // Where attention's optional inputs sit: q, k, v, [mask], [q_pos], [kv_slots].
 inline size_t attention_q_pos_input(const AttentionAttrs& a) { return a.mask == MaskKind::Padding ? 4 : 3; }
 inline size_t attention_kv_slots_input(const AttentionAttrs& a) { return attention_q_pos_input(a) + 1; }
-// out = act(gate) * up over [..., cols]: act is silu (SwiGLU) or the tanh
-// GELU (GeGLU: Gemma). gate's columns are [gate_offset,
+// out = act(gate) * up over [..., cols]: act is silu (SwiGLU) or GELU
+// (GeGLU: the tanh form for Gemma, erf for ModernBERT). gate's columns are [gate_offset,
 // +cols) of each row of its input, up's [up_offset, +cols) of its: one fused
 // gate/up matmul output [..., 2*cols] feeds both (offsets 0 and cols).
 // cols 0 = the inputs' last dim (then offsets must be 0).

@@ -247,8 +247,11 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
                     at.q_heads % at.kv_heads == 0,
                 who << ": q_heads " << at.q_heads << " must be a positive multiple of kv_heads "
                     << at.kv_heads);
-      RLX_CHECK(at.window >= 0 && at.window <= INT32_MAX && (at.window == 0 || at.mask == MaskKind::Causal),
-                who << ": a sliding window (" << at.window << ") needs a causal mask and 0 <= window < 2^31");
+      RLX_CHECK(at.window >= 0 && at.window <= INT32_MAX,
+                who << ": a sliding window (" << at.window << ") needs 0 <= window < 2^31");
+      // A two-sided window centres on query i as key i: one sequence, no cache.
+      RLX_CHECK(at.window == 0 || at.mask == MaskKind::Causal || (!at.q_pos && !at.kv_slots),
+                who << ": a two-sided sliding window (" << at.window << ", no causal mask) cannot take query positions");
       RLX_CHECK(at.softcap >= 0.f && std::isfinite(at.softcap),
                 who << ": softcap " << at.softcap << " must be finite and >= 0 (0 = off)");
       const Value &q = V(0), &k = V(1), &v = V(2);
@@ -261,6 +264,9 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       RLX_CHECK((at.kv_slots || k.shape[0] == q.shape[0]) && v.shape[0] == k.shape[0] && v.shape[1] == k.shape[1],
                 who << ": q " << shape_str(q.shape) << ", k " << shape_str(k.shape) << ", v "
                     << shape_str(v.shape) << " disagree on batch or key length");
+      RLX_CHECK(at.window == 0 || at.mask == MaskKind::Causal || q.shape[1] == k.shape[1],
+                who << ": a two-sided sliding window needs as many queries as keys, got " << q.shape[1] << " and "
+                    << k.shape[1]);
       if (at.kv_slots) {
         RLX_CHECK(at.q_pos && !pad, who << ": k/v slots need query positions and no padding mask");
         need_vector(V(n_in - 1), q.shape[0], DType::I32, who, "k/v slots");
@@ -406,8 +412,8 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       need_inputs(in, 2, 2, who);
       const auto& at = std::get<SwiGluAttrs>(attrs);
       const Value &gate = V(0), &up = V(1);
-      RLX_CHECK(at.act == Activation::Silu || at.act == Activation::GeluTanh,
-                who << ": the gate's activation must be silu or gelu_tanh");
+      RLX_CHECK(at.act == Activation::Silu || at.act == Activation::Gelu || at.act == Activation::GeluTanh,
+                who << ": the gate's activation must be silu, gelu or gelu_tanh");
       need_float(gate, who, "gate");
       need_dtype(up, gate.dtype, who, "up");
       RLX_CHECK(!gate.shape.empty() && Shape(gate.shape.begin(), gate.shape.end() - 1) ==

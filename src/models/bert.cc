@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "models/modernbert.h"
 #include "models/nomic_bert.h"
 #include "rlx/error.h"
 
@@ -45,6 +46,11 @@ EncoderNames encoder_names(EncoderFamily f) {
     // The rest of its names are nomic_bert_tensors'.
     n.position = "";
     n.layer = "encoder.layers.";
+  } else if (f == EncoderFamily::ModernBert) {
+    // The rest of its names are modernbert_tensors'.
+    n.word = "embeddings.tok_embeddings";
+    n.position = n.type = "";
+    n.layer = "layers.";
   }
   return n;
 }
@@ -76,6 +82,8 @@ Graph build_bert_graph(const BertConfig& c, Pooling pooling, int64_t batch, int6
   ValueId x;
   if (c.family == EncoderFamily::NomicBert) {
     x = build_nomic_bert_stack(g, c, ids, token_types, types, mask, positions, dt);
+  } else if (c.family == EncoderFamily::ModernBert) {
+    x = build_modernbert_stack(g, c, ids, mask, positions, dt);
   } else {
     x = g.gather(b.param(nm.word + ".weight", {c.vocab_size, H}), ids);
     x = g.add(x, g.gather(b.param(nm.position + ".weight", {c.max_position_embeddings, H}),
@@ -102,6 +110,10 @@ Graph build_bert_graph(const BertConfig& c, Pooling pooling, int64_t batch, int6
     }
   }
   g.output("last_hidden_state", x);
+  if (c.classifier && c.family == EncoderFamily::ModernBert) {
+    g.output("logits", build_modernbert_head(g, c, x, mask, batch, seq, dt));
+    return g;
+  }
   if (c.classifier) {
     // Each family's head on the first token: BERT tanh(pooler) then
     // classifier; RoBERTa tanh(classifier.dense) then classifier.out_proj;
@@ -135,14 +147,17 @@ ClassifierNames classifier_names(EncoderFamily f) {
 }
 
 BertWeights::BertWeights(const std::string& path) : file_(path) {
-  if (file_.has("embeddings.word_embeddings.weight")) return;
-  for (const char* p : {"bert.", "roberta.", "distilbert."})
-    if (file_.has(std::string(p) + "embeddings.word_embeddings.weight")) prefix_ = p;
+  // ModernBERT names its table tok_embeddings; its heads keep it under "model.".
+  for (const char* table : {"embeddings.word_embeddings.weight", "embeddings.tok_embeddings.weight"}) {
+    if (file_.has(table)) return;
+    for (const char* p : {"bert.", "roberta.", "distilbert.", "model."})
+      if (file_.has(std::string(p) + table)) prefix_ = p;
+  }
 }
 
 std::string BertWeights::file_name(const std::string& param) const {
   // The heads sit beside the encoder, outside its prefix.
-  for (const char* head : {"classifier.", "pre_classifier."})
+  for (const char* head : {"classifier.", "pre_classifier.", "head."})
     if (param.rfind(head, 0) == 0) return param;
   return prefix_ + param;
 }
@@ -162,6 +177,8 @@ void BertWeights::check_sizes(const BertConfig& c) const {
   const EncoderNames nm = encoder_names(c.family);
   if (c.family == EncoderFamily::NomicBert) {
     for (const auto& [name, shape] : nomic_bert_tensors(c)) expect(name, shape);
+  } else if (c.family == EncoderFamily::ModernBert) {
+    for (const auto& [name, shape] : modernbert_tensors(c)) expect(name, shape);
   } else {
     expect(nm.word + ".weight", {c.vocab_size, H});
     expect(nm.position + ".weight", {c.max_position_embeddings, H});
@@ -182,7 +199,7 @@ void BertWeights::check_sizes(const BertConfig& c) const {
                         << ", but config.json says num_hidden_layers " << c.num_hidden_layers
                         << " (weights the config does not use)");
   }
-  if (c.classifier) {
+  if (c.classifier && c.family != EncoderFamily::ModernBert) {  // its head is in modernbert_tensors
     const ClassifierNames h = classifier_names(c.family);
     expect(h.hidden + ".weight", {H, H});
     expect(h.out + ".weight", {c.num_labels, H});

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "models/json_read.h"
+#include "models/modernbert.h"
 #include "models/nomic_bert.h"
 #include "rlx/error.h"
 
@@ -71,7 +72,8 @@ constexpr FamilyInfo kFamilies[] = {{EncoderFamily::Bert, "bert", "Bert"},
                                     // XLM-R is RoBERTa's graph and names with a Unigram tokenizer.
                                     {EncoderFamily::Roberta, "xlm-roberta", "XLMRoberta"},
                                     {EncoderFamily::DistilBert, "distilbert", "DistilBert"},
-                                    {EncoderFamily::NomicBert, "nomic_bert", "NomicBert"}};
+                                    {EncoderFamily::NomicBert, "nomic_bert", "NomicBert"},
+                                    {EncoderFamily::ModernBert, "modernbert", "ModernBert"}};
 
 // The classification head of each family, read into c.
 void read_classifier(const JsonField& j, BertConfig& c, int64_t max_labels) {
@@ -120,7 +122,7 @@ BertConfig load_bert_config(const std::string& dir_or_file) {
   RLX_CHECK(arch_ok,
             "'" << file.string() << "': unsupported architecture '" << (what.empty() ? "?" : what)
                 << "' (model_type '" << c.model_type
-                << "'); rlx loads encoders of model_type 'bert', 'roberta', 'xlm-roberta', 'distilbert' and 'nomic_bert' (*Model, "
+                << "'); rlx loads encoders of model_type 'bert', 'roberta', 'xlm-roberta', 'distilbert', 'nomic_bert' and 'modernbert' (*Model, "
                    "*ForMaskedLM, *ForPreTraining) and their cross-encoders (*ForSequenceClassification)");
   c.family = fam->family;
   c.classifier = ends_with(arch, "ForSequenceClassification");
@@ -129,6 +131,8 @@ BertConfig load_bert_config(const std::string& dir_or_file) {
             "'" << file.string() << "': architecture '" << arch << "' is not supported (NomicBertModel is)");
   if (c.family == EncoderFamily::NomicBert) {
     read_nomic_bert_config(j, c);
+  } else if (c.family == EncoderFamily::ModernBert) {
+    read_modernbert_config(j, c);
   } else if (c.family == EncoderFamily::DistilBert) {
     // DistilBERT's own key names; no token types, post-norm layers as BERT.
     RLX_CHECK(!j.boolean_or("sinusoidal_pos_embds", false),
@@ -155,7 +159,7 @@ BertConfig load_bert_config(const std::string& dir_or_file) {
     c.layer_norm_eps = float(j.number_or("layer_norm_eps", c.layer_norm_eps, 0.0, 1.0));
     c.type_vocab_size = int(j.integer_or("type_vocab_size", c.type_vocab_size, 1, L.type_vocab));
   }
-  if (c.family != EncoderFamily::NomicBert) {
+  if (c.family != EncoderFamily::NomicBert && c.family != EncoderFamily::ModernBert) {
     c.max_position_embeddings =
         int(j.integer_or("max_position_embeddings", c.max_position_embeddings, 1, L.positions));
     c.pad_token_id =

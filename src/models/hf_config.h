@@ -19,7 +19,7 @@ struct BertLimits {
 
 // Encoders with BERT's post-norm layers, told apart by their names,
 // positions and token types (Roberta serves model_type xlm-roberta too).
-enum class EncoderFamily { Bert, Roberta, DistilBert, NomicBert };
+enum class EncoderFamily { Bert, Roberta, DistilBert, NomicBert, ModernBert };
 
 // NomicBERT's differences from BERT (nomic_bert.h): rotary positions in
 // place of a position table, a fused Wqkv, a gated MLP, optional biases.
@@ -28,6 +28,21 @@ struct NomicOptions {
   bool rotary_interleaved = false;
   bool qkv_bias = true, fc1_bias = true, fc2_bias = true;
   Activation gate_act = Activation::Silu;  // swiglu: fc2(fc11(x) * act(fc12(x)))
+};
+
+// ModernBERT's differences (modernbert.h): pre-norm layers, rotary positions
+// with one theta for global and one for local layers, local layers attending
+// keys within local_attention / 2 on either side, a fused Wqkv, a GeGLU MLP
+// (act(input) * gate from one Wi), biases only where the config asks.
+struct ModernBertOptions {
+  float global_theta = 160000.f, local_theta = 10000.f;
+  int local_attention = 128;
+  std::vector<bool> local;  // per layer: a local (sliding window) layer
+  bool attention_bias = false, mlp_bias = false, norm_bias = false;
+  // ModernBertForSequenceClassification: the head pools (CLS or the mean
+  // over the kept tokens), then norm(act(dense(pooled))), then classifier.
+  bool classifier_mean = false, classifier_bias = false;
+  Activation classifier_act = Activation::Gelu;
 };
 
 struct BertConfig {
@@ -46,6 +61,7 @@ struct BertConfig {
   int pad_token_id = 0;
   int position_offset = 0;  // position of the first token (RoBERTa: pad_token_id + 1)
   NomicOptions nomic;       // family NomicBert only
+  ModernBertOptions modernbert;  // family ModernBert only
   // A *ForSequenceClassification checkpoint: a cross-encoder whose pooler
   // and classifier give num_labels logits per text pair.
   bool classifier = false;

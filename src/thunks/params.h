@@ -117,7 +117,8 @@ struct AttentionParams {
   int64_t q_stride, k_stride, v_stride;
   int32_t q_heads, kv_heads, head_dim;
   float scale;
-  // window > 0 (causal): query at position p sees keys in (p - window, p];
+  // window > 0: causal, query at position p sees keys in (p - window, p];
+  // otherwise two-sided (sq == skv, no pos), query i sees keys |i - j| < window;
   // softcap > 0: scores s become softcap * tanh(s / softcap). 0 = off.
   int32_t window = 0;
   float softcap = 0.f;

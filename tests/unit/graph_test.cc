@@ -86,6 +86,18 @@ TEST(Graph, ErrorsNameTheNodeAndTheProblem) {
   a.kv_heads = 2;
   e = error_of([&] { g.attention(x, x, x, -1, a); });
   EXPECT_NE(e.find("multiple of kv_heads"), std::string::npos) << e;
+  // A two-sided window (no causal mask) centres on the query's own key.
+  ValueId q = g.input("q", {1, 5, 8}, DType::F32), kv = g.input("kv", {1, 7, 8}, DType::F32);
+  AttentionAttrs two;
+  two.head_dim = 8;
+  two.window = 3;
+  e = error_of([&] { g.attention(q, kv, kv, -1, two); });
+  EXPECT_NE(e.find("two-sided sliding window needs as many queries as keys"), std::string::npos) << e;
+  two.q_pos = true;
+  e = error_of([&] { g.attention(q, q, q, -1, two, g.input("start", {1}, DType::I32)); });
+  EXPECT_NE(e.find("cannot take query positions"), std::string::npos) << e;
+  two.q_pos = false;
+  EXPECT_EQ(g.value(g.attention(q, q, q, -1, two)).shape, (Shape{1, 5, 8}));
 }
 
 TEST(Graph, VerifierCatchesTamperedNodes) {

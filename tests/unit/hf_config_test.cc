@@ -177,6 +177,23 @@ TEST(HfConfig, EncoderFamiliesReadTheirOwnKeys) {
   EXPECT_FALSE(c.nomic.qkv_bias);
   EXPECT_EQ(c.nomic.gate_act, Activation::Silu);
 
+  // ModernBERT in transformers 4's keys: layers whose index is not a
+  // multiple of global_attn_every_n_layers are local, a null local theta is
+  // the global one; no token types, positions only rotary.
+  write_text(cfg, R"({"model_type":"modernbert","architectures":["ModernBertForMaskedLM"],"vocab_size":50368,)"
+                  R"("hidden_size":64,"num_attention_heads":4,"num_hidden_layers":4,"intermediate_size":96,)"
+                  R"("global_attn_every_n_layers":3,"global_rope_theta":160000,"local_rope_theta":null,)"
+                  R"("local_attention":128,"max_position_embeddings":8192,"norm_eps":1e-5})");
+  c = load_bert_config(d.path().string());
+  EXPECT_EQ(c.family, EncoderFamily::ModernBert);
+  EXPECT_EQ(c.modernbert.local, (std::vector<bool>{false, true, true, false}));
+  EXPECT_FLOAT_EQ(c.modernbert.global_theta, 160000.f);
+  EXPECT_FLOAT_EQ(c.modernbert.local_theta, 160000.f);
+  EXPECT_EQ(c.modernbert.local_attention, 128);
+  EXPECT_EQ(c.type_vocab_size, 0);
+  EXPECT_EQ(c.max_tokens(), 8192);
+  EXPECT_FALSE(c.modernbert.norm_bias);
+
   // Another family's architecture under a model_type, and families rlx does not run.
   write_text(cfg, R"({"model_type":"roberta","architectures":["BertModel"]})");
   msg = error_of([&] { load_bert_config(d.path().string()); });
@@ -184,9 +201,9 @@ TEST(HfConfig, EncoderFamiliesReadTheirOwnKeys) {
   write_text(cfg, R"({"model_type":"xlm-roberta","architectures":["RobertaModel"]})");
   msg = error_of([&] { load_bert_config(d.path().string()); });
   EXPECT_NE(msg.find("'RobertaModel' (model_type 'xlm-roberta')"), std::string::npos) << msg;
-  write_text(cfg, R"({"model_type":"modernbert","architectures":["ModernBertModel"]})");
+  write_text(cfg, R"({"model_type":"modernbert","architectures":["ModernBertForTokenClassification"]})");
   msg = error_of([&] { load_bert_config(d.path().string()); });
-  EXPECT_NE(msg.find("model_type 'modernbert'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'ModernBertForTokenClassification' (model_type 'modernbert')"), std::string::npos) << msg;
   write_text(cfg, R"({"model_type":"bert","architectures":["BertForQuestionAnswering"]})");
   msg = error_of([&] { load_bert_config(d.path().string()); });
   EXPECT_NE(msg.find("BertForQuestionAnswering"), std::string::npos) << msg;

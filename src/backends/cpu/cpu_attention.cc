@@ -7,7 +7,8 @@
 // whose padding mask keeps none of its keys attends to every key, as Hugging
 // Face's SDPA path does; a row left with no key otherwise (causal, or the
 // cache) yields zeros. A sliding window (p.window) keeps only the last
-// `window` keys up to each query's position; a soft cap bends each scaled
+// `window` keys up to each query's position, or without a causal mask the
+// keys less than `window` away on either side; a soft cap bends each scaled
 // score through cap * tanh(s / cap) before the softmax.
 // A decode step in f32 (up to kDirectRows query rows) instead takes one task
 // per (batch, key/value head) for all the query heads it serves and reads
@@ -214,10 +215,20 @@ SequenceKeys sequence_keys(const AttentionParams& p, int64_t b, const int32_t* q
   // valid, and causal keeps key j for query i when j <= pos[b] + i.
   s.kv_len = q_pos ? std::clamp<int64_t>(int64_t(q_pos[b]) + p.sq, 0, p.skv) : p.skv;
   s.causal_shift = p.mask_kind != MaskKind::Causal ? s.kv_len : q_pos ? int64_t(q_pos[b]) : p.skv - p.sq;
+  // A two-sided window |i - j| < w is the causal window of 2w - 1 keys ending
+  // w - 1 keys past the query (sq == skv, no positions: checked at build).
+  if (p.mask_kind != MaskKind::Causal && p.window > 0) s.causal_shift = p.window - 1;
   s.keep = mask ? padding_keep(mask + b * p.skv, p.skv) : nullptr;
   // A ragged batch reads its sequence's cache slot (clamped: the host checks slots).
   s.kb = kv_slots ? std::clamp<int64_t>(kv_slots[b], 0, p.kv_batch - 1) : b;
   return s;
+}
+
+// The keys a window spans as softmax_scores counts them: a causal window's
+// own; a two-sided one's 2w - 1 (its causal_shift puts them around the query).
+int64_t window_keys(const AttentionParams& p) {
+  if (p.window <= 0) return 0;
+  return p.mask_kind == MaskKind::Causal ? p.window : 2 * int64_t(p.window) - 1;
 }
 
 // A decode step in f32: one task per (batch, key/value head), every query
@@ -235,7 +246,7 @@ void attention_direct(const AttentionParams& p, CpuContext& ctx) {
   float* buffers = ctx.scratch(0, size_t(threads * per_worker));
   const int32_t* q_pos = p.pos != kNoBuffer ? at<int32_t>(arena, p.pos) : nullptr;
   const int32_t* kv_slots = p.kv_slots != kNoBuffer ? at<int32_t>(arena, p.kv_slots) : nullptr;
-  const int64_t window = p.mask_kind == MaskKind::Causal ? p.window : 0;
+  const int64_t window = window_keys(p);
   parallel_for_worker(p.batch * p.kv_heads, threads, [&](int64_t task, int worker) {
     float* qf = buffers + worker * per_worker;
     float* s = qf + rows * hd;
@@ -284,7 +295,7 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
     const int64_t h = task % p.q_heads, b = task / p.q_heads, kvh = h / group;
     const SequenceKeys sk = sequence_keys(p, b, q_pos, mask, kv_slots);
     const int64_t kv_len = sk.kv_len, kb = sk.kb;
-    const int64_t window = p.mask_kind == MaskKind::Causal ? p.window : 0;
+    const int64_t window = window_keys(p);
     for (int64_t j = 0; j < kv_len; ++j) {
       const T* kr = k + (kb * skv + j) * p.k_stride + p.k_offset + kvh * hd;
       const T* vr = v + (kb * skv + j) * p.v_stride + p.v_offset + kvh * hd;

@@ -1,4 +1,4 @@
-// Fused SwiGLU / GeGLU: out = act(gate) * up (act silu or the tanh GELU), row-wise, gate and up read at an
+// Fused SwiGLU / GeGLU: out = act(gate) * up (act silu or GELU, erf or tanh), row-wise, gate and up read at an
 // offset and row stride (the two halves of one fused gate/up matmul row).
 #include "backends/cpu/cpu_activation.h"
 #include "backends/cpu/cpu_registry.h"

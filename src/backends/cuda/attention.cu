@@ -16,7 +16,8 @@
 // for any sequence length.
 //
 // Every path honours a sliding window (p.window > 0, causal: a query at
-// position q sees keys in (q - window, q]) and a soft cap on the scaled
+// position q sees keys in (q - window, q]; otherwise two-sided, sq == skv:
+// query i sees keys |i - j| < window) and a soft cap on the scaled
 // scores (p.softcap > 0: s -> softcap * tanh(s / softcap)), as the CPU kernel.
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/cuda_registry.h"
@@ -36,9 +37,13 @@ __device__ __forceinline__ float soft_capped(const AttentionParams& p, float s) 
   return p.softcap > 0.f ? p.softcap * tanhf(s / p.softcap) : s;
 }
 
-// Whether a causal window lets the query at position qpos see key j.
+// Whether the window lets the query at position qpos see key j: a causal
+// window the keys up to window - 1 before it, a two-sided one (no causal
+// mask) those up to window - 1 away on either side.
 __device__ __forceinline__ bool in_window(const AttentionParams& p, int64_t j, int64_t qpos) {
-  return p.window <= 0 || p.mask_kind != MaskKind::Causal || j > qpos - p.window;
+  if (p.window <= 0) return true;
+  if (p.mask_kind == MaskKind::Causal) return j > qpos - p.window;
+  return j > qpos - p.window && j < qpos + p.window;
 }
 
 // Element d of the one query row's head at q, scaled; rotated first where
@@ -162,7 +167,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionP
         int64_t j = k0 + kk;
         bool valid = kk < BK && j < kv_len;
         if (valid && mask) valid = mask[j] != 0;
-        if (valid && p.mask_kind == MaskKind::Causal) valid = j <= i + causal_shift && in_window(p, j, i + causal_shift);
+        if (valid && p.mask_kind == MaskKind::Causal) valid = j <= i + causal_shift;
+        if (valid) valid = in_window(p, j, i + causal_shift);  // two-sided: causal_shift is 0
         float dot = -INFINITY;
         if (valid) {
           dot = 0.f;
@@ -472,7 +478,8 @@ __device__ __forceinline__ int64_t decode_key_end(const AttentionParams& p, uint
   return p.mask_kind == MaskKind::Causal ? min(kv_len, causal_shift + 1) : kv_len;
 }
 
-// The first key a causal window lets the row see (0 without one).
+// The first key a causal window lets the row see (0 without one; a
+// two-sided window needs sq == skv, so the one row sees its one key).
 __device__ __forceinline__ int64_t decode_key_begin(const AttentionParams& p, uint8_t* arena, int64_t b) {
   if (p.window <= 0 || p.mask_kind != MaskKind::Causal) return 0;
   const int64_t qpos = p.pos != kNoBuffer ? int64_t(at<const int32_t>(arena, p.pos)[b]) : p.skv - 1;

@@ -1,4 +1,4 @@
-// Fused SwiGLU / GeGLU: out = act(gate) * up (act silu or the tanh GELU) over [rows, cols], gate and up read at
+// Fused SwiGLU / GeGLU: out = act(gate) * up (act silu or GELU, erf or tanh) over [rows, cols], gate and up read at
 // an offset and row stride (the halves of one fused gate/up matmul row).
 // One grid-stride loop over the output; f32 arithmetic.
 #include "backends/cuda/cuda_registry.h"
