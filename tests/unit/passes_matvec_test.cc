@@ -221,6 +221,18 @@ TEST(MatVecFusion, GluStaysApartPastTheFusedRows) {
   EXPECT_EQ(glu_product(g), nullptr);
 }
 
+// A glu over the halves of anything but a product (a MoE layer's grouped
+// expert product, here an add) is left as it is.
+TEST(MatVecFusion, GluOfAnythingButAProductStays) {
+  Graph g;
+  const ValueId x = g.input("x", {1, 1, 2 * kFfn}, DType::F32);
+  g.output("y", g.swiglu_fused(g.add(x, g.param("b", {2 * kFfn}, DType::F32))));
+  CompileOptions o;
+  o.device = Device::Cuda;
+  run_passes(g, o);
+  EXPECT_EQ(count_live(g, OpKind::SwiGlu), 1);
+}
+
 TEST(MatVecFusion, ShapeInferenceNamesWhatDoesNotFit) {
   Graph g;
   const ValueId x = g.input("x", {9, 16}, DType::F32), w = g.param("w", {4, 16}, DType::F32);
