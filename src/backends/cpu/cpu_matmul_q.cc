@@ -1,7 +1,8 @@
 // matmul_q on the CPU. By default (cpu_quant_dot.h) x's rows are quantized
 // to int8 per block and every product runs on the packed blocks with
-// integer dot products, threads over W's rows, for any number of rows: a
-// row's result is the same in a prefill as in a decode step.
+// integer dot products, threads over W's rows, for any number of rows (from
+// kQuantGemmRows on, tiled: cpu_quant_gemm.h): a row's result is the same
+// in a prefill as in a decode step.
 //
 // The f32 kernel (RLX_CPU_QUANT_KERNEL=f32), the reference the other
 // backends are held to: each weight row is dequantized a block at a time
@@ -15,6 +16,7 @@
 #include "backends/cpu/cpu_matvec_fusion.h"
 #include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_quant_dot.h"
+#include "backends/cpu/cpu_quant_gemm.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
 #include "rlx/graph.h"
@@ -39,11 +41,22 @@ template <class T> void matmul_q_int8(const MatMulQParams& p, CpuContext& ctx, Q
   thread_local Q8Activations mine;
   Q8Activations& a = mine;
   quantize_activations(x, p.m, p.k, p.quant, a);
-  const QuantProduct product = quant_product(p.quant, kernel);
   const QuantRows w{quants, scales, row_bytes, row_scales};
   float* y = ctx.scratch(1, size_t(p.m * p.n));
-  parallel_ranges(p.n, p.m * p.n * p.k > 16384 ? run_threads() : 1,
-                  [&](int64_t lo, int64_t hi, int) { product(w, lo, hi, a, y, p.n); });
+  const int threads = p.m * p.n * p.k > 16384 ? run_threads() : 1;
+  if (kernel == QuantKernel::Avx512Vnni && p.m >= kQuantGemmRows) {
+    // Many rows (a prompt): the tiled kernel, whose results are the one-row
+    // kernel's bits (cpu_quant_gemm.h).
+    count_quant_gemm_call();
+    thread_local ActivationTiles tiles_mine;
+    ActivationTiles& tiles = tiles_mine;
+    pack_activation_tiles(a, tiles);
+    const QuantGemm gemm = quant_gemm(p.quant);
+    parallel_ranges(p.n, threads, [&](int64_t lo, int64_t hi, int) { gemm(w, lo, hi, tiles, y, p.n); });
+  } else {
+    const QuantProduct product = quant_product(p.quant, kernel);
+    parallel_ranges(p.n, threads, [&](int64_t lo, int64_t hi, int) { product(w, lo, hi, a, y, p.n); });
+  }
   T* out = at<T>(arena, p.out);
   for (int64_t i = 0; i < p.m; ++i)
     for (int64_t r = 0; r < p.n; ++r)

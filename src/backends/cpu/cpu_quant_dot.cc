@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "backends/cpu/cpu_quant_reduce.h"
 #include "rlx/dtype.h"
 #include "rlx/error.h"
 
@@ -169,7 +170,7 @@ RLX_TARGET_VNNI inline __attribute__((always_inline)) void dot_vnni_4bit(const u
       acc1[r] = _mm512_fmadd_ps(m, _mm512_loadu_ps(a.row_sl(i0 + r) + g * 16), acc1[r]);
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+  for (int r = 0; r < R; ++r) out[r] = reduce_lanes(_mm512_add_ps(acc0[r], acc1[r]));
 }
 
 // Q8_0: two 64-byte loads a group (blocks 0-1, 2-3); signed by signed as
@@ -215,7 +216,7 @@ RLX_TARGET_VNNI inline __attribute__((always_inline)) void dot_vnni_q8_0(const u
       acc1[r] = _mm512_fmadd_ps(_mm512_mul_ps(d1, _mm512_loadu_ps(xd + 16)), _mm512_cvtepi32_ps(s1), acc1[r]);
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+  for (int r = 0; r < R; ++r) out[r] = reduce_lanes(_mm512_add_ps(acc0[r], acc1[r]));
 }
 
 // Weight rows [r0, r1), each against every row of x, 4, 2 or 1 rows of x
@@ -347,6 +348,7 @@ void quantize_activations(const float* x, int64_t m, int64_t k, QuantType weight
   a.s.assign(size_t(m * a.groups * kGroup), 0.f);
   a.dl.assign(size_t(m * a.groups * 32), 0.f);
   a.sl.assign(size_t(m * a.groups * 16), 0.f);
+  a.zl.assign(four_bit ? 0 : size_t(m * a.groups * 32), 0);
   for (int64_t i = 0; i < m; ++i) {
     int8_t* q = a.q.data() + i * a.groups * kGroupBytes;
     int8_t* q2 = a.r.data() + i * a.groups * kGroupBytes;
@@ -354,6 +356,7 @@ void quantize_activations(const float* x, int64_t m, int64_t k, QuantType weight
     float* s = a.s.data() + i * a.groups * kGroup;
     float* dl = a.dl.data() + i * a.groups * 32;
     float* sl = a.sl.data() + i * a.groups * 16;
+    int32_t* zl = four_bit ? nullptr : a.zl.data() + i * a.groups * 32;
     for (int64_t b = 0; b < a.blocks; ++b) {
       const float* xb = x + i * k + b * kQuantBlock;
       float amax = 0.f;
@@ -379,6 +382,7 @@ void quantize_activations(const float* x, int64_t m, int64_t k, QuantType weight
         qg[act_offset(four_bit, b % kGroup, j)] = int8_t(v);
         qg2[act_offset(four_bit, b % kGroup, j)] = int8_t(v2);
         sum += v * kDigit + v2;
+        if (zl) zl[(b / kGroup) * 32 + (b % kGroup) * 8 + j / 4] -= v * kDigit + v2;
       }
       d[b] = unit;
       s[b] = unit * float(sum);
