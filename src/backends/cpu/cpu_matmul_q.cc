@@ -40,10 +40,22 @@ template <class T> void matmul_q_int8(const MatMulQParams& p, CpuContext& ctx, Q
   // capture a thread_local (each thread would name its own), the reference does.
   thread_local Q8Activations mine;
   Q8Activations& a = mine;
-  quantize_activations(x, p.m, p.k, p.quant, a);
+  const int threads = p.m * p.n * p.k > 16384 ? run_threads() : 1;
+  size_activations(p.m, p.k, p.quant, a);
+  // A prompt's rows quantized on all threads (one thread's share of the
+  // product's time otherwise).
+  parallel_ranges(p.m, p.m >= kQuantGemmRows ? threads : 1,
+                  [&](int64_t lo, int64_t hi, int) { quantize_activation_rows(x, lo, hi, a); });
   const QuantRows w{quants, scales, row_bytes, row_scales};
   float* y = ctx.scratch(1, size_t(p.m * p.n));
-  const int threads = p.m * p.n * p.k > 16384 ? run_threads() : 1;
+  T* out = at<T>(arena, p.out);
+  // Bias and residual added by the thread that computed the columns.
+  auto finish = [&](int64_t lo, int64_t hi) {
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t r = lo; r < hi; ++r)
+        out[i * p.n + r] = from_f32<T>(y[i * p.n + r] + (bias ? to_f32(bias[r]) : 0.f) +
+                                       (residual ? to_f32(residual[i * p.n + r]) : 0.f));
+  };
   if (kernel == QuantKernel::Avx512Vnni && p.m >= kQuantGemmRows) {
     // Many rows (a prompt): the tiled kernel, whose results are the one-row
     // kernel's bits (cpu_quant_gemm.h).
@@ -52,16 +64,17 @@ template <class T> void matmul_q_int8(const MatMulQParams& p, CpuContext& ctx, Q
     ActivationTiles& tiles = tiles_mine;
     pack_activation_tiles(a, tiles);
     const QuantGemm gemm = quant_gemm(p.quant);
-    parallel_ranges(p.n, threads, [&](int64_t lo, int64_t hi, int) { gemm(w, lo, hi, tiles, y, p.n); });
+    parallel_ranges(p.n, threads, [&](int64_t lo, int64_t hi, int) {
+      gemm(w, lo, hi, tiles, y, p.n);
+      finish(lo, hi);
+    });
   } else {
     const QuantProduct product = quant_product(p.quant, kernel);
-    parallel_ranges(p.n, threads, [&](int64_t lo, int64_t hi, int) { product(w, lo, hi, a, y, p.n); });
+    parallel_ranges(p.n, threads, [&](int64_t lo, int64_t hi, int) {
+      product(w, lo, hi, a, y, p.n);
+      finish(lo, hi);
+    });
   }
-  T* out = at<T>(arena, p.out);
-  for (int64_t i = 0; i < p.m; ++i)
-    for (int64_t r = 0; r < p.n; ++r)
-      out[i * p.n + r] = from_f32<T>(y[i * p.n + r] + (bias ? to_f32(bias[r]) : 0.f) +
-                                     (residual ? to_f32(residual[i * p.n + r]) : 0.f));
 }
 
 template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {

@@ -77,6 +77,10 @@ struct Q8Activations {
 };
 
 void quantize_activations(const float* x, int64_t m, int64_t k, QuantType weights, Q8Activations& out);
+// The same in two steps, so that threads can share the rows: out sized for
+// m rows of k, then rows [i0, i1) of x (rows of k floats) quantized.
+void size_activations(int64_t m, int64_t k, QuantType weights, Q8Activations& out);
+void quantize_activation_rows(const float* x, int64_t i0, int64_t i1, Q8Activations& out);
 
 // W's rows as matmul_q holds them: row r's quants at quants + r * row_bytes,
 // its scales at scales + r * row_scales.
