@@ -50,11 +50,23 @@ template <class T> void matmul_q_int8(const MatMulQParams& p, CpuContext& ctx, Q
   float* y = ctx.scratch(1, size_t(p.m * p.n));
   T* out = at<T>(arena, p.out);
   // Bias and residual added by the thread that computed the columns.
+  // The branches out of the inner loop, so that it vectorizes (adding 0.f
+  // for a missing term gives the same bits: y + 0 = y, and -0 + 0 = +0 as before).
   auto finish = [&](int64_t lo, int64_t hi) {
-    for (int64_t i = 0; i < p.m; ++i)
-      for (int64_t r = lo; r < hi; ++r)
-        out[i * p.n + r] = from_f32<T>(y[i * p.n + r] + (bias ? to_f32(bias[r]) : 0.f) +
-                                       (residual ? to_f32(residual[i * p.n + r]) : 0.f));
+    for (int64_t i = 0; i < p.m; ++i) {
+      const float* yi = y + i * p.n;
+      T* oi = out + i * p.n;
+      const T* ri = residual ? residual + i * p.n : nullptr;
+      if (bias && ri) {
+        for (int64_t r = lo; r < hi; ++r) oi[r] = from_f32<T>(yi[r] + to_f32(bias[r]) + to_f32(ri[r]));
+      } else if (bias) {
+        for (int64_t r = lo; r < hi; ++r) oi[r] = from_f32<T>(yi[r] + to_f32(bias[r]) + 0.f);
+      } else if (ri) {
+        for (int64_t r = lo; r < hi; ++r) oi[r] = from_f32<T>(yi[r] + 0.f + to_f32(ri[r]));
+      } else {
+        for (int64_t r = lo; r < hi; ++r) oi[r] = from_f32<T>(yi[r] + 0.f + 0.f);
+      }
+    }
   };
   if (kernel == QuantKernel::Avx512Vnni && p.m >= kQuantGemmRows) {
     // Many rows (a prompt): the tiled kernel, whose results are the one-row

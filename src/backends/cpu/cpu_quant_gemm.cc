@@ -202,7 +202,17 @@ void pack_activation_tiles(const Q8Activations& a, ActivationTiles& out) {
   const int64_t lane_bytes = four_bit ? 64 : 128;
   out.tile_bytes = kRows * (2 * kBytes + 2 * lane_bytes);
   const int64_t tiles = (a.m + kRows - 1) / kRows;
-  out.bytes.assign(size_t(tiles * a.groups * out.tile_bytes), 0);
+  out.bytes.resize(size_t(tiles * a.groups * out.tile_bytes));  // grow-only
+  // The last tile's rows past m: zeros (every other byte is copied below).
+  for (int64_t i = a.m; i < tiles * kRows; ++i)
+    for (int64_t g = 0; g < a.groups; ++g) {
+      uint8_t* run = out.bytes.data() + ((i / kRows) * a.groups + g) * out.tile_bytes;
+      const int64_t u = i % kRows;
+      std::memset(run + u * kBytes, 0, kBytes);
+      std::memset(run + kRows * kBytes + u * kBytes, 0, kBytes);
+      std::memset(run + 2 * kRows * kBytes + u * lane_bytes, 0, size_t(lane_bytes));
+      std::memset(run + 2 * kRows * kBytes + kRows * lane_bytes + u * lane_bytes, 0, size_t(lane_bytes));
+    }
   for (int64_t i = 0; i < a.m; ++i)
     for (int64_t g = 0; g < a.groups; ++g) {
       uint8_t* run = out.bytes.data() + ((i / kRows) * a.groups + g) * out.tile_bytes;
