@@ -14,7 +14,7 @@ std::atomic<uint64_t> g_gemm_calls{0};
 
 // A tile: kTileW weight rows x kTileX rows of x, 2 accumulators each, 16 of
 // the 32 vector registers. 4-bit weights take 1 x 8 (their nibbles' split
-// is then shared by 8 rows of x), Q8_0 2 x 4 (measured: 1 x 8 spilled).
+// is then shared by 8 rows of x), Q8_0 2 x 4 (1 x 8 measured slower).
 template <QuantType Q> constexpr int kTileW = Q == QuantType::Q8_0 ? 2 : 1;
 template <QuantType Q> constexpr int kTileX = Q == QuantType::Q8_0 ? 4 : 8;
 constexpr int tile_rows(QuantType t) { return t == QuantType::Q8_0 ? kTileX<QuantType::Q8_0> : kTileX<QuantType::Q4_0>; }
