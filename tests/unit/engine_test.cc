@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/cpu_quant_dot.h"
+#include "backends/cpu/cpu_quant_gemm.h"
 #include "engine/text_stream.h"
 #include "models/llama_batch_check.h"  // tests/models
 #include "rlx/error.h"
@@ -164,6 +165,38 @@ TEST(Engine, QuantizedBatchPastTheFusedRowsEqualsEachAlone) {
       EXPECT_EQ(got[i].ids, want[i]) << quant_type_name(q) << " sequence " << i << " of " << ps.size();
     EXPECT_GT(cpu::quant_kernel_calls(cpu::quant_kernel()), 0u);
     EXPECT_NE(cpu::quant_kernel(), cpu::QuantKernel::F32) << "the integer kernels are the default";
+  }
+}
+
+// Eighteen sequences decoding together: their steps have kQuantGemmRows
+// rows or more, so the products take the tiled path (cpu_quant_gemm.h), and
+// prompts of 16 tokens or more prefill on it; a sequence alone decodes on
+// the one-row kernel. Each gets in the batch what it gets alone.
+TEST(Engine, QuantizedBatchOnTheTiledPathEqualsEachAlone) {
+  if (!cpu::quant_kernel_runs(cpu::QuantKernel::Avx512Vnni)) GTEST_SKIP() << "no AVX512-VNNI here";
+  for (QuantType q : {QuantType::Q8_0, QuantType::Q4_0}) {
+    LlmOptions o = cpu_options(18);
+    o.quantize = q;
+    LLM llm(test::tiny_llama_path(), o);
+    const std::vector<int32_t> longest =
+        llm.tokenizer().encode(reference_prompt() + " Then the dog woke up and ran away.", true, false);
+    ASSERT_GE(longest.size(), 22u);
+    std::vector<std::vector<int32_t>> ps;
+    for (size_t n = 4; n < 22; ++n) ps.emplace_back(longest.begin(), longest.begin() + std::ptrdiff_t(n));
+    GenerateOptions g;
+    g.max_tokens = 10;
+    g.ignore_eos = true;
+    LlmOptions one_o = cpu_options(1);
+    one_o.quantize = q;
+    LLM one(test::tiny_llama_path(), one_o);
+    std::vector<std::vector<int32_t>> want;
+    for (const auto& p : ps) want.push_back(one.generate(p, g).ids);
+    const uint64_t tiled_before = cpu::quant_gemm_calls();
+    const std::vector<Generation> got = llm.generate_batch(ps, g);
+    EXPECT_GT(cpu::quant_gemm_calls(), tiled_before) << "the tiled path did not run";
+    ASSERT_EQ(got.size(), ps.size());
+    for (size_t i = 0; i < ps.size(); ++i)
+      EXPECT_EQ(got[i].ids, want[i]) << quant_type_name(q) << " sequence " << i << " of " << ps.size();
   }
 }
 

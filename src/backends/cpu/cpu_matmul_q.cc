@@ -1,7 +1,8 @@
 // matmul_q on the CPU. By default (cpu_quant_dot.h) x's rows are quantized
 // to int8 per block and every product runs on the packed blocks with
-// integer dot products, threads over W's rows, for any number of rows: a
-// row's result is the same in a prefill as in a decode step.
+// integer dot products, threads over W's rows, for any number of rows (from
+// kQuantGemmRows on, tiled: cpu_quant_gemm.h): a row's result is the same
+// in a prefill as in a decode step.
 //
 // The f32 kernel (RLX_CPU_QUANT_KERNEL=f32), the reference the other
 // backends are held to: each weight row is dequantized a block at a time
@@ -15,6 +16,7 @@
 #include "backends/cpu/cpu_matvec_fusion.h"
 #include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_quant_dot.h"
+#include "backends/cpu/cpu_quant_gemm.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
 #include "rlx/graph.h"
@@ -38,18 +40,56 @@ template <class T> void matmul_q_int8(const MatMulQParams& p, CpuContext& ctx, Q
   // capture a thread_local (each thread would name its own), the reference does.
   thread_local Q8Activations mine;
   Q8Activations& a = mine;
-  quantize_activations(x, p.m, p.k, p.quant, a);
-  const QuantProduct product = quant_product(p.quant, kernel);
+  const int threads = p.m * p.n * p.k > 16384 ? run_threads() : 1;
+  size_activations(p.m, p.k, p.quant, a);
+  // A prompt's rows quantized on all threads (one thread's share of the
+  // product's time otherwise).
+  parallel_ranges(p.m, p.m >= kQuantGemmRows ? threads : 1,
+                  [&](int64_t lo, int64_t hi, int) { quantize_activation_rows(x, lo, hi, a); });
   const QuantRows w{quants, scales, row_bytes, row_scales};
   float* y = ctx.scratch(1, size_t(p.m * p.n));
-  parallel_ranges(p.n, p.m * p.n * p.k > 16384 ? run_threads() : 1,
-                  [&](int64_t lo, int64_t hi, int) { product(w, lo, hi, a, y, p.n); });
   T* out = at<T>(arena, p.out);
-  if (p.fused.glu != Activation::None) return glu_rows(p.fused.glu, y, p.m, p.n, p.n, bias, out, p.n / 2);
-  for (int64_t i = 0; i < p.m; ++i)
-    for (int64_t r = 0; r < p.n; ++r)
-      out[i * p.n + r] = from_f32<T>(y[i * p.n + r] + (bias ? to_f32(bias[r]) : 0.f) +
-                                     (residual ? to_f32(residual[i * p.n + r]) : 0.f));
+  // A fused glu gates the whole product once it is done.
+  const bool glu = p.fused.glu != Activation::None;
+  // Bias and residual added by the thread that computed the columns.
+  // The branches out of the inner loop, so that it vectorizes (adding 0.f
+  // for a missing term gives the same bits: y + 0 = y, and -0 + 0 = +0 as before).
+  auto finish = [&](int64_t lo, int64_t hi) {
+    for (int64_t i = 0; i < p.m; ++i) {
+      const float* yi = y + i * p.n;
+      T* oi = out + i * p.n;
+      const T* ri = residual ? residual + i * p.n : nullptr;
+      if (bias && ri) {
+        for (int64_t r = lo; r < hi; ++r) oi[r] = from_f32<T>(yi[r] + to_f32(bias[r]) + to_f32(ri[r]));
+      } else if (bias) {
+        for (int64_t r = lo; r < hi; ++r) oi[r] = from_f32<T>(yi[r] + to_f32(bias[r]) + 0.f);
+      } else if (ri) {
+        for (int64_t r = lo; r < hi; ++r) oi[r] = from_f32<T>(yi[r] + 0.f + to_f32(ri[r]));
+      } else {
+        for (int64_t r = lo; r < hi; ++r) oi[r] = from_f32<T>(yi[r] + 0.f + 0.f);
+      }
+    }
+  };
+  if (kernel == QuantKernel::Avx512Vnni && p.m >= kQuantGemmRows) {
+    // Many rows (a prompt): the tiled kernel, whose results are the one-row
+    // kernel's bits (cpu_quant_gemm.h).
+    count_quant_gemm_call();
+    thread_local ActivationTiles tiles_mine;
+    ActivationTiles& tiles = tiles_mine;
+    pack_activation_tiles(a, tiles);
+    const QuantGemm gemm = quant_gemm(p.quant);
+    parallel_ranges(p.n, threads, [&](int64_t lo, int64_t hi, int) {
+      gemm(w, lo, hi, tiles, y, p.n);
+      if (!glu) finish(lo, hi);
+    });
+  } else {
+    const QuantProduct product = quant_product(p.quant, kernel);
+    parallel_ranges(p.n, threads, [&](int64_t lo, int64_t hi, int) {
+      product(w, lo, hi, a, y, p.n);
+      if (!glu) finish(lo, hi);
+    });
+  }
+  if (glu) glu_rows(p.fused.glu, y, p.m, p.n, p.n, bias, out, p.n / 2);
 }
 
 template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {

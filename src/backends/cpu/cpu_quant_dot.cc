@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "backends/cpu/cpu_quant_reduce.h"
 #include "rlx/dtype.h"
 #include "rlx/error.h"
 
@@ -169,7 +170,7 @@ RLX_TARGET_VNNI inline __attribute__((always_inline)) void dot_vnni_4bit(const u
       acc1[r] = _mm512_fmadd_ps(m, _mm512_loadu_ps(a.row_sl(i0 + r) + g * 16), acc1[r]);
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+  for (int r = 0; r < R; ++r) out[r] = reduce_lanes(_mm512_add_ps(acc0[r], acc1[r]));
 }
 
 // Q8_0: two 64-byte loads a group (blocks 0-1, 2-3); signed by signed as
@@ -215,7 +216,7 @@ RLX_TARGET_VNNI inline __attribute__((always_inline)) void dot_vnni_q8_0(const u
       acc1[r] = _mm512_fmadd_ps(_mm512_mul_ps(d1, _mm512_loadu_ps(xd + 16)), _mm512_cvtepi32_ps(s1), acc1[r]);
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+  for (int r = 0; r < R; ++r) out[r] = reduce_lanes(_mm512_add_ps(acc0[r], acc1[r]));
 }
 
 // Weight rows [r0, r1), each against every row of x, 4, 2 or 1 rows of x
@@ -335,62 +336,173 @@ QuantKernel quant_kernel() {
   return chosen;
 }
 
-void quantize_activations(const float* x, int64_t m, int64_t k, QuantType weights, Q8Activations& a) {
-  const bool four_bit = quant_is_4bit(weights);
+namespace {
+
+// Block b's per-lane copies and, for its row's last group, the padding past
+// the last block: every byte of a row's arrays is written, none zeroed first.
+inline void block_lanes(bool four_bit, int64_t b, float unit, int32_t sum, float* d, float* s, float* dl, float* sl) {
+  d[b] = unit;
+  s[b] = unit * float(sum);
+  const int64_t g = b / kGroup, t = b % kGroup;
+  if (four_bit) {
+    for (int l = 0; l < 4; ++l) dl[g * 32 + t * 4 + l] = unit;
+  } else {
+    for (int l = 0; l < 8; ++l) dl[g * 32 + t * 8 + l] = unit;
+  }
+  for (int l = 0; l < 4; ++l) sl[g * 16 + t * 4 + l] = s[b] / 4.f;
+}
+
+struct RowOut {
+  int8_t *q, *q2;
+  float *d, *s, *dl, *sl;
+  int32_t* zl;  // Q8_0 only
+};
+
+RowOut row_out(Q8Activations& a, int64_t i) {
+  const bool four_bit = quant_is_4bit(a.weights);
+  return {a.q.data() + i * a.groups * kGroupBytes, a.r.data() + i * a.groups * kGroupBytes,
+          a.d.data() + i * a.groups * kGroup,      a.s.data() + i * a.groups * kGroup,
+          a.dl.data() + i * a.groups * 32,         a.sl.data() + i * a.groups * 16,
+          four_bit ? nullptr : a.zl.data() + i * a.groups * 32};
+}
+
+// Zeros for blocks [blocks, groups * 4) of a row: the last group's padding.
+void pad_row(const Q8Activations& a, bool four_bit, const RowOut& o) {
+  for (int64_t b = a.blocks; b < a.groups * kGroup; ++b) {
+    const int64_t g = b / kGroup, t = b % kGroup;
+    for (int j = 0; j < kQuantBlock; ++j) {
+      o.q[g * kGroupBytes + act_offset(four_bit, t, j)] = 0;
+      o.q2[g * kGroupBytes + act_offset(four_bit, t, j)] = 0;
+    }
+    if (o.zl)
+      for (int l = 0; l < 8; ++l) o.zl[g * 32 + t * 8 + l] = 0;
+    block_lanes(four_bit, b, 0.f, 0, o.d, o.s, o.dl, o.sl);
+  }
+}
+
+void quantize_row_scalar(const float* x, const Q8Activations& a, bool four_bit, const RowOut& o) {
+  for (int64_t b = 0; b < a.blocks; ++b) {
+    const float* xb = x + b * kQuantBlock;
+    float amax = 0.f;
+    bool finite = true;
+    for (int j = 0; j < kQuantBlock; ++j) {
+      amax = std::max(amax, std::fabs(xb[j]));
+      finite &= std::fabs(xb[j]) <= 3.4e38f;  // false for NaN and inf, which max() would drop
+    }
+    if (!finite) amax = NAN;
+    const float dx = amax / 127.f, id = dx != 0.f ? 1.f / dx : 0.f;
+    const float unit = dx / float(kDigit);  // the second digit's step
+    int32_t sum = 0;
+    int8_t* qg = o.q + (b / kGroup) * kGroupBytes;
+    int8_t* qg2 = o.q2 + (b / kGroup) * kGroupBytes;
+    int32_t* zb = o.zl ? o.zl + (b / kGroup) * 32 + (b % kGroup) * 8 : nullptr;
+    if (zb)
+      for (int l = 0; l < 8; ++l) zb[l] = 0;
+    for (int j = 0; j < kQuantBlock; ++j) {
+      // Round to nearest even, as nearbyint, without the library call;
+      // |x * id| <= 127 for finite blocks, NaN blocks give 0 (d is NaN).
+      // The second digit rounds what the first left, |e| <= 1/2, in
+      // steps of 1/128: |v2| <= 64.
+      const float r = xb[j] * id;
+      const int32_t v = finite ? int32_t(__builtin_lrintf(r)) : 0;
+      const int32_t v2 = finite ? int32_t(__builtin_lrintf((r - float(v)) * float(kDigit))) : 0;
+      qg[act_offset(four_bit, b % kGroup, j)] = int8_t(v);
+      qg2[act_offset(four_bit, b % kGroup, j)] = int8_t(v2);
+      sum += v * kDigit + v2;
+      if (zb) zb[j / 4] -= v * kDigit + v2;
+    }
+    block_lanes(four_bit, b, unit, sum, o.d, o.s, o.dl, o.sl);
+  }
+}
+
+#ifdef RLX_QUANT_X86
+// The scalar loop's operations, 16 values a vector, in the same f32 order
+// (the same bits): amax is exact in any order, the conversions round to
+// nearest even as lrintf does under the default rounding mode.
+RLX_TARGET_VNNI void quantize_row_avx512(const float* x, const Q8Activations& a, bool four_bit, const RowOut& o) {
+  const __m512 limit = _mm512_set1_ps(3.4e38f), digit = _mm512_set1_ps(float(kDigit));
+  for (int64_t b = 0; b < a.blocks; ++b) {
+    const float* xb = x + b * kQuantBlock;
+    const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
+    const __m512 a0 = _mm512_abs_ps(x0), a1 = _mm512_abs_ps(x1);
+    const bool finite = (_mm512_cmp_ps_mask(a0, limit, _CMP_LE_OQ) & _mm512_cmp_ps_mask(a1, limit, _CMP_LE_OQ)) == 0xffff;
+    const float amax = finite ? _mm512_reduce_max_ps(_mm512_max_ps(a0, a1)) : NAN;
+    const float dx = amax / 127.f, id = dx != 0.f ? 1.f / dx : 0.f;
+    const float unit = dx / float(kDigit);
+    __m512i v0 = _mm512_setzero_si512(), v1 = v0, w0 = v0, w1 = v0;
+    if (finite) {
+      const __m512 r0 = _mm512_mul_ps(x0, _mm512_set1_ps(id)), r1 = _mm512_mul_ps(x1, _mm512_set1_ps(id));
+      v0 = _mm512_cvtps_epi32(r0);
+      v1 = _mm512_cvtps_epi32(r1);
+      w0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_sub_ps(r0, _mm512_cvtepi32_ps(v0)), digit));
+      w1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_sub_ps(r1, _mm512_cvtepi32_ps(v1)), digit));
+    }
+    const int64_t g = b / kGroup, t = b % kGroup;
+    // Values 0-15 and 16-31: 4-bit weights split a block's halves (act_offset).
+    int8_t* q = o.q + g * kGroupBytes;
+    int8_t* q2 = o.q2 + g * kGroupBytes;
+    const int64_t off0 = four_bit ? t * 16 : t * 32, off1 = four_bit ? 64 + t * 16 : t * 32 + 16;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + off0), _mm512_cvtepi32_epi8(v0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + off1), _mm512_cvtepi32_epi8(v1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q2 + off0), _mm512_cvtepi32_epi8(w0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q2 + off1), _mm512_cvtepi32_epi8(w1));
+    const __m512i c0 = _mm512_add_epi32(_mm512_slli_epi32(v0, 7), w0);
+    const __m512i c1 = _mm512_add_epi32(_mm512_slli_epi32(v1, 7), w1);
+    const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1));
+    if (o.zl) {
+      // Lane l of the block: -(its 4 values' 128 v + w).
+      alignas(64) int32_t c[32];
+      _mm512_store_si512(c, c0);
+      _mm512_store_si512(c + 16, c1);
+      int32_t* zb = o.zl + g * 32 + t * 8;
+      for (int l = 0; l < 8; ++l) zb[l] = -(c[4 * l] + c[4 * l + 1] + c[4 * l + 2] + c[4 * l + 3]);
+    }
+    block_lanes(four_bit, b, unit, sum, o.d, o.s, o.dl, o.sl);
+  }
+}
+#endif
+
+}  // namespace
+
+void size_activations(int64_t m, int64_t k, QuantType weights, Q8Activations& a) {
   a.weights = weights;
   a.m = m;
   a.blocks = k / kQuantBlock;
   a.groups = (a.blocks + kGroup - 1) / kGroup;
-  a.q.assign(size_t(m * a.groups * kGroupBytes), 0);
-  a.r.assign(size_t(m * a.groups * kGroupBytes), 0);
-  a.d.assign(size_t(m * a.groups * kGroup), 0.f);
-  a.s.assign(size_t(m * a.groups * kGroup), 0.f);
-  a.dl.assign(size_t(m * a.groups * 32), 0.f);
-  a.sl.assign(size_t(m * a.groups * 16), 0.f);
-  for (int64_t i = 0; i < m; ++i) {
-    int8_t* q = a.q.data() + i * a.groups * kGroupBytes;
-    int8_t* q2 = a.r.data() + i * a.groups * kGroupBytes;
-    float* d = a.d.data() + i * a.groups * kGroup;
-    float* s = a.s.data() + i * a.groups * kGroup;
-    float* dl = a.dl.data() + i * a.groups * 32;
-    float* sl = a.sl.data() + i * a.groups * 16;
-    for (int64_t b = 0; b < a.blocks; ++b) {
-      const float* xb = x + i * k + b * kQuantBlock;
-      float amax = 0.f;
-      bool finite = true;
-      for (int j = 0; j < kQuantBlock; ++j) {
-        amax = std::max(amax, std::fabs(xb[j]));
-        finite &= std::fabs(xb[j]) <= 3.4e38f;  // false for NaN and inf, which max() would drop
-      }
-      if (!finite) amax = NAN;
-      const float dx = amax / 127.f, id = dx != 0.f ? 1.f / dx : 0.f;
-      const float unit = dx / float(kDigit);  // the second digit's step
-      int32_t sum = 0;
-      int8_t* qg = q + (b / kGroup) * kGroupBytes;
-      int8_t* qg2 = q2 + (b / kGroup) * kGroupBytes;
-      for (int j = 0; j < kQuantBlock; ++j) {
-        // Round to nearest even, as nearbyint, without the library call;
-        // |x * id| <= 127 for finite blocks, NaN blocks give 0 (d is NaN).
-        // The second digit rounds what the first left, |e| <= 1/2, in
-        // steps of 1/128: |v2| <= 64.
-        const float r = xb[j] * id;
-        const int32_t v = finite ? int32_t(__builtin_lrintf(r)) : 0;
-        const int32_t v2 = finite ? int32_t(__builtin_lrintf((r - float(v)) * float(kDigit))) : 0;
-        qg[act_offset(four_bit, b % kGroup, j)] = int8_t(v);
-        qg2[act_offset(four_bit, b % kGroup, j)] = int8_t(v2);
-        sum += v * kDigit + v2;
-      }
-      d[b] = unit;
-      s[b] = unit * float(sum);
-      const int64_t g = b / kGroup, t = b % kGroup;
-      if (four_bit) {
-        for (int l = 0; l < 4; ++l) dl[g * 32 + t * 4 + l] = unit;
-      } else {
-        for (int l = 0; l < 8; ++l) dl[g * 32 + t * 8 + l] = unit;
-      }
-      for (int l = 0; l < 4; ++l) sl[g * 16 + t * 4 + l] = s[b] / 4.f;
-    }
+  // Grow-only, not zeroed: the rows' quantization writes every element read.
+  a.q.resize(size_t(m * a.groups * kGroupBytes));
+  a.r.resize(size_t(m * a.groups * kGroupBytes));
+  a.d.resize(size_t(m * a.groups * kGroup));
+  a.s.resize(size_t(m * a.groups * kGroup));
+  a.dl.resize(size_t(m * a.groups * 32));
+  a.sl.resize(size_t(m * a.groups * 16));
+  a.zl.resize(quant_is_4bit(weights) ? 0 : size_t(m * a.groups * 32));
+}
+
+void quantize_activation_rows(const float* x, int64_t i0, int64_t i1, Q8Activations& a) {
+  const bool four_bit = quant_is_4bit(a.weights);
+  const int64_t k = a.blocks * kQuantBlock;
+#ifdef RLX_QUANT_X86
+  const bool vector = quant_kernel_runs(QuantKernel::Avx512Vnni);
+#else
+  const bool vector = false;
+#endif
+  for (int64_t i = i0; i < i1; ++i) {
+    const RowOut o = row_out(a, i);
+#ifdef RLX_QUANT_X86
+    if (vector) quantize_row_avx512(x + i * k, a, four_bit, o);
+    else quantize_row_scalar(x + i * k, a, four_bit, o);
+#else
+    (void)vector;
+    quantize_row_scalar(x + i * k, a, four_bit, o);
+#endif
+    pad_row(a, four_bit, o);
   }
+}
+
+void quantize_activations(const float* x, int64_t m, int64_t k, QuantType weights, Q8Activations& a) {
+  size_activations(m, k, weights, a);
+  quantize_activation_rows(x, 0, m, a);
 }
 
 namespace {

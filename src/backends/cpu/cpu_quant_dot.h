@@ -63,6 +63,9 @@ struct Q8Activations {
   // Q8_0: 32 lanes, lane l in block l / 8) and [m, groups * 16] sx / 4 of
   // lane l's block l / 4 (4 lanes of a block sum to sx).
   std::vector<float> dl, sl;
+  // Q8_0 only, for the tiled path (cpu_quant_gemm.h): [m, groups * 32]
+  // -(128 sum(q) + sum(r)) over each int32 lane's 4 values.
+  std::vector<int32_t> zl;
 
   const int8_t* row_q(int64_t i) const { return q.data() + i * groups * 128; }
   const int8_t* row_r(int64_t i) const { return r.data() + i * groups * 128; }
@@ -70,9 +73,14 @@ struct Q8Activations {
   const float* row_s(int64_t i) const { return s.data() + i * groups * 4; }
   const float* row_dl(int64_t i) const { return dl.data() + i * groups * 32; }
   const float* row_sl(int64_t i) const { return sl.data() + i * groups * 16; }
+  const int32_t* row_zl(int64_t i) const { return zl.data() + i * groups * 32; }
 };
 
 void quantize_activations(const float* x, int64_t m, int64_t k, QuantType weights, Q8Activations& out);
+// The same in two steps, so that threads can share the rows: out sized for
+// m rows of k, then rows [i0, i1) of x (rows of k floats) quantized.
+void size_activations(int64_t m, int64_t k, QuantType weights, Q8Activations& out);
+void quantize_activation_rows(const float* x, int64_t i0, int64_t i1, Q8Activations& out);
 
 // W's rows as matmul_q holds them: row r's quants at quants + r * row_bytes,
 // its scales at scales + r * row_scales.
