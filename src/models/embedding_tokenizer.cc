@@ -1,11 +1,11 @@
 #include "models/embedding_tokenizer.h"
 
-#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "models/json_read.h"
 #include "models/post_template.h"
+#include "models/template_embedding_tokenizer.h"
 #include "models/unigram_embedding_tokenizer.h"
 #include "rlx/error.h"
 #include "tokenizers/bpe.h"
@@ -116,43 +116,6 @@ std::unique_ptr<EmbeddingTokenizer> load_roberta_tokenizer(const std::string& di
   return std::make_unique<RobertaTokenizer>(std::move(bpe), special("cls"), special("sep"), pad >= 0 ? pad : 1);
 }
 
-// Byte-level BPE with the post_processor's template around the text
-// (ModernBERT: [CLS] $A [SEP], pairs [CLS] $A [SEP] $B [SEP]).
-class BpeTemplateTokenizer : public EmbeddingTokenizer {
- public:
-  BpeTemplateTokenizer(BpeTokenizer bpe, PostTemplate t, int32_t pad)
-      : bpe_(std::move(bpe)), t_(std::move(t)), special_(t_.special_ids()), pad_(pad) {
-    special_.push_back(pad_);
-  }
-  std::string kind() const override { return "bpe"; }
-  TokenizedText encode(std::string_view text, int max_len) const override {
-    return t_.apply(pieces(text), {}, false, max_len);
-  }
-  TokenizedText encode_pair(std::string_view a, std::string_view b, int max_len) const override {
-    return t_.apply(pieces(a), pieces(b), true, max_len);
-  }
-  std::string decode(const std::vector<int32_t>& ids) const override {
-    std::vector<int32_t> plain;
-    for (int32_t id : ids)
-      if (std::find(special_.begin(), special_.end(), id) == special_.end()) plain.push_back(id);
-    return bpe_.decode(plain);
-  }
-  std::string token_text(int32_t id) const override {
-    return id >= 0 && size_t(id) < bpe_.vocab_size() ? bpe_.token(id) : "";
-  }
-  int32_t token_id(const std::string& token) const override { return bpe_.id_of(token); }
-  size_t vocab_size() const override { return bpe_.vocab_size(); }
-  int32_t pad_id() const override { return pad_; }
-
- private:
-  // Added tokens written in the text count as themselves, as in Hugging Face.
-  std::vector<int32_t> pieces(std::string_view text) const { return bpe_.encode(text, {false, true}); }
-  BpeTokenizer bpe_;
-  PostTemplate t_;
-  std::vector<int32_t> special_;
-  int32_t pad_;
-};
-
 std::unique_ptr<EmbeddingTokenizer> load_bpe_template_tokenizer(const std::string& dir, const nlohmann::json& doc) {
   const std::string file = (std::filesystem::path(dir) / "tokenizer.json").string();
   BpeTokenizer bpe = BpeTokenizer::from_tokenizer_json(file);
@@ -161,7 +124,9 @@ std::unique_ptr<EmbeddingTokenizer> load_bpe_template_tokenizer(const std::strin
             j.where() << "post_processor is missing: the model's special tokens ([CLS] ... [SEP]) are unknown");
   PostTemplate t = PostTemplate::from_json(j.at("post_processor"), bpe.vocab_size());
   const int32_t pad = bpe.id_of("[PAD]");
-  return std::make_unique<BpeTemplateTokenizer>(std::move(bpe), std::move(t), pad >= 0 ? pad : 0);
+  // ModernBERT: [CLS] $A [SEP], pairs [CLS] $A [SEP] $B [SEP].
+  return std::make_unique<TemplateEmbeddingTokenizer<BpeTokenizer>>("bpe", std::move(bpe), std::move(t),
+                                                                    pad >= 0 ? pad : 0);
 }
 
 // The model type of a parsed tokenizer.json ("" when it names none).
