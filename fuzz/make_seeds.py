@@ -108,6 +108,15 @@ def gguf_bytes(kv, tensors):
     return out + data
 
 
+def encoder_config_seeds(data_dir, out):
+    """The config.json of every committed encoder fixture (ModernBERT,
+    NomicBERT, XLM-R ...), so that mutations reach each family's reader."""
+    for root, _, files in sorted(os.walk(data_dir)):
+        if "config.json" in files and os.path.getsize(os.path.join(root, "config.json")) < 8192:
+            name = os.path.relpath(root, data_dir).replace(os.sep, "-")
+            write(out, "config_fuzzer", "seed-" + name, b"\0" + read(root, "config.json"))
+
+
 def small_llama_seeds(out):
     """One-layer LLaMA GGUFs of a few KB with a BPE and an SPM vocabulary, so
     that mutations reach the LLaMA metadata reader and the tokenizer loaders
@@ -195,6 +204,7 @@ def main():
     llama_config_seeds(out)
     safetensors_seeds(model, out)
     config_seeds(model, out)
+    encoder_config_seeds(os.path.join(here, "..", "tests", "data"), out)
     tokenizer_seeds(model, out)
     text_seeds(os.path.join(here, "..", "tests", "data", "tokenizer_cases.json"), out)
 
