@@ -13,6 +13,13 @@ into .deps/bench-py on first use; nothing here is needed to build rlx.
 
   python3 bench/bench_cpu_ort.py [--rlx build/rlx] [--model models/all-MiniLM-L6-v2]
                                  [--threads 2] [--repeats 3] [--rows minilm-b1s128,...] [--cpu-time]
+                                 [--rlx-dtype bf16] [--ort-int8]
+
+--rlx-dtype runs rlx in bf16 (or f16) against ONNX Runtime's f32 and reports
+the accuracy of rlx's hidden states against ORT's f32 ones (worst per-token
+cosine and the mean-pooled sentence vectors' cosine). --ort-int8 adds ONNX
+Runtime's own dynamic int8 quantization (quantize_dynamic, per-channel
+weights) as a third column, with its accuracy the same way.
 """
 import argparse
 import importlib
@@ -117,9 +124,14 @@ def bert_onnx(w, cfg, seq):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def session(model_proto, threads, workdir, tag):
+def session(model_proto, threads, workdir, tag, int8=False):
     path = os.path.join(workdir, tag + ".onnx")
     onnx.save(model_proto, path)
+    if int8:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+        qpath = os.path.join(workdir, tag + ".int8.onnx")
+        quantize_dynamic(path, qpath, weight_type=QuantType.QInt8, per_channel=True)
+        path = qpath
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.intra_op_num_threads = threads
@@ -151,7 +163,7 @@ def time_ort(sess, feed, runs, warmup):
 
 def time_rlx(args, row, runs, warmup):
     cmd = [args.rlx, "bench", "--device", "cpu", "--batch", str(row["batch"]), "--seq", str(row["seq"]),
-           "--runs", str(runs), "--warmup", str(warmup), "--json"]
+           "--runs", str(runs), "--warmup", str(warmup), "--json", "--dtype", args.rlx_dtype]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     if row["model"]:
@@ -178,29 +190,46 @@ def rlx_cpu_ms(args, row, runs):
     """Median process CPU time of one rlx run on one thread, as `rlx bench`
     measures it around each run (median_cpu_us)."""
     cmd = [args.rlx, "bench", "--device", "cpu", "--batch", str(row["batch"]), "--seq", str(row["seq"]),
-           "--runs", str(runs), "--warmup", "2", "--threads", "1", "--json"]
+           "--runs", str(runs), "--warmup", "2", "--threads", "1", "--json", "--dtype", args.rlx_dtype]
     if row["model"]:
         cmd += ["--model", row["model"]]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["median_cpu_us"] / 1e6 * 1e3
 
 
-def check_parity(args, sess, model, vocab, workdir):
-    """ORT's last_hidden_state against `rlx forward` on random ids."""
+def cosines(got, ref, batch, seq):
+    """Worst per-token cosine and worst mean-pooled (all tokens) cosine."""
+    g, r = got.reshape(batch, seq, -1).astype(np.float64), ref.reshape(batch, seq, -1).astype(np.float64)
+    cos = lambda a, b: np.sum(a * b, -1) / np.sqrt(np.sum(a * a, -1) * np.sum(b * b, -1))  # noqa: E731
+    return float(cos(g, r).min()), float(cos(g.mean(1), r.mean(1)).min())
+
+
+def check_parity(args, sess, model, vocab, workdir, int8_sess=None):
+    """ORT's last_hidden_state against `rlx forward` on random ids (in
+    --rlx-dtype), and ORT int8's against ORT f32's."""
     batch, seq = 2, 16
     feed = ort_inputs(sess, vocab, batch, seq, seed=3)
     ids = os.path.join(workdir, "ids.json")
     with open(ids, "w") as f:
         json.dump({k: feed[k].tolist() for k in feed}, f)
     out = os.path.join(workdir, "rlx.f32")
-    subprocess.run([args.rlx, "forward", "--model", model, "--ids", ids, "--out", out, "--device", "cpu"],
-                   check=True, capture_output=True)
+    subprocess.run([args.rlx, "forward", "--model", model, "--ids", ids, "--out", out, "--device", "cpu",
+                    "--dtype", args.rlx_dtype], check=True, capture_output=True)
     r = np.fromfile(out, np.float32)
     o = sess.run(None, feed)[0].reshape(-1)
     err = float(np.max(np.abs(r - o)) / np.max(np.abs(o)))
-    print(f"parity: rlx forward vs ONNX Runtime, {model}, batch {batch} seq {seq}: max rel error {err:.2e}")
-    if not err < 1e-4:
+    tok, pooled = cosines(r, o, batch, seq)
+    print(f"parity: rlx forward ({args.rlx_dtype}) vs ONNX Runtime f32, {model}, batch {batch} seq {seq}: "
+          f"max rel error {err:.2e}, worst token cosine {tok:.6f}, worst mean-pooled cosine {pooled:.6f}")
+    if int8_sess is not None:
+        q = int8_sess.run(None, feed)[0].reshape(-1)
+        qtok, qpooled = cosines(q, o, batch, seq)
+        print(f"parity: ONNX Runtime int8 vs f32: worst token cosine {qtok:.6f}, worst mean-pooled cosine "
+              f"{qpooled:.6f}")
+    if args.rlx_dtype == "f32" and not err < 1e-4:
         sys.exit(f"bench: rlx and ONNX Runtime disagree on {model} (max rel error {err:.2e})")
+    if args.rlx_dtype != "f32" and not pooled > 0.99:
+        sys.exit(f"bench: rlx {args.rlx_dtype} is far from ONNX Runtime f32 on {model} (pooled cosine {pooled})")
 
 
 def load_model(path):
@@ -238,6 +267,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=3, help="alternating blocks per side")
     ap.add_argument("--rows", default="", help="comma-separated row names (default: all)")
     ap.add_argument("--markdown", help="also write the table here")
+    ap.add_argument("--rlx-dtype", default="f32", choices=["f32", "bf16", "f16"], help="rlx's --dtype")
+    ap.add_argument("--ort-int8", action="store_true", help="also time ONNX Runtime's dynamic int8 quantization")
     ap.add_argument("--cpu-time", action="store_true",
                     help="one thread each, CPU time per run instead of wall clock (for a loaded machine)")
     args = ap.parse_args()
@@ -256,47 +287,65 @@ def main():
         args.threads = 1
     workdir = tempfile.mkdtemp(prefix="rlx-bench-")
     cfg, w = load_model(args.model)
-    sessions = {}
+    sessions, int8_sessions = {}, {}
     results = []
     for row in rows:
         if row["model"]:
             key = ("model", row["seq"])
             if key not in sessions:
-                sessions[key] = session(bert_onnx(w, cfg, row["seq"]), args.threads, workdir, f"model{row['seq']}")
+                proto = bert_onnx(w, cfg, row["seq"])
+                sessions[key] = session(proto, args.threads, workdir, f"model{row['seq']}")
+                if args.ort_int8:
+                    int8_sessions[key] = session(proto, args.threads, workdir, f"model{row['seq']}", int8=True)
                 if len(sessions) == 1:
-                    parity_sess = session(bert_onnx(w, cfg, 16), args.threads, workdir, "parity")
-                    check_parity(args, parity_sess, args.model, cfg["vocab_size"], workdir)
+                    parity_proto = bert_onnx(w, cfg, 16)
+                    parity_sess = session(parity_proto, args.threads, workdir, "parity")
+                    parity_int8 = session(parity_proto, args.threads, workdir, "parity", int8=True) \
+                        if args.ort_int8 else None
+                    check_parity(args, parity_sess, args.model, cfg["vocab_size"], workdir, parity_int8)
             sess, vocab = sessions[key], cfg["vocab_size"]
+            sess8 = int8_sessions.get(key)
         else:
             bcfg, bw = random_bert_base()
-            sess, vocab = session(bert_onnx(bw, bcfg, row["seq"]), args.threads, workdir, "bertbase"), 30522
+            proto = bert_onnx(bw, bcfg, row["seq"])
+            sess, vocab = session(proto, args.threads, workdir, "bertbase"), 30522
+            sess8 = session(proto, args.threads, workdir, "bertbase", int8=True) if args.ort_int8 else None
         feed = ort_inputs(sess, vocab, row["batch"], row["seq"])
-        o, r = [], []
-        for _ in range(args.repeats):  # alternate so both sides see the same machine
+        o, r, q = [], [], []
+        for _ in range(args.repeats):  # alternate so every side sees the same machine
             if args.cpu_time:
                 o.append(ort_cpu_ms(sess, feed, row["runs"], warmup=2) * 1e3)
                 r.append(rlx_cpu_ms(args, row, row["runs"]) * 1e3)
+                if sess8 is not None:
+                    q.append(ort_cpu_ms(sess8, feed, row["runs"], warmup=2) * 1e3)
                 continue
             o.append(time_ort(sess, feed, row["runs"], warmup=2))
             r.append(time_rlx(args, row, row["runs"], warmup=2))
+            if sess8 is not None:
+                q.append(time_ort(sess8, feed, row["runs"], warmup=2))
         res = dict(row=row["name"], batch=row["batch"], seq=row["seq"], ort_ms=statistics.median(o) / 1e3,
                    rlx_ms=statistics.median(r) / 1e3, ort_spread=(min(o) / 1e3, max(o) / 1e3),
                    rlx_spread=(min(r) / 1e3, max(r) / 1e3))
         res["ratio"] = res["rlx_ms"] / res["ort_ms"]
+        if q:
+            res["int8_ms"], res["int8_spread"] = statistics.median(q) / 1e3, (min(q) / 1e3, max(q) / 1e3)
         results.append(res)
+        int8 = f"   ORT int8 {res['int8_ms']:8.2f} ms ({res['int8_ms'] / res['ort_ms']:.2f}x of f32)" if q else ""
         print(f"{res['row']:<18} ORT {res['ort_ms']:8.2f} ms [{res['ort_spread'][0]:.2f}..{res['ort_spread'][1]:.2f}]"
               f"   rlx {res['rlx_ms']:8.2f} ms [{res['rlx_spread'][0]:.2f}..{res['rlx_spread'][1]:.2f}]"
-              f"   rlx/ORT {res['ratio']:.2f}x", flush=True)
+              f"   rlx/ORT {res['ratio']:.2f}x{int8}", flush=True)
 
     what_time = "CPU time per run, 1 thread" if args.cpu_time else f"{args.threads} threads"
-    lines = [f"| workload (f32, {what_time}) | ONNX Runtime {ort.__version__} | rlx | rlx / ORT |",
-             "|---|---|---|---|"]
+    int8_head = " ONNX Runtime int8 (/ f32) |" if args.ort_int8 else ""
+    lines = [f"| workload ({what_time}) | ONNX Runtime {ort.__version__} f32 | rlx {args.rlx_dtype} | rlx / ORT f32 |"
+             + int8_head, "|---|---|---|---|" + ("---|" if args.ort_int8 else "")]
     for res in results:
         what = f"{name}, batch {res['batch']}, seq {res['seq']}" if res["row"].startswith("minilm") \
             else f"BERT-base shape, batch {res['batch']}, seq {res['seq']}"
+        int8 = (f" {res['int8_ms']:.1f} ms ({res['int8_ms'] / res['ort_ms']:.2f}×) |" if "int8_ms" in res else "")
         lines.append(f"| {what} | {res['ort_ms']:.1f} ms ({res['ort_spread'][0]:.1f}–{res['ort_spread'][1]:.1f}) "
                      f"| {res['rlx_ms']:.1f} ms ({res['rlx_spread'][0]:.1f}–{res['rlx_spread'][1]:.1f}) "
-                     f"| {res['ratio']:.2f}× |")
+                     f"| {res['ratio']:.2f}× |" + int8)
     print("\n".join(lines))
     if args.markdown:
         with open(args.markdown, "w") as f:

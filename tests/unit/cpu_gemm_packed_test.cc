@@ -129,6 +129,88 @@ TEST(CpuPackedGemm, SameBitsOnOneTwoAndThreeThreads) {
   }
 }
 
+// The bf16 kernel on A and B already rounded to bf16 (so the products are
+// exact in f32 and only the f32 sums differ from the double reference). A's
+// row padding is NaN: an odd k's last pair must not read past the row.
+std::vector<float> run_packed_bf16(const Case& c, int threads, const std::vector<float>& a,
+                                   const std::vector<float>& b, const std::vector<float>& bias) {
+  const int64_t lda = c.trans_a ? c.m + 1 : c.k + 1, ldb = c.trans_b ? c.k + 2 : c.n + 2, ldc = c.n + 1;
+  std::vector<uint32_t> packed(size_t(cpu::packed_bf16_words(c.n, c.k)) + 16, 0xffffffffu);
+  auto* dst = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(packed.data()) + 63) / 64 * 64);
+  std::vector<float> a_poisoned = a;
+  for (int64_t r = 0; r < (c.trans_a ? c.k : c.m); ++r) a_poisoned[size_t(r * lda + lda - 1)] = kNaN;
+  const std::vector<uint8_t> a_bytes = to_bytes(a_poisoned, DType::BF16), b_bytes = to_bytes(b, DType::BF16);
+  cpu::pack_weights_bf16_pairs(reinterpret_cast<const cpu::BFloat*>(b_bytes.data()), c.n, c.k, ldb, c.trans_b, dst);
+  std::vector<float> out(size_t(std::max<int64_t>(c.m, 1) * ldc), kNaN);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  cpu::gemm_packed_bf16(c.trans_a, c.m, c.n, c.k, reinterpret_cast<const cpu::BFloat*>(a_bytes.data()), lda, dst,
+                        out.data(), ldc, c.bias ? bias.data() : nullptr, c.act, threads);
+  omp_set_num_threads(saved);
+  for (int64_t i = 0; i < c.m; ++i) EXPECT_TRUE(std::isnan(out[size_t(i * ldc + c.n)])) << "wrote row padding";
+  return out;
+}
+
+void check_case_bf16(const Case& c, uint64_t seed) {
+  SCOPED_TRACE(testing::Message() << "bf16 m " << c.m << " n " << c.n << " k " << c.k << " trans_a " << c.trans_a
+                                  << " trans_b " << c.trans_b << " bias " << c.bias << " act " << int(c.act));
+  const int64_t lda = c.trans_a ? c.m + 1 : c.k + 1, ldb = c.trans_b ? c.k + 2 : c.n + 2, ldc = c.n + 1;
+  const auto a = quantize(random_floats(size_t((c.trans_a ? c.k : c.m) * lda), seed), DType::BF16);
+  const auto b = quantize(random_floats(size_t((c.trans_b ? c.n : c.k) * ldb), seed + 1), DType::BF16);
+  const auto bias = random_floats(size_t(c.n), seed + 2, -2.f, 2.f);
+  const auto got = run_packed_bf16(c, 2, a, b, bias);
+  std::vector<float> g;
+  std::vector<double> ref;
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < c.n; ++j) {
+      double s = c.bias ? bias[size_t(j)] : 0.0;
+      for (int64_t kk = 0; kk < c.k; ++kk)
+        s += double(c.trans_a ? a[size_t(kk * lda + i)] : a[size_t(i * lda + kk)]) *
+             double(c.trans_b ? b[size_t(j * ldb + kk)] : b[size_t(kk * ldb + j)]);
+      ref.push_back(ref_activation(c.act, s));
+      g.push_back(got[size_t(i * ldc + j)]);
+    }
+  expect_close(g, ref, 1e-5, "bf16 packed gemm");
+}
+
+TEST(CpuPackedGemmBf16, MatchesDoubleReferenceOnOddSizes) {
+  if (!cpu::packed_bf16_available()) GTEST_SKIP() << "no AVX512-BF16";
+  uint64_t seed = 800;
+  // k: one (a lone half pair), odd and even, 1601 takes three k blocks of
+  // pairs with an odd last one.
+  for (int64_t m : {1, 7, 13, 150})
+    for (int64_t n : {1, 33, 130})
+      for (int64_t k : {1, 2, 7, 34, 1601})
+        check_case_bf16({m, n, k, false, true, false, Activation::None}, seed++);
+}
+
+TEST(CpuPackedGemmBf16, TransposesBiasAndActivations) {
+  if (!cpu::packed_bf16_available()) GTEST_SKIP() << "no AVX512-BF16";
+  uint64_t seed = 900;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (Activation act : {Activation::None, Activation::Gelu}) {
+        check_case_bf16({33, 65, 131, ta, tb, true, act}, seed++);
+        check_case_bf16({7, 33, 1601, ta, tb, false, act}, seed++);
+      }
+}
+
+TEST(CpuPackedGemmBf16, SameBitsOnOneTwoAndThreeThreads) {
+  if (!cpu::packed_bf16_available()) GTEST_SKIP() << "no AVX512-BF16";
+  const Case c{301, 389, 1601, false, true, true, Activation::Gelu};
+  const auto a = quantize(random_floats(size_t(c.m * (c.k + 1)), 950), DType::BF16);
+  const auto b = quantize(random_floats(size_t(c.n * (c.k + 2)), 951), DType::BF16);
+  const auto bias = random_floats(size_t(c.n), 952);
+  const auto one = run_packed_bf16(c, 1, a, b, bias);
+  for (int threads : {2, 3}) {
+    const auto got = run_packed_bf16(c, threads, a, b, bias);
+    ASSERT_EQ(got.size(), one.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&got[i], &one[i], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0u) << threads << " threads";
+  }
+}
+
 // x [m, k] @ w^T (w a param [n, k], as a Linear layer stores it) + bias -> out.
 struct LinearSchedule {
   int64_t m, n, k;
@@ -266,6 +348,53 @@ TEST(CpuPackedGemm, MiniLmProductsTakeThePathTheirRowCountCallsFor) {
     if (seq == 32) EXPECT_EQ(large, 0u) << "32 rows: every product on packed weights";
     if (seq == 100) EXPECT_GT(large, 0u) << "300 rows: the encoder's products through the library";
   }
+}
+
+
+// MiniLM in bf16 where the processor has AVX512-BF16: every product takes
+// the bf16 kernel whatever its row count (300 rows included), and the
+// hidden states stay within bf16's reach of the f32 model's (cosine per
+// token).
+TEST(CpuPackedGemmBf16, MiniLmInBf16TakesTheBf16KernelAtEveryRowCount) {
+  if (!cpu::packed_bf16_available()) GTEST_SKIP() << "no AVX512-BF16";
+  ASSERT_EQ(std::getenv("RLX_CPU_GEMM"), nullptr) << "the test checks the default choice";
+  ASSERT_TRUE(minilm_present());
+  const int64_t batch = 3, seq = 100;
+  std::vector<int32_t> ids(size_t(batch * seq)), mask(ids.size(), 1), types(ids.size(), 0);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(1000 + (i * 7919) % 20000);
+  std::vector<float> hidden[2];
+  for (DType dt : {DType::F32, DType::BF16}) {
+    BertLoadOptions o;
+    o.batch = batch, o.seq = seq, o.threads = 2, o.dtype = dt;
+    auto exe = load_bert(minilm_dir(), o);
+    uint64_t products = 0;
+    for (const Thunk& t : exe->schedule().thunks)
+      if (const auto* p = std::get_if<MatMulParams>(&t.params)) products += uint64_t(p->batch);
+    auto out = exe->run({{"input_ids", HostTensor::from_i32({batch, seq}, ids)},
+                         {"attention_mask", HostTensor::from_i32({batch, seq}, mask)},
+                         {"token_type_ids", HostTensor::from_i32({batch, seq}, types)}});
+    hidden[dt == DType::BF16] = out.at("last_hidden_state").to_f32();
+    const cpu::CpuMatmulRuns runs = cpu::matmul_runs(exe->backend());
+    if (dt == DType::BF16) {
+      EXPECT_EQ(runs.packed_bf16, products);
+      EXPECT_EQ(runs.packed + runs.library, 0u);
+    } else {
+      EXPECT_EQ(runs.packed_bf16, 0u) << "f32 weights never take the bf16 kernel";
+    }
+  }
+  ASSERT_EQ(hidden[0].size(), hidden[1].size());
+  const size_t dim = hidden[0].size() / size_t(batch * seq);
+  double worst = 1.0;
+  for (size_t t = 0; t < size_t(batch * seq); ++t) {
+    double dot = 0, n0 = 0, n1 = 0;
+    for (size_t d = 0; d < dim; ++d) {
+      const double x = hidden[0][t * dim + d], y = hidden[1][t * dim + d];
+      ASSERT_TRUE(std::isfinite(y));
+      dot += x * y, n0 += x * x, n1 += y * y;
+    }
+    worst = std::min(worst, dot / std::sqrt(n0 * n1));
+  }
+  EXPECT_GT(worst, 0.99) << "worst per-token cosine of bf16 against f32";
 }
 
 }  // namespace

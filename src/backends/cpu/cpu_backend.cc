@@ -135,6 +135,7 @@ class CpuExecutable final : public BackendExecutable {
   std::string summary() const override {
     if (!ctx_) return "host execution";
     return "host execution; matmul runs: " + std::to_string(ctx_->runs(GemmPath::Packed)) + " on packed weights, " +
+           std::to_string(ctx_->runs(GemmPath::PackedBf16)) + " on packed bf16 pairs, " +
            std::to_string(ctx_->runs(GemmPath::Library)) + " through " + gemm_library() + "; packed weights " +
            std::to_string(packs_->bytes()) + " bytes";
   }
@@ -145,7 +146,8 @@ class CpuExecutable final : public BackendExecutable {
  private:
   // Which matmuls run the packed kernel: those whose B lies inside the params
   // and constants (never written by a thunk), one B for the whole batch, where
-  // the packed kernel measured faster than the library (packed_gemm_wins).
+  // the packed kernel measured faster than the library (packed_gemm_wins;
+  // bf16 weights on the bf16 kernel at every shape).
   void choose_gemm_paths(const Schedule& s) {
     if (!share_->derived()) share_->derived() = std::make_shared<WeightPacks>();
     packs_ = std::static_pointer_cast<WeightPacks>(share_->derived());
@@ -183,12 +185,12 @@ class CpuExecutable final : public BackendExecutable {
         why = "no AVX-512 for the packed kernel";
       else if (choice == GemmChoice::Library)
         why = "RLX_CPU_GEMM=library";
-      else if (choice == GemmChoice::Auto && !packed_gemm_wins(p->m, p->n, p->k))
+      else if (choice == GemmChoice::Auto && !packs_bf16_pairs(p->dtype) && !packed_gemm_wins(p->m, p->n, p->k))
         why = "the library measured faster at this shape";
       if (!why) packed.push_back(p->b);
       if (trace)
         std::fprintf(stderr, "rlx cpu: %s m=%lld n=%lld k=%lld: %s%s\n", describe(s.thunks[i], i).c_str(),
-                     (long long)p->m, (long long)p->n, (long long)p->k, why ? "library, " : "packed weights",
+                     (long long)p->m, (long long)p->n, (long long)p->k, why ? "library, " : packs_bf16_pairs(p->dtype) ? "packed bf16 pairs" : "packed weights",
                      why ? why : "");
     }
     std::sort(packed.begin(), packed.end());
@@ -249,7 +251,10 @@ CpuMatmulRuns matmul_runs(const BackendExecutable& exe) {
   const auto* cpu = dynamic_cast<const CpuExecutable*>(&exe);
   RLX_CHECK(cpu, "matmul_runs: not a CPU executable");
   const CpuContext* ctx = cpu->context_if_any();
-  return {ctx ? ctx->runs(GemmPath::Packed) : 0, ctx ? ctx->runs(GemmPath::Library) : 0, cpu->packs().packs_made()};
+  CpuMatmulRuns r{ctx ? ctx->runs(GemmPath::Packed) : 0, ctx ? ctx->runs(GemmPath::Library) : 0,
+                  cpu->packs().packs_made()};
+  r.packed_bf16 = ctx ? ctx->runs(GemmPath::PackedBf16) : 0;
+  return r;
 }
 
 CpuBackend::CpuBackend() {

@@ -23,6 +23,7 @@ class CpuBackend final : public Backend {
 // Matmul batch entries run by each GEMM path and packings made, for tests.
 struct CpuMatmulRuns {
   uint64_t packed = 0, library = 0, packs_made = 0;
+  uint64_t packed_bf16 = 0;  // products on the bf16 kernel (not counted in packed)
 };
 CpuMatmulRuns matmul_runs(const BackendExecutable& exe);
 

@@ -5,10 +5,15 @@
 #include <utility>
 #include <vector>
 
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
 #include "backends/cpu/cpu_activation.h"
 #include "backends/cpu/cpu_parallel.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define RLX_PACKED_GEMM 1
 #endif
@@ -26,11 +31,17 @@ constexpr int64_t kMaxKC = 384;
 // next; up to 144 rows read each weight once.
 constexpr int64_t kMC = 12 * MR;
 
-// Equal k blocks of at most kMaxKC: the block boundaries depend on k alone,
-// so the order of every sum does too.
-int64_t k_block(int64_t k) {
-  const int64_t blocks = (k + kMaxKC - 1) / kMaxKC;
-  return blocks == 0 ? 0 : (k + blocks - 1) / blocks;
+// bf16 pairs: a panel block of twice the k in the same 48 KB.
+constexpr int64_t kMaxKCPairs = 2 * kMaxKC;
+
+// Equal k blocks of at most max_kc, each a multiple of `step` (the k a word
+// of the packed panel holds): the block boundaries depend on k alone, so the
+// order of every sum does too.
+int64_t k_block(int64_t k, int64_t max_kc, int64_t step) {
+  const int64_t blocks = (k + max_kc - 1) / max_kc;
+  if (blocks == 0) return 0;
+  const int64_t kc = (k + blocks - 1) / blocks;
+  return (kc + step - 1) / step * step;
 }
 
 #ifdef RLX_PACKED_GEMM
@@ -82,13 +93,167 @@ template <int... R> constexpr auto tiles(std::integer_sequence<int, R...>) {
   return std::array<TileFn, sizeof...(R)>{&tile<R + 1>...};
 }
 constexpr auto kTiles = tiles(std::make_integer_sequence<int, int(MR)>{});
+
+// The bf16 tile: each 32-bit word of the panel holds one column's two
+// consecutive k (low half first), and VDPBF16PS adds both products of a word
+// pair into an f32 lane, so a step covers two k for the same loads and
+// instructions. A's two bf16 at kk, kk + 1 are one word as they lie in the
+// row; an odd kc's last k is paired with zero, as the panel's is.
+#define RLX_AVX512_BF16 __attribute__((target("avx512f,avx512bf16")))
+inline uint32_t a_pair(const BFloat* p) {
+  uint32_t w;
+  std::memcpy(&w, p, sizeof w);
+  return w;
+}
+template <int R>
+RLX_AVX512_BF16 void tile_bf16(int64_t kc, const BFloat* a, int64_t lda, const uint32_t* bp, float* c, int64_t ldc,
+                               int64_t cols, bool accumulate, const uint32_t* next) {
+  __m512 acc0[R], acc1[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  const int64_t pairs = (kc + 1) / 2;
+  const bool odd = kc % 2 != 0;
+  for (int64_t kp = 0; kp < pairs; ++kp) {
+    if (next) {
+      _mm_prefetch(reinterpret_cast<const char*>(next + kp * NR), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(next + kp * NR + 16), _MM_HINT_T1);
+    }
+    const __m512bh b0 = (__m512bh)_mm512_load_si512(bp + kp * NR);
+    const __m512bh b1 = (__m512bh)_mm512_load_si512(bp + kp * NR + 16);
+    const bool half = odd && kp + 1 == pairs;
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const BFloat* ak = a + r * lda + 2 * kp;
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(half ? uint32_t(ak->bits) : a_pair(ak)));
+      acc0[r] = _mm512_dpbf16_ps(acc0[r], av, b0);
+      acc1[r] = _mm512_dpbf16_ps(acc1[r], av, b1);
+    }
+  }
+  const int64_t rest = cols - 16;
+  const __mmask16 m0 = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1);
+  const __mmask16 m1 = rest >= 16 ? __mmask16(0xffff) : rest <= 0 ? __mmask16(0) : __mmask16((1u << rest) - 1);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    float* row = c + r * ldc;
+    if (accumulate) {
+      acc0[r] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, row), acc0[r]);
+      acc1[r] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, row + 16), acc1[r]);
+    }
+    _mm512_mask_storeu_ps(row, m0, acc0[r]);
+    _mm512_mask_storeu_ps(row + 16, m1, acc1[r]);
+  }
+}
+
+using TileBf16Fn = void (*)(int64_t, const BFloat*, int64_t, const uint32_t*, float*, int64_t, int64_t, bool,
+                            const uint32_t*);
+template <int... R> constexpr auto tiles_bf16(std::integer_sequence<int, R...>) {
+  return std::array<TileBf16Fn, sizeof...(R)>{&tile_bf16<R + 1>...};
+}
+constexpr auto kTilesBf16 = tiles_bf16(std::make_integer_sequence<int, int(MR)>{});
+
+// From CPUID leaf 7 subleaf 1, EAX bit 5 (clang 14's __builtin_cpu_supports
+// does not know "avx512bf16").
+bool has_avx512_bf16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)) != 0;
+}
 #endif
+
+// The two formats of a packed panel: the f32 kernel's one k per float, and
+// the bf16 kernel's two k per 32-bit word.
+struct F32Format {
+  using A = float;
+  using W = float;
+  static constexpr int64_t kStep = 1, kMaxBlock = kMaxKC;
+#ifdef RLX_PACKED_GEMM
+  static constexpr const auto& tiles = kTiles;
+#endif
+};
+struct Bf16Format {
+  using A = BFloat;
+  using W = uint32_t;
+  static constexpr int64_t kStep = 2, kMaxBlock = kMaxKCPairs;
+#ifdef RLX_PACKED_GEMM
+  static constexpr const auto& tiles = kTilesBf16;
+#endif
+};
 
 // Rows [i0, i0 + rows) x k [k0, k0 + kc) of op(A) for A stored [k, m]
 // (trans_a), as dense rows of kc. A stored [m, k] is read in place.
-void pack_a_transposed(const float* a, int64_t lda, int64_t i0, int64_t rows, int64_t k0, int64_t kc, float* dst) {
+// Each dense row is ld >= kc long (ld even for bf16 pairs).
+template <class T>
+void pack_a_transposed(const T* a, int64_t lda, int64_t i0, int64_t rows, int64_t k0, int64_t kc, T* dst,
+                       int64_t ld) {
   for (int64_t kk = 0; kk < kc; ++kk)
-    for (int64_t r = 0; r < rows; ++r) dst[r * kc + kk] = a[(k0 + kk) * lda + i0 + r];
+    for (int64_t r = 0; r < rows; ++r) dst[r * ld + kk] = a[(k0 + kk) * lda + i0 + r];
+}
+
+// C (m x n) = act(op(A) @ B + bias) over a panel format F: the one driver of
+// both kernels. A few units per thread, handed out dynamically: groups of
+// panels times blocks of rows, a group's blocks of rows one after another (a
+// thread takes consecutive units), so its panels stay in L2 (at most ~1 MB
+// of them) while the rows stream past. A is read in place (a transposed A is
+// copied per unit into rows).
+template <class F>
+void run_packed(bool trans_a, int64_t m, int64_t n, int64_t k, const typename F::A* a, int64_t lda,
+                const typename F::W* packed_b, float* c, int64_t ldc, const float* bias, Activation act,
+                int threads) {
+#ifdef RLX_PACKED_GEMM
+  using A = typename F::A;
+  if (m <= 0 || n <= 0) return;
+  const bool epilogue = bias || act != Activation::None;
+  const int64_t panels = (n + NR - 1) / NR, mblocks = (m + kMC - 1) / kMC;
+  const int64_t steps = (k + F::kStep - 1) / F::kStep;  // words per panel column
+  const int64_t want = std::max<int64_t>(1, (4 * threads + mblocks - 1) / mblocks);
+  const int64_t fit = std::max<int64_t>(1, (int64_t(1) << 20) / (std::max<int64_t>(steps, 1) * NR * 4));
+  const int64_t per_group = std::min(fit, (panels + std::min(want, panels) - 1) / std::min(want, panels));
+  const int64_t groups = (panels + per_group - 1) / per_group;
+  const int64_t kc_max = k_block(k, F::kMaxBlock, F::kStep);
+  parallel_ranges(mblocks * groups, threads, [&](int64_t u0, int64_t u1, int) {
+    thread_local std::vector<A> ap;
+    if (trans_a && ap.size() < size_t(kMC * std::max<int64_t>(kc_max, 1)))
+      ap.resize(size_t(kMC * std::max<int64_t>(kc_max, 1)));
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t i0 = (u % mblocks) * kMC, rows = std::min(kMC, m - i0);
+      const int64_t p0 = (u / mblocks) * per_group, p1 = std::min(panels, p0 + per_group);
+      if (k == 0)  // empty inner product: C is zero (then the epilogue)
+        for (int64_t i = i0; i < i0 + rows; ++i)
+          std::fill(c + i * ldc + p0 * NR, c + i * ldc + std::min(n, p1 * NR), 0.f);
+      for (int64_t k0 = 0; k0 < k; k0 += kc_max) {
+        const int64_t kc = std::min(kc_max, k - k0);
+        const A* ab = a + i0 * lda + k0;  // this block's rows, from k0
+        int64_t ab_ld = lda;
+        if (trans_a) {
+          pack_a_transposed(a, lda, i0, rows, k0, kc, ap.data(), kc_max);
+          ab = ap.data(), ab_ld = kc_max;
+        }
+        for (int64_t p = p0; p < p1; ++p) {
+          const typename F::W* bp = packed_b + p * steps * NR + k0 / F::kStep * NR;
+          const int64_t j0 = p * NR, cols = std::min(NR, n - j0);
+          for (int64_t t = 0; t < rows; t += MR) {
+            const int64_t R = std::min(MR, rows - t);
+            float* ct = c + (i0 + t) * ldc + j0;
+            // The first tile of a panel fetches the next panel's block.
+            const typename F::W* next = t == 0 && p + 1 < p1 ? bp + steps * NR : nullptr;
+            F::tiles[size_t(R - 1)](kc, ab + t * ab_ld, ab_ld, bp, ct, ldc, cols, k0 > 0, next);
+            if (epilogue && k0 + kc == k)
+              for (int64_t r = 0; r < R; ++r) activation_row(act, ct + r * ldc, bias ? bias + j0 : nullptr, ct + r * ldc, cols);
+          }
+        }
+      }
+      if (epilogue && k == 0)
+        for (int64_t i = i0; i < i0 + rows; ++i)
+          for (int64_t p = p0; p < p1; ++p) {
+            const int64_t j0 = p * NR, cols = std::min(NR, n - j0);
+            activation_row(act, c + i * ldc + j0, bias ? bias + j0 : nullptr, c + i * ldc + j0, cols);
+          }
+    }
+  });
+#else
+  (void)trans_a, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)packed_b, (void)c, (void)ldc, (void)bias,
+      (void)act, (void)threads;
+  RLX_FAIL("cpu: the packed GEMM needs an x86-64 build");
+#endif
 }
 
 }  // namespace
@@ -101,6 +266,23 @@ bool packed_gemm_available() {
   return false;
 #endif
 }
+
+// CPUID traps to the hypervisor in a virtual machine: asked once.
+// RLX_CPU_BF16_GEMM=0 keeps bf16 weights on the f32 kernel (for measuring).
+bool packed_bf16_available() {
+#ifdef RLX_PACKED_GEMM
+  static const bool ok = [] {
+    const char* env = std::getenv("RLX_CPU_BF16_GEMM");
+    if (env && std::string_view(env) == "0") return false;
+    return packed_gemm_available() && has_avx512_bf16();
+  }();
+  return ok;
+#else
+  return false;
+#endif
+}
+
+bool packs_bf16_pairs(DType weights) { return weights == DType::BF16 && packed_bf16_available(); }
 
 // Thread CPU time, one thread, alternating with OpenBLAS 0.3.34 (SkylakeX
 // kernels) in one process, median of 21 (docs/PERF.md): the packed kernel is
@@ -132,67 +314,35 @@ template void pack_weights<float>(const float*, int64_t, int64_t, int64_t, bool,
 template void pack_weights<Half>(const Half*, int64_t, int64_t, int64_t, bool, float*);
 template void pack_weights<BFloat>(const BFloat*, int64_t, int64_t, int64_t, bool, float*);
 
+void pack_weights_bf16_pairs(const BFloat* b, int64_t n, int64_t k, int64_t ldb, bool trans_b, uint32_t* dst) {
+  const int64_t panels = (n + NR - 1) / NR, pairs = (k + 1) / 2;
+  parallel_for(panels, n * k > 65536, [&](int64_t p) {
+    uint32_t* d = dst + p * pairs * NR;
+    const int64_t j0 = p * NR, cols = std::min(NR, n - j0);
+    for (int64_t j = 0; j < NR; ++j)
+      for (int64_t kp = 0; kp < pairs; ++kp) {
+        uint32_t w = 0;
+        if (j < cols)
+          for (int64_t h = 0; h < 2 && 2 * kp + h < k; ++h) {
+            const int64_t kk = 2 * kp + h;
+            const BFloat v = trans_b ? b[(j0 + j) * ldb + kk] : b[kk * ldb + j0 + j];
+            w |= uint32_t(v.bits) << (16 * h);
+          }
+        d[kp * NR + j] = w;
+      }
+  });
+}
+
 void gemm_packed(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* packed_b,
                  float* c, int64_t ldc, const float* bias, Activation act, int threads) {
-#ifdef RLX_PACKED_GEMM
-  if (m <= 0 || n <= 0) return;
-  const bool epilogue = bias || act != Activation::None;
-  const int64_t panels = (n + NR - 1) / NR, mblocks = (m + kMC - 1) / kMC;
-  // A few units per thread, handed out dynamically: groups of panels times
-  // blocks of rows, a group's blocks of rows one after another (a thread
-  // takes consecutive units), so its panels stay in L2 (at most ~1 MB of
-  // them) while the rows stream past. A is read in place (a transposed A is
-  // copied per unit into rows).
-  const int64_t want = std::max<int64_t>(1, (4 * threads + mblocks - 1) / mblocks);
-  const int64_t fit = std::max<int64_t>(1, (int64_t(1) << 20) / (std::max<int64_t>(k, 1) * NR * 4));
-  const int64_t per_group = std::min(fit, (panels + std::min(want, panels) - 1) / std::min(want, panels));
-  const int64_t groups = (panels + per_group - 1) / per_group;
-  const int64_t kc_max = k_block(k);
-  parallel_ranges(mblocks * groups, threads, [&](int64_t u0, int64_t u1, int) {
-    thread_local std::vector<float> ap;
-    if (trans_a && ap.size() < size_t(kMC * std::max<int64_t>(kc_max, 1)))
-      ap.resize(size_t(kMC * std::max<int64_t>(kc_max, 1)));
-    for (int64_t u = u0; u < u1; ++u) {
-      const int64_t i0 = (u % mblocks) * kMC, rows = std::min(kMC, m - i0);
-      const int64_t p0 = (u / mblocks) * per_group, p1 = std::min(panels, p0 + per_group);
-      if (k == 0)  // empty inner product: C is zero (then the epilogue)
-        for (int64_t i = i0; i < i0 + rows; ++i)
-          std::fill(c + i * ldc + p0 * NR, c + i * ldc + std::min(n, p1 * NR), 0.f);
-      for (int64_t k0 = 0; k0 < k; k0 += kc_max) {
-        const int64_t kc = std::min(kc_max, k - k0);
-        const float* ab = a + i0 * lda + k0;  // this block's rows, from k0
-        int64_t ab_ld = lda;
-        if (trans_a) {
-          pack_a_transposed(a, lda, i0, rows, k0, kc, ap.data());
-          ab = ap.data(), ab_ld = kc;
-        }
-        for (int64_t p = p0; p < p1; ++p) {
-          const float* bp = packed_b + p * k * NR + k0 * NR;
-          const int64_t j0 = p * NR, cols = std::min(NR, n - j0);
-          for (int64_t t = 0; t < rows; t += MR) {
-            const int64_t R = std::min(MR, rows - t);
-            float* ct = c + (i0 + t) * ldc + j0;
-            // The first tile of a panel fetches the next panel's block.
-            const float* next = t == 0 && p + 1 < p1 ? bp + k * NR : nullptr;
-            kTiles[size_t(R - 1)](kc, ab + t * ab_ld, ab_ld, bp, ct, ldc, cols, k0 > 0, next);
-            if (epilogue && k0 + kc == k)
-              for (int64_t r = 0; r < R; ++r) activation_row(act, ct + r * ldc, bias ? bias + j0 : nullptr, ct + r * ldc, cols);
-          }
-        }
-      }
-      if (epilogue && k == 0)
-        for (int64_t i = i0; i < i0 + rows; ++i)
-          for (int64_t p = p0; p < p1; ++p) {
-            const int64_t j0 = p * NR, cols = std::min(NR, n - j0);
-            activation_row(act, c + i * ldc + j0, bias ? bias + j0 : nullptr, c + i * ldc + j0, cols);
-          }
-    }
-  });
-#else
-  (void)trans_a, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)packed_b, (void)c, (void)ldc, (void)bias,
-      (void)act, (void)threads;
-  RLX_FAIL("cpu: the packed GEMM needs an x86-64 build");
-#endif
+  run_packed<F32Format>(trans_a, m, n, k, a, lda, packed_b, c, ldc, bias, act, threads);
+}
+
+void gemm_packed_bf16(bool trans_a, int64_t m, int64_t n, int64_t k, const BFloat* a, int64_t lda,
+                      const uint32_t* packed_b, float* c, int64_t ldc, const float* bias, Activation act,
+                      int threads) {
+  RLX_CHECK(packed_bf16_available(), "cpu: the bf16 packed GEMM needs AVX512-BF16");
+  run_packed<Bf16Format>(trans_a, m, n, k, a, lda, packed_b, c, ldc, bias, act, threads);
 }
 
 }  // namespace rlx::cpu

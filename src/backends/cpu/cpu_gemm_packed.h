@@ -22,6 +22,15 @@ inline constexpr int64_t kPackedMR = 12;  // rows of C per register tile
 // uses the library otherwise.
 bool packed_gemm_available();
 
+// True when this processor runs the bf16 packed kernel (AVX512-BF16's
+// VDPBF16PS: two products per f32 lane, twice the f32 kernel's rate) and
+// RLX_CPU_BF16_GEMM is not 0.
+bool packed_bf16_available();
+// True when weights of this dtype are packed as bf16 pairs
+// (pack_weights_bf16_pairs) rather than widened to f32: bf16 weights where
+// the bf16 kernel runs.
+bool packs_bf16_pairs(DType weights);
+
 // True at the shapes where the packed kernel measured faster than the
 // library (bench/cpu_gemm_shapes.cc, docs/PERF.md).
 bool packed_gemm_wins(int64_t m, int64_t n, int64_t k);
@@ -35,6 +44,14 @@ inline int64_t packed_weights_floats(int64_t n, int64_t k) { return (n + kPacked
 template <class T>
 void pack_weights(const T* b, int64_t n, int64_t k, int64_t ldb, bool trans_b, float* dst);
 
+// 32-bit words of the bf16-pair form of an n x k operand: panels of kPackedNR
+// columns, each word two consecutive k of one column (low half first, an odd
+// k's last paired with zero), words [k / 2][kPackedNR] per panel.
+inline int64_t packed_bf16_words(int64_t n, int64_t k) {
+  return (n + kPackedNR - 1) / kPackedNR * kPackedNR * ((k + 1) / 2);
+}
+void pack_weights_bf16_pairs(const BFloat* b, int64_t n, int64_t k, int64_t ldb, bool trans_b, uint32_t* dst);
+
 // C (m x n, row length ldc) = act(op(A) @ B + bias) with B packed by
 // pack_weights; op(A) is m x k (A stored [k, m] when trans_a). Bias and
 // activation run on each register tile right after its last k block, while
@@ -43,5 +60,11 @@ void pack_weights(const T* b, int64_t n, int64_t k, int64_t ldb, bool trans_b, f
 // order whatever the split, so results do not depend on the thread count.
 void gemm_packed(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* packed_b,
                  float* c, int64_t ldc, const float* bias, Activation act, int threads);
+// The same over bf16 A and B packed by pack_weights_bf16_pairs: products of
+// bf16 values summed in f32 (VDPBF16PS), C in f32. Needs
+// packed_bf16_available().
+void gemm_packed_bf16(bool trans_a, int64_t m, int64_t n, int64_t k, const BFloat* a, int64_t lda,
+                      const uint32_t* packed_b, float* c, int64_t ldc, const float* bias, Activation act,
+                      int threads);
 
 }  // namespace rlx::cpu

@@ -1,7 +1,9 @@
 // Matrix products: the packed kernel over weights packed once
 // (cpu_gemm_packed.h) where the executable chose it, else the library
 // (cpu_gemm.h). f16/bf16 activations are widened to f32 scratch first (their
-// packed weights are f32 already); bias and activation run as an epilogue.
+// packed weights are f32 already), except bf16 on packed bf16 weights where
+// the processor has AVX512-BF16: those products read their bf16 rows in place
+// (matmul_bf16_pairs). Bias and activation run as an epilogue.
 #include <algorithm>
 
 #include "backends/cpu/cpu_activation.h"
@@ -24,17 +26,20 @@ template <class T> void widen(const T* src, int64_t rows, int64_t cols, int64_t 
 }
 
 // out = act(c + bias) + residual for an m x n f32 result c (row length
-// ldc_in); residual (or null) is laid out like out.
+// ldc_in, overwritten by act(c + bias)); bias32 is the bias in f32 (or
+// null), residual (or null) is laid out like out. The activation runs
+// vectorized on f32 rows (activation_row), then each row narrows.
 template <class T>
-void epilogue(const MatMulParams& p, const float* c, int64_t ldc_in, const T* bias, const T* residual, T* out) {
+void epilogue(const MatMulParams& p, float* c, int64_t ldc_in, const float* bias32, Activation act, const T* residual,
+              T* out) {
   parallel_for(p.m, p.m * p.n > 16384, [&](int64_t i) {
-    for (int64_t j = 0; j < p.n; ++j) {
-      float v = c[i * ldc_in + j];
-      if (bias) v += to_f32(bias[j]);
-      v = apply_activation(p.act, v);
-      if (residual) v += to_f32(residual[i * p.ldc + j]);
-      out[i * p.ldc + j] = from_f32<T>(v);
-    }
+    float* row = c + i * ldc_in;
+    if (bias32 || act != Activation::None) activation_row(act, row, bias32, row, p.n);
+    T* o = out + i * p.ldc;
+    if (residual)
+      for (int64_t j = 0; j < p.n; ++j) o[j] = from_f32<T>(row[j] + to_f32(residual[i * p.ldc + j]));
+    else
+      for (int64_t j = 0; j < p.n; ++j) o[j] = from_f32<T>(row[j]);
   });
 }
 
@@ -80,10 +85,60 @@ void matmul_f32(const MatMulParams& p, CpuContext& ctx) {
   }
 }
 
+// The f32 result c32 (m x n, dense) into p's output: its glu, or its bias,
+// activation and residual, narrowed to T. bias32: p's bias in f32, or null
+// (also when the product applied bias and activation itself).
+template <class T>
+void narrow_result(const MatMulParams& p, uint8_t* arena, float* c32, const float* bias32, Activation act,
+                   int64_t bi) {
+  const T* bias = p.bias == kNoBuffer ? nullptr : at<T>(arena, p.bias);
+  const T* residual = residual_of<T>(p, arena);
+  if (p.fused.glu != Activation::None)
+    glu_rows(p.fused.glu, c32, p.m, p.n, p.n, bias, at<T>(arena, p.out) + bi * p.stride_out, p.ldc);
+  else
+    epilogue(p, c32, p.n, bias32, act, residual ? residual + bi * p.stride_out : nullptr,
+             at<T>(arena, p.out) + bi * p.stride_out);
+}
+
+// p's bias widened to f32 into scratch slot 3, or null when it has none.
+template <class T> const float* bias_f32(const MatMulParams& p, CpuContext& ctx) {
+  if (p.bias == kNoBuffer) return nullptr;
+  const T* b = at<T>(ctx.arena(), p.bias);
+  float* out = ctx.scratch(3, size_t(p.n));
+  for (int64_t j = 0; j < p.n; ++j) out[j] = to_f32(b[j]);
+  return out;
+}
+
+// bf16 A against weights packed as bf16 pairs: no widening, twice the f32
+// kernel's rate. A fused norm's rows are normalized in f32, then narrowed.
+void matmul_bf16_pairs(const MatMulParams& p, CpuContext& ctx, const uint32_t* packed) {
+  uint8_t* arena = ctx.arena();
+  ctx.count(GemmPath::PackedBf16, uint64_t(p.batch));
+  float* c32 = ctx.scratch(2, size_t(p.m * p.n));
+  const float* bias32 = bias_f32<BFloat>(p, ctx);
+  for (int64_t bi = 0; bi < p.batch; ++bi) {
+    const BFloat* a = at<BFloat>(arena, p.a) + bi * p.stride_a;
+    int64_t lda = p.lda;
+    if (p.fused.norm_gamma != kNoBuffer) {  // a few rows (fuse_matvec: batch 1)
+      float* a32 = ctx.scratch(0, size_t(p.m * p.k));
+      product_rows_f32(a, p.m, p.k, p.lda, p.fused, arena, a32);
+      auto* a16 = reinterpret_cast<BFloat*>(ctx.scratch(1, size_t(p.m * p.k + 1) / 2));
+      for (int64_t i = 0; i < p.m * p.k; ++i) a16[i] = from_f32<BFloat>(a32[i]);
+      a = a16, lda = p.k;
+    }
+    // Bias and activation inside the product, on each tile while in cache
+    // (a glu takes the bias itself, after).
+    const bool glu = p.fused.glu != Activation::None;
+    gemm_packed_bf16(p.trans_a, p.m, p.n, p.k, a, lda, packed, c32, p.n, glu ? nullptr : bias32,
+                     glu ? Activation::None : p.act, threads_for(p));
+    narrow_result<BFloat>(p, arena, c32, nullptr, Activation::None, bi);
+  }
+}
+
 template <class T> void matmul_widened(const MatMulParams& p, CpuContext& ctx) {
   uint8_t* arena = ctx.arena();
-  const T* bias = p.bias == kNoBuffer ? nullptr : at<T>(arena, p.bias);
   const float* packed = ctx.packed_weights(p);
+  if (packed && packs_bf16_pairs(p.dtype)) return matmul_bf16_pairs(p, ctx, reinterpret_cast<const uint32_t*>(packed));
   ctx.count(packed ? GemmPath::Packed : GemmPath::Library, uint64_t(p.batch));
   // Stored shapes of the operands (before the transpose flag applies).
   int64_t a_rows = p.trans_a ? p.k : p.m, a_cols = p.trans_a ? p.m : p.k;
@@ -91,6 +146,7 @@ template <class T> void matmul_widened(const MatMulParams& p, CpuContext& ctx) {
   float* a32 = ctx.scratch(0, size_t(a_rows * a_cols));
   float* b32 = packed ? nullptr : ctx.scratch(1, size_t(b_rows * b_cols));
   float* c32 = ctx.scratch(2, size_t(p.m * p.n));
+  const float* bias32 = bias_f32<T>(p, ctx);
   for (int64_t bi = 0; bi < p.batch; ++bi) {
     // A batch stride of 0 broadcasts: widen that operand once.
     if (p.fused.norm_gamma != kNoBuffer)  // a few rows, normalized as they widen (fuse_matvec: batch 1)
@@ -105,12 +161,7 @@ template <class T> void matmul_widened(const MatMulParams& p, CpuContext& ctx) {
       gemm_f32_sliced(p.trans_a, p.trans_b, p.m, p.n, p.k, a32, a_cols, b32, b_cols, c32, p.n, nullptr,
                       Activation::None, threads_for(p));
     }
-    const T* residual = residual_of<T>(p, arena);
-    if (p.fused.glu != Activation::None)
-      glu_rows(p.fused.glu, c32, p.m, p.n, p.n, bias, at<T>(arena, p.out) + bi * p.stride_out, p.ldc);
-    else
-      epilogue(p, c32, p.n, bias, residual ? residual + bi * p.stride_out : nullptr,
-               at<T>(arena, p.out) + bi * p.stride_out);
+    narrow_result<T>(p, arena, c32, bias32, p.act, bi);
   }
 }
 

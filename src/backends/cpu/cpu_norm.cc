@@ -1,6 +1,7 @@
 // LayerNorm / RMSNorm over the last axis, optionally fused with a residual
 // add whose sum is also written out (sum_out).
 #include <cmath>
+#include <vector>
 
 #include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
@@ -37,6 +38,9 @@ RLX_CPU_CLONES void norm_row_f32(const float* x, const float* res, const float* 
 
 namespace {
 
+// f16/bf16: each row widened to f32 (the residual sum rounded as it is
+// stored, so fused == add then norm), normalized by the f32 row kernel,
+// narrowed back.
 template <class T> void norm(const NormParams& p, CpuContext& ctx) {
   uint8_t* arena = ctx.arena();
   const T* x = at<T>(arena, p.x);
@@ -46,33 +50,31 @@ template <class T> void norm(const NormParams& p, CpuContext& ctx) {
   T* out = at<T>(arena, p.out);
   T* sum_out = p.sum_out == kNoBuffer ? nullptr : at<T>(arena, p.sum_out);
   const int64_t cols = p.cols;
+  // gamma and beta widened once for every row, into scratch 0 and 1.
+  float* g32 = gamma ? ctx.scratch(0, size_t(cols)) : nullptr;
+  float* b32 = beta ? ctx.scratch(1, size_t(cols)) : nullptr;
+  for (int64_t c = 0; gamma && c < cols; ++c) g32[c] = to_f32(gamma[c]);
+  for (int64_t c = 0; beta && c < cols; ++c) b32[c] = to_f32(beta[c]);
   parallel_for(p.rows, p.rows * cols > 16384, [&](int64_t r) {
+    thread_local std::vector<float> row;
+    if (row.size() < size_t(cols)) row.resize(size_t(cols));
+    float* v = row.data();
     const T* xr = x + r * cols;
-    const T* rr = res ? res + r * cols : nullptr;
-    // The normalized input is the sum as stored, so fused == add then norm.
-    auto value = [&](int64_t c) {
-      return rr ? to_f32(from_f32<T>(to_f32(xr[c]) + to_f32(rr[c]))) : to_f32(xr[c]);
-    };
-    if (sum_out)
-      for (int64_t c = 0; c < cols; ++c) sum_out[r * cols + c] = from_f32<T>(value(c));
-    double mean = 0.0;
-    if (p.kind == NormKind::Layer) {
-      for (int64_t c = 0; c < cols; ++c) mean += value(c);
-      mean /= double(cols);
+    if (res) {
+      const T* rr = res + r * cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        const T sum = from_f32<T>(to_f32(xr[c]) + to_f32(rr[c]));
+        if (sum_out) sum_out[r * cols + c] = sum;
+        v[c] = to_f32(sum);
+      }
+    } else {
+      for (int64_t c = 0; c < cols; ++c) v[c] = to_f32(xr[c]);
+      if (sum_out)
+        for (int64_t c = 0; c < cols; ++c) sum_out[r * cols + c] = xr[c];
     }
-    double sq = 0.0;
-    for (int64_t c = 0; c < cols; ++c) {
-      double d = value(c) - mean;
-      sq += d * d;
-    }
-    const float inv = float(1.0 / std::sqrt(sq / double(cols) + double(p.eps)));
-    const float m = float(mean);
-    for (int64_t c = 0; c < cols; ++c) {
-      float v = (value(c) - m) * inv;
-      if (gamma) v *= to_f32(gamma[c]);
-      if (beta) v += to_f32(beta[c]);
-      out[r * cols + c] = from_f32<T>(v);
-    }
+    norm_row_f32(v, nullptr, g32, b32, v, nullptr, cols, p.kind == NormKind::Layer, p.eps);
+    T* o = out + r * cols;
+    for (int64_t c = 0; c < cols; ++c) o[c] = from_f32<T>(v[c]);
   });
 }
 

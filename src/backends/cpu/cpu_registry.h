@@ -14,7 +14,8 @@ class WeightPacks;
 
 // Which GEMM runs a matmul: the packed kernel over weights packed once
 // (cpu_gemm_packed.h) or the library (cpu_gemm.h).
-enum class GemmPath : uint8_t { Packed, Library };
+// Packed: f32 kernel; PackedBf16: bf16 kernel on bf16 pairs; Library: BLAS.
+enum class GemmPath : uint8_t { Packed, PackedBf16, Library };
 
 // What a kernel gets besides its params: the arena, grow-only scratch
 // buffers owned by the executable (so steady-state runs do not allocate), and
@@ -40,7 +41,7 @@ class CpuContext {
   std::array<std::vector<float>, 4> scratch_;
   WeightPacks* packs_ = nullptr;
   std::vector<uint64_t> packed_b_;
-  std::array<uint64_t, 2> runs_{};
+  std::array<uint64_t, 3> runs_{};
 };
 
 class CpuRegistry {

@@ -12,6 +12,15 @@ void weight_span(const MatMulParams& p, uint64_t* lo, uint64_t* hi) {
   *hi = rows <= 0 || cols <= 0 ? p.b : p.b + uint64_t((rows - 1) * p.ldb + cols) * es;
 }
 
+namespace {
+// Bytes of the packed form: bf16 pairs where the bf16 kernel takes this
+// dtype, else f32.
+uint64_t packed_bytes(int64_t n, int64_t k, DType dtype) {
+  return packs_bf16_pairs(dtype) ? uint64_t(packed_bf16_words(n, k)) * sizeof(uint32_t)
+                                 : uint64_t(packed_weights_floats(n, k)) * sizeof(float);
+}
+}  // namespace
+
 const float* WeightPacks::get(const MatMulParams& p, const uint8_t* arena) {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t lo = 0, hi = 0;
@@ -25,12 +34,17 @@ const float* WeightPacks::get(const MatMulParams& p, const uint8_t* arena) {
     entries_.emplace_back();
     e = &entries_.back();
     e->lo = lo, e->hi = hi, e->n = p.n, e->k = p.k, e->ldb = p.ldb, e->trans_b = p.trans_b, e->dtype = p.dtype;
-    const size_t bytes = (size_t(packed_weights_floats(p.n, p.k)) * sizeof(float) + 63) / 64 * 64;
+    const size_t bytes = (size_t(packed_bytes(p.n, p.k, p.dtype)) + 63) / 64 * 64;
     e->data.reset(static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))));
     RLX_CHECK(e->data, "cpu: cannot allocate " << bytes << " bytes of packed weights for the matmul at offset "
                                                << p.b);
   }
-  if (!e->valid) {
+  if (!e->valid && packs_bf16_pairs(p.dtype)) {
+    pack_weights_bf16_pairs(reinterpret_cast<const BFloat*>(arena + p.b), p.n, p.k, p.ldb, p.trans_b,
+                            reinterpret_cast<uint32_t*>(e->data.get()));
+    e->valid = true;
+    ++packs_made_;
+  } else if (!e->valid) {
     with_float_type(p.dtype, [&](auto t) {
       using T = decltype(t);
       pack_weights(reinterpret_cast<const T*>(arena + p.b), p.n, p.k, p.ldb, p.trans_b, e->data.get());
@@ -50,7 +64,7 @@ void WeightPacks::invalidate(uint64_t offset, uint64_t size) {
 uint64_t WeightPacks::bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t total = 0;
-  for (const Entry& e : entries_) total += uint64_t(packed_weights_floats(e.n, e.k)) * sizeof(float);
+  for (const Entry& e : entries_) total += packed_bytes(e.n, e.k, e.dtype);
   return total;
 }
 

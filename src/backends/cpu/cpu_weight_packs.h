@@ -2,7 +2,8 @@
 // a product's first run and kept until the arena bytes they were read from
 // are written again (set_param, write_binding, constants copied back in).
 // One set per arena, shared by every executable on it as the weights are.
-// Costs one more f32 copy of each weight that takes the packed path.
+// Costs one more f32 copy of each weight that takes the packed path (bf16
+// weights: a bf16 copy, in pairs, where the bf16 kernel runs).
 #pragma once
 #include <cstdint>
 #include <cstdlib>
@@ -17,7 +18,8 @@ namespace rlx::cpu {
 class WeightPacks {
  public:
   // The packed op(B) of p (batch entry 0) read from `arena`: packed now when
-  // there is none for this operand or its bytes were written since.
+  // there is none for this operand or its bytes were written since. f32, or
+  // bf16 pairs (uint32_t words) where packs_bf16_pairs(p.dtype).
   const float* get(const MatMulParams& p, const uint8_t* arena);
   // The arena's bytes [offset, offset + size) changed: packs read from any
   // of them are stale.
