@@ -151,6 +151,23 @@ template <int... R> constexpr auto tiles_bf16(std::integer_sequence<int, R...>) 
 }
 constexpr auto kTilesBf16 = tiles_bf16(std::make_integer_sequence<int, int(MR)>{});
 
+// out[j] = bf16(row[j] + residual[j]) (residual may be null), 16 at a time
+// with VCVTNEPS2BF16 (round to nearest even, as float_to_bf16).
+__attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void narrow_row_bf16(const float* row,
+                                                                                       const BFloat* residual,
+                                                                                       BFloat* out, int64_t cols) {
+  for (int64_t j = 0; j < cols; j += 16) {
+    const int64_t left = cols - j;
+    const __mmask16 m = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+    __m512 v = _mm512_maskz_loadu_ps(m, row + j);
+    if (residual) {
+      const __m512i r16 = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, residual + j));
+      v = _mm512_add_ps(v, _mm512_castsi512_ps(_mm512_slli_epi32(r16, 16)));
+    }
+    _mm256_mask_storeu_epi16(out + j, m, (__m256i)_mm512_cvtneps_pbh(v));
+  }
+}
+
 // From CPUID leaf 7 subleaf 1, EAX bit 5 (clang 14's __builtin_cpu_supports
 // does not know "avx512bf16").
 bool has_avx512_bf16() {
@@ -194,14 +211,16 @@ void pack_a_transposed(const T* a, int64_t lda, int64_t i0, int64_t rows, int64_
 // thread takes consecutive units), so its panels stay in L2 (at most ~1 MB
 // of them) while the rows stream past. A is read in place (a transposed A is
 // copied per unit into rows).
-template <class F>
+// `finish(row, i, j0, cols)` runs on each finished row piece of C (row i,
+// columns [j0, j0 + cols)) while it is in cache; `epilogue` says whether
+// there is anything to run.
+template <class F, class Finish>
 void run_packed(bool trans_a, int64_t m, int64_t n, int64_t k, const typename F::A* a, int64_t lda,
-                const typename F::W* packed_b, float* c, int64_t ldc, const float* bias, Activation act,
+                const typename F::W* packed_b, float* c, int64_t ldc, bool epilogue, const Finish& finish,
                 int threads) {
 #ifdef RLX_PACKED_GEMM
   using A = typename F::A;
   if (m <= 0 || n <= 0) return;
-  const bool epilogue = bias || act != Activation::None;
   const int64_t panels = (n + NR - 1) / NR, mblocks = (m + kMC - 1) / kMC;
   const int64_t steps = (k + F::kStep - 1) / F::kStep;  // words per panel column
   const int64_t want = std::max<int64_t>(1, (4 * threads + mblocks - 1) / mblocks);
@@ -237,7 +256,7 @@ void run_packed(bool trans_a, int64_t m, int64_t n, int64_t k, const typename F:
             const typename F::W* next = t == 0 && p + 1 < p1 ? bp + steps * NR : nullptr;
             F::tiles[size_t(R - 1)](kc, ab + t * ab_ld, ab_ld, bp, ct, ldc, cols, k0 > 0, next);
             if (epilogue && k0 + kc == k)
-              for (int64_t r = 0; r < R; ++r) activation_row(act, ct + r * ldc, bias ? bias + j0 : nullptr, ct + r * ldc, cols);
+              for (int64_t r = 0; r < R; ++r) finish(ct + r * ldc, i0 + t + r, j0, cols);
           }
         }
       }
@@ -245,13 +264,13 @@ void run_packed(bool trans_a, int64_t m, int64_t n, int64_t k, const typename F:
         for (int64_t i = i0; i < i0 + rows; ++i)
           for (int64_t p = p0; p < p1; ++p) {
             const int64_t j0 = p * NR, cols = std::min(NR, n - j0);
-            activation_row(act, c + i * ldc + j0, bias ? bias + j0 : nullptr, c + i * ldc + j0, cols);
+            finish(c + i * ldc + j0, i, j0, cols);
           }
     }
   });
 #else
-  (void)trans_a, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)packed_b, (void)c, (void)ldc, (void)bias,
-      (void)act, (void)threads;
+  (void)trans_a, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)packed_b, (void)c, (void)ldc, (void)epilogue,
+      (void)finish, (void)threads;
   RLX_FAIL("cpu: the packed GEMM needs an x86-64 build");
 #endif
 }
@@ -335,14 +354,24 @@ void pack_weights_bf16_pairs(const BFloat* b, int64_t n, int64_t k, int64_t ldb,
 
 void gemm_packed(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* packed_b,
                  float* c, int64_t ldc, const float* bias, Activation act, int threads) {
-  run_packed<F32Format>(trans_a, m, n, k, a, lda, packed_b, c, ldc, bias, act, threads);
+  const auto finish = [&](float* row, int64_t, int64_t j0, int64_t cols) {
+    activation_row(act, row, bias ? bias + j0 : nullptr, row, cols);
+  };
+  run_packed<F32Format>(trans_a, m, n, k, a, lda, packed_b, c, ldc, bias || act != Activation::None, finish,
+                        threads);
 }
 
 void gemm_packed_bf16(bool trans_a, int64_t m, int64_t n, int64_t k, const BFloat* a, int64_t lda,
                       const uint32_t* packed_b, float* c, int64_t ldc, const float* bias, Activation act,
-                      int threads) {
+                      int threads, const Bf16Output& out) {
   RLX_CHECK(packed_bf16_available(), "cpu: the bf16 packed GEMM needs AVX512-BF16");
-  run_packed<Bf16Format>(trans_a, m, n, k, a, lda, packed_b, c, ldc, bias, act, threads);
+  const auto finish = [&](float* row, int64_t i, int64_t j0, int64_t cols) {
+    if (bias || act != Activation::None) activation_row(act, row, bias ? bias + j0 : nullptr, row, cols);
+    if (out.out)
+      narrow_row_bf16(row, out.residual ? out.residual + i * out.ld + j0 : nullptr, out.out + i * out.ld + j0, cols);
+  };
+  run_packed<Bf16Format>(trans_a, m, n, k, a, lda, packed_b, c, ldc,
+                         bias || act != Activation::None || out.out != nullptr, finish, threads);
 }
 
 }  // namespace rlx::cpu

@@ -60,11 +60,18 @@ void pack_weights_bf16_pairs(const BFloat* b, int64_t n, int64_t k, int64_t ldb,
 // order whatever the split, so results do not depend on the thread count.
 void gemm_packed(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* packed_b,
                  float* c, int64_t ldc, const float* bias, Activation act, int threads);
+// Where the bf16 GEMM also narrows its result, while each tile is in cache:
+// out = bf16(C + residual) (residual may be null), both with row length ld.
+struct Bf16Output {
+  BFloat* out = nullptr;
+  const BFloat* residual = nullptr;
+  int64_t ld = 0;
+};
 // The same over bf16 A and B packed by pack_weights_bf16_pairs: products of
-// bf16 values summed in f32 (VDPBF16PS), C in f32. Needs
-// packed_bf16_available().
+// bf16 values summed in f32 (VDPBF16PS), C in f32 (and narrowed into
+// `out.out` when set). Needs packed_bf16_available().
 void gemm_packed_bf16(bool trans_a, int64_t m, int64_t n, int64_t k, const BFloat* a, int64_t lda,
                       const uint32_t* packed_b, float* c, int64_t ldc, const float* bias, Activation act,
-                      int threads);
+                      int threads, const Bf16Output& out = {});
 
 }  // namespace rlx::cpu

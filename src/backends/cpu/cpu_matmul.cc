@@ -126,12 +126,20 @@ void matmul_bf16_pairs(const MatMulParams& p, CpuContext& ctx, const uint32_t* p
       for (int64_t i = 0; i < p.m * p.k; ++i) a16[i] = from_f32<BFloat>(a32[i]);
       a = a16, lda = p.k;
     }
-    // Bias and activation inside the product, on each tile while in cache
-    // (a glu takes the bias itself, after).
-    const bool glu = p.fused.glu != Activation::None;
-    gemm_packed_bf16(p.trans_a, p.m, p.n, p.k, a, lda, packed, c32, p.n, glu ? nullptr : bias32,
-                     glu ? Activation::None : p.act, threads_for(p));
-    narrow_result<BFloat>(p, arena, c32, nullptr, Activation::None, bi);
+    // Bias, activation, residual and the narrowing inside the product, on
+    // each tile while in cache; a glu pairs columns, so it runs after.
+    if (p.fused.glu != Activation::None) {
+      gemm_packed_bf16(p.trans_a, p.m, p.n, p.k, a, lda, packed, c32, p.n, nullptr, Activation::None,
+                       threads_for(p));
+      narrow_result<BFloat>(p, arena, c32, nullptr, Activation::None, bi);
+      continue;
+    }
+    const BFloat* residual = residual_of<BFloat>(p, arena);
+    Bf16Output out;
+    out.out = at<BFloat>(arena, p.out) + bi * p.stride_out;
+    out.residual = residual ? residual + bi * p.stride_out : nullptr;
+    out.ld = p.ldc;
+    gemm_packed_bf16(p.trans_a, p.m, p.n, p.k, a, lda, packed, c32, p.n, bias32, p.act, threads_for(p), out);
   }
 }
 
