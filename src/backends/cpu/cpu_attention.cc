@@ -120,11 +120,15 @@ RLX_CPU_INLINE void softmax_scores(float* si, int64_t i, const int32_t* keep, in
     for (int64_t j = 0; j < skv; ++j) si[j] = 0.f;
     return;
   }
+  for (int64_t j = 0; j < skv; ++j) si[j] = exp_approx(si[j] - mx);  // exp(-inf - mx) is 0: masked keys drop out
+  // The sum in 16 lanes (key j into lane j % 16), then the lanes in order: a
+  // fixed order that vectorizes, where one running sum is a serial chain.
+  f32x16 lanes = {};
+  const int64_t skv16 = skv - skv % 16;
+  for (int64_t j = 0; j < skv16; j += 16) lanes += load16(si + j);
+  for (int64_t j = skv16; j < skv; ++j) lanes[j - skv16] += si[j];
   float sum = 0.f;
-  for (int64_t j = 0; j < skv; ++j) {  // exp(-inf - mx) is 0: masked keys drop out
-    si[j] = exp_approx(si[j] - mx);
-    sum += si[j];
-  }
+  for (int l = 0; l < 16; ++l) sum += lanes[l];
   const float inv = 1.f / sum;  // normalize the weights, not the outputs: hd < skv multiplies
   for (int64_t j = 0; j < skv; ++j) si[j] *= inv;
 }
