@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rlx/graph.h"
+#include "quant_weights.h"
 #include "test_util.h"
 
 namespace rlx::test {
@@ -118,6 +119,59 @@ inline OpCase moe_matmul_case(const std::string& name, int rows, int top_k, int 
   return oc;
 }
 
+// The same over experts block-quantized as t (constants, as a model's params
+// are): quants [experts, n, kin / per word], scales [experts, n, ...]; the
+// reference multiplies the dequantized values in double.
+inline OpCase moe_matmul_q_case(const std::string& name, QuantType t, int rows, int top_k, int experts, int n, int kin,
+                                bool per_choice, bool weighted, uint64_t seed) {
+  OpCase oc;
+  oc.name = name;
+  oc.thunk = "moe_matmul_q";
+  const QuantWeight w = random_quant_weight(t, int64_t(experts) * n, kin, seed);
+  oc.build = [=](DType dt) {
+    OpGraph c;
+    const Shape xs = per_choice ? Shape{rows, top_k, kin} : Shape{rows, kin};
+    ValueId x = c.graph.input("x", xs, dt);
+    const Shape qs = w.quants_shape(), ss = w.scales_shape();
+    ValueId quants = c.graph.constant({experts, n, qs[1]}, DType::I32, w.quants);
+    ValueId scales = c.graph.constant({experts, n, ss[1]}, DType::F16, w.scales);
+    ValueId ids = c.graph.input("ids", {rows, top_k}, DType::I32);
+    ValueId wt = weighted ? c.graph.input("weights", {rows, top_k}, dt) : -1;
+    c.graph.output("out", c.graph.moe_matmul_q(x, quants, scales, t, ids, wt));
+    c.inputs["x"] = quantize(random_floats(size_t(numel(xs)), seed + 1), dt);
+    std::vector<float> id = random_floats(size_t(rows * top_k), seed + 2, 0.f, float(experts) - 0.01f);
+    for (float& v : id) v = std::floor(v);
+    if (rows * top_k > 2) id[1] = float(experts);  // out of range: zeros
+    c.inputs["ids"] = id;
+    if (weighted) c.inputs["weights"] = quantize(random_floats(size_t(rows * top_k), seed + 3, 0.f, 1.f), dt);
+    return c;
+  };
+  oc.reference = [=](const Values& in) {
+    const auto &x = in.at("x"), &ids = in.at("ids");
+    std::vector<double> out;
+    for (int r = 0; r < rows; ++r) {
+      std::vector<double> sum(size_t(n), 0.0);
+      for (int j = 0; j < top_k; ++j) {
+        const int e = int(ids[size_t(r * top_k + j)]);
+        const float* xr = x.data() + (per_choice ? (r * top_k + j) * kin : r * kin);
+        for (int c = 0; c < n; ++c) {
+          double d = 0;
+          if (e >= 0 && e < experts)
+            for (int i = 0; i < kin; ++i) d += double(xr[i]) * w.values[size_t((int64_t(e) * n + c) * kin + i)];
+          if (weighted) sum[size_t(c)] += in.at("weights")[size_t(r * top_k + j)] * d;
+          else out.push_back(d);
+        }
+      }
+      if (weighted) out.insert(out.end(), sum.begin(), sum.end());
+    }
+    return Refs{{"out", out}};
+  };
+  oc.elem_scale = 4.0;  // sums of kin products; the CPU's x is int8 per block
+  oc.elem_scale_f32 = 10.0;
+  oc.rerun_reversed = true;
+  return oc;
+}
+
 inline void add_moe_cases(std::vector<OpCase>& cases) {
   add_moe_route_cases(cases, "moe_route_9x5_top2_norm", 9, 5, 2, true, 301);
   add_moe_route_cases(cases, "moe_route_3x7_top1", 3, 7, 1, false, 302);
@@ -126,6 +180,12 @@ inline void add_moe_cases(std::vector<OpCase>& cases) {
   cases.push_back(moe_matmul_case("moe_matmul_per_choice_weighted_3x2_e5_24x64", 3, 2, 5, 24, 64, true, true, 312));
   cases.push_back(moe_matmul_case("moe_matmul_decode_weighted_1x3_e6_40x128", 1, 3, 6, 40, 128, false, true, 313));
   cases.push_back(moe_matmul_case("moe_matmul_per_choice_13x4_e9_19x48", 13, 4, 9, 19, 48, true, false, 314));
+  cases.push_back(moe_matmul_q_case("moe_matmul_q_q8_0_7x2_e5_11x64", QuantType::Q8_0, 7, 2, 5, 11, 64, false, false,
+                                    321));
+  cases.push_back(moe_matmul_q_case("moe_matmul_q_q4_0_per_choice_weighted_3x2_e5_37x96", QuantType::Q4_0, 3, 2, 5, 37,
+                                    96, true, true, 322));
+  cases.push_back(moe_matmul_q_case("moe_matmul_q_q4_1_decode_weighted_1x3_e6_40x128", QuantType::Q4_1, 1, 3, 6, 40,
+                                    128, false, true, 323));
 }
 
 }  // namespace rlx::test

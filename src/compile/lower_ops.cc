@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "compile/lower.h"
+#include "rlx/quant.h"
 
 namespace rlx {
 
@@ -402,6 +403,28 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.k = at.k;
       p.norm_topk = at.norm_topk;
       p.dtype = V(0).dtype;
+      return emit(p);
+    }
+    case OpKind::MoeMatMulQ: {
+      const Shape &xs = V(0).shape, &qs = V(1).shape;
+      MoeMatMulQParams p{};
+      p.x = addr(n.inputs[0]);
+      p.quants = addr(n.inputs[1]);
+      p.scales = addr(n.inputs[2]);
+      p.ids = addr(n.inputs[3]);
+      p.weights = n.inputs.size() > 4 ? addr(n.inputs[4]) : kNoBuffer;
+      p.out = addr(n.outputs[0]);
+      p.rows = V(3).shape[0];
+      p.top_k = V(3).shape[1];
+      p.quant = std::get<MatMulQAttrs>(n.attrs).type;
+      p.experts = qs[0];
+      p.n = qs[1];
+      p.k = qs[2] * quant_elems_per_word(p.quant);
+      const bool per_choice = xs.size() == 3;
+      p.x_row_stride = per_choice ? p.top_k * p.k : p.k;
+      p.x_choice_stride = per_choice ? p.k : 0;
+      p.dtype = V(0).dtype;
+      p.w_constant = is_constant(g, n.inputs[1]) && is_constant(g, n.inputs[2]);
       return emit(p);
     }
     case OpKind::MoeMatMul: {

@@ -223,6 +223,14 @@ ValueId Graph::moe_matmul(ValueId x, ValueId w, ValueId ids, ValueId weights) {
   if (weights >= 0) in.push_back(weights);
   return add_node(OpKind::MoeMatMul, in, NoAttrs{})[0];
 }
+ValueId Graph::moe_matmul_q(ValueId x, ValueId quants, ValueId scales, QuantType type, ValueId ids,
+                            ValueId weights) {
+  std::vector<ValueId> in{x, quants, scales, ids};
+  if (weights >= 0) in.push_back(weights);
+  MatMulQAttrs a;
+  a.type = type;
+  return add_node(OpKind::MoeMatMulQ, in, a)[0];
+}
 ValueId Graph::argmax(ValueId x) { return add_node(OpKind::Argmax, {x}, NoAttrs{})[0]; }
 ValueId Graph::sample(ValueId x, ValueId positions, const SampleAttrs& a) {
   return add_node(OpKind::Sample, {x, positions}, a)[0];

@@ -359,6 +359,40 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       return {Value{{x.shape[0], at.k}, DType::I32, -1, 0}, Value{{x.shape[0], at.k}, x.dtype, -1, 1}};
     }
 
+    case OpKind::MoeMatMulQ: {
+      const auto& at = std::get<MatMulQAttrs>(attrs);
+      need_inputs(in, 4, 5, who);
+      RLX_CHECK(fused_inputs(at.fused) == 0 && at.fused.glu == Activation::None && !at.any_rows_in_place,
+                who << ": takes the block format only, no fusion");
+      const QuantType type = at.type;
+      const Value &x = V(0), &q = V(1), &s = V(2), &ids = V(3);
+      need_float(x, who, "x");
+      need_dtype(q, DType::I32, who, "quants");
+      need_dtype(s, DType::F16, who, "scales");
+      need_dtype(ids, DType::I32, who, "expert ids");
+      RLX_CHECK(q.shape.size() == 3 && s.shape.size() == 3 && q.shape[0] > 0 && q.shape[1] > 0 && q.shape[2] > 0,
+                who << ": quants and scales must be [experts, n, ...], got " << shape_str(q.shape) << " and "
+                    << shape_str(s.shape));
+      const int64_t E = q.shape[0], n = q.shape[1], k = q.shape[2] * quant_elems_per_word(type);
+      const int64_t scale_cols = k / kQuantBlock * quant_scales_per_block(type);
+      RLX_CHECK(k % kQuantBlock == 0 && s.shape == Shape({E, n, scale_cols}),
+                who << ": " << quant_type_name(type) << " experts of " << k << " columns need scales [" << E << ", "
+                    << n << ", " << scale_cols << "], got " << shape_str(s.shape));
+      RLX_CHECK(ids.shape.size() == 2 && ids.shape[1] > 0,
+                who << ": expert ids must be [rows, top_k], got " << shape_str(ids.shape));
+      const int64_t rows = ids.shape[0], top_k = ids.shape[1];
+      RLX_CHECK((x.shape == Shape{rows, k}) || (x.shape == Shape{rows, top_k, k}),
+                who << ": x must be [" << rows << ", " << k << "] or [" << rows << ", " << top_k << ", " << k
+                    << "], got " << shape_str(x.shape));
+      if (in.size() == 5) {
+        RLX_CHECK(V(4).shape == ids.shape, who << ": weights must be " << shape_str(ids.shape) << ", got "
+                                               << shape_str(V(4).shape));
+        need_dtype(V(4), x.dtype, who, "weights");
+        return out({rows, n}, x.dtype);
+      }
+      return out({rows, top_k, n}, x.dtype);
+    }
+
     case OpKind::MoeMatMul: {
       need_inputs(in, 3, 4, who);
       const Value &x = V(0), &w = V(1), &ids = V(2);

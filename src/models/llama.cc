@@ -181,7 +181,7 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     x = g.add(x, attn_out);
     h = g.rms_norm(x, param(p + "ffn_norm.weight", {H}), c.rms_eps);
     if (c.is_moe_layer(l)) {  // a router and its experts instead of one FFN
-      x = g.add(x, build_moe_ffn(g, c, h, p, dt));
+      x = g.add(x, build_moe_ffn(g, c, h, p, dt, quantized));
       continue;
     }
     // One SwiGLU op: after the gate and up products merge, it reads both

@@ -211,6 +211,12 @@ void LlamaSafetensors::load_experts(Executable& exe, const LlamaParamSource& s) 
     RLX_CHECK(from + block <= b.size(), "llama: tensor '" << t << "' is shorter than its shape");
     std::memcpy(all.data() + size_t(e) * block, b.data() + from, block);
   }
+  if (s.quant) {  // --quantize on the CPU: the stack quantized row by row
+    std::vector<float> v(size_t(E * rows * cols));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = load_as_float(all.data(), dt, i);
+    set_quantized_weight(exe, s, v);
+    return;
+  }
   exe.set_param_bytes(s.param, dt, all.data(), all.size());
 }
 

@@ -4,6 +4,7 @@
 
 #include "backends/cpu/cpu_quant_dot.h"
 #include "models/llama.h"
+#include "models/moe.h"
 #include "thunks/quant_math.h"
 
 namespace rlx {
@@ -16,13 +17,18 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// Splits W's quants and scales into their two params.
+// Rows of W [..., k]: every dim but the last (an expert stack [E, n, k]
+// is E * n rows).
+int64_t rows_of(const Shape& s) { return numel(s) / s.back(); }
+
+// Splits W's quants and scales into their two params, W's leading dims kept.
 void set_split(Executable& exe, const LlamaParamSource& s, std::vector<uint8_t> quants, std::vector<uint8_t> scales) {
-  const int64_t n = s.shape[0], k = s.shape[1];
-  exe.set_param(s.tensor + kQuants,
-                HostTensor{DType::I32, {n, k / quant_elems_per_word(*s.quant)}, std::move(quants)});
-  exe.set_param(s.tensor + kScales,
-                HostTensor{DType::F16, {n, k / kQuantBlock * quant_scales_per_block(*s.quant)}, std::move(scales)});
+  const int64_t k = s.shape.back();
+  Shape qs = s.shape, ss = s.shape;
+  qs.back() = k / quant_elems_per_word(*s.quant);
+  ss.back() = k / kQuantBlock * quant_scales_per_block(*s.quant);
+  exe.set_param(s.tensor + kQuants, HostTensor{DType::I32, qs, std::move(quants)});
+  exe.set_param(s.tensor + kScales, HostTensor{DType::F16, ss, std::move(scales)});
 }
 
 }  // namespace
@@ -37,7 +43,13 @@ std::vector<std::pair<std::string, Shape>> llama_matmul_weights(const LlamaConfi
     w.push_back({p + "attn_k.weight", {kv_dim, H}});
     w.push_back({p + "attn_v.weight", {kv_dim, H}});
     w.push_back({p + "attn_output.weight", {H, q_dim}});
-    if (c.is_moe_layer(l)) continue;  // its experts stay floats (moe.h); it has no dense FFN
+    if (c.is_moe_layer(l)) {  // its experts [E, n, k] (moe.h) instead of a dense FFN
+      const int64_t E = c.num_experts, EF = c.expert_ffn;
+      w.push_back({p + "ffn_gate_exps.weight", {E, EF, H}});
+      w.push_back({p + "ffn_up_exps.weight", {E, EF, H}});
+      w.push_back({p + "ffn_down_exps.weight", {E, H, EF}});
+      continue;
+    }
     w.push_back({p + "ffn_gate.weight", {F, H}});
     w.push_back({p + "ffn_up.weight", {F, H}});
     w.push_back({p + "ffn_down.weight", {H, F}});
@@ -53,6 +65,9 @@ QuantizedWeights plan_llama_quantization(const LlamaConfig& c,
             "llama: quantize " << quant_type_name(*quantize) << " has no kernels on this device");
   QuantizedWeights q;
   for (const auto& [name, shape] : llama_matmul_weights(c)) {
+    // Quantized experts have kernels of their own (moe_matmul_q), held to
+    // the CPU's on the GPU by the op cases only so far: the GPU keeps floats.
+    if (is_expert_param(name) && device != Device::Cpu) continue;
     std::optional<QuantType> t = stored ? stored(name) : std::nullopt;
     if (t && !quant_type_runs_on(*t, device)) t.reset();
     // The f32 kernel reads Q4_1 blocks slower than the expanded f32 weights
@@ -61,7 +76,10 @@ QuantizedWeights plan_llama_quantization(const LlamaConfig& c,
       t.reset();
     if (!t) t = quantize;
     if (!t) continue;
-    RLX_CHECK(shape[1] % kQuantBlock == 0, "llama: tensor '" << name << "' has rows of " << shape[1]
+    // An expert stack whose rows are no whole blocks (Mixtral-like test
+    // shapes, FFN 37) keeps floats rather than refusing the whole model.
+    if (is_expert_param(name) && shape.back() % kQuantBlock != 0) continue;
+    RLX_CHECK(shape.back() % kQuantBlock == 0, "llama: tensor '" << name << "' has rows of " << shape.back()
                                                              << " elements; " << quant_type_name(*t)
                                                              << " needs a multiple of " << kQuantBlock);
     q[name] = *t;
@@ -89,10 +107,11 @@ std::vector<LlamaParamSource> llama_param_sources(const Graph& g) {
     }
     const std::string w = name.substr(0, name.size() - std::strlen(kQuants));
     auto sc = shapes.find(w + kScales);
-    RLX_CHECK(sc != shapes.end() && shape.size() == 2 && sc->second.size() == 2 && shape[1] > 0,
+    RLX_CHECK(sc != shapes.end() && (shape.size() == 2 || shape.size() == 3) &&
+                  sc->second.size() == shape.size() && shape.back() > 0,
               "llama: param '" << name << "' comes without its scales");
     // Words of quants per f16 of scales: Q8_0 8, Q4_0 4, Q4_1 2.
-    const int64_t words = shape[1], halves = sc->second[1];
+    const int64_t words = shape.back(), halves = sc->second.back();
     std::optional<QuantType> t;
     for (QuantType c : {QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_1})
       if (halves % quant_scales_per_block(c) == 0 &&
@@ -100,13 +119,15 @@ std::vector<LlamaParamSource> llama_param_sources(const Graph& g) {
         t = c;
     RLX_CHECK(t, "llama: params '" << name << "' " << shape_str(shape) << " and '" << w << kScales << "' "
                                    << shape_str(sc->second) << " are no quantized weight");
-    out.push_back({name, w, {shape[0], words * quant_elems_per_word(*t)}, t});
+    Shape ws = shape;
+    ws.back() = words * quant_elems_per_word(*t);
+    out.push_back({name, w, ws, t});
   }
   return out;
 }
 
 void set_quantized_weight(Executable& exe, const LlamaParamSource& s, const std::vector<float>& w) {
-  const int64_t n = s.shape[0], k = s.shape[1], row_bytes = k / kQuantBlock * quant_block_bytes(*s.quant);
+  const int64_t n = rows_of(s.shape), k = s.shape.back(), row_bytes = k / kQuantBlock * quant_block_bytes(*s.quant);
   RLX_CHECK(int64_t(w.size()) == n * k, "llama: tensor '" << s.tensor << "' has " << w.size() << " values, not "
                                                           << n * k);
   const int64_t row_scales = k / kQuantBlock * quant_scales_per_block(*s.quant);
@@ -118,7 +139,7 @@ void set_quantized_weight(Executable& exe, const LlamaParamSource& s, const std:
 }
 
 void set_quantized_weight_blocks(Executable& exe, const LlamaParamSource& s, std::span<const uint8_t> blocks) {
-  const int64_t n = s.shape[0], k = s.shape[1], count = n * (k / kQuantBlock);
+  const int64_t n = rows_of(s.shape), k = s.shape.back(), count = n * (k / kQuantBlock);
   const size_t qb = size_t(quant_block_bytes(*s.quant)), sb = size_t(2 * quant_scales_per_block(*s.quant));
   RLX_CHECK(blocks.size() == size_t(count) * (sb + qb),
             "llama: tensor '" << s.tensor << "' has " << blocks.size() << " bytes, not " << count << " "

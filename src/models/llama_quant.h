@@ -1,6 +1,8 @@
 // LLaMA matmul weights held block-quantized (rlx/quant.h): which ones, and
 // how loaders fill their params. A quantized weight W (named as GGUF names
-// it, e.g. blk.0.attn_q.weight) is two graph params, W.quants and W.scales.
+// it, e.g. blk.0.attn_q.weight) is two graph params, W.quants and W.scales;
+// a sparse layer's expert stack [E, n, k] likewise, with its leading dims
+// (on the CPU: the GPU keeps experts in floats so far).
 // The token embedding the gather reads stays in floats, also when the tied
 // LM head reads the same tensor quantized (then both exist).
 #pragma once
@@ -23,14 +25,15 @@ struct LlamaConfig;
 // Matmul weight name -> the format its params hold.
 using QuantizedWeights = std::map<std::string, QuantType>;
 
-// The weights LLaMA's matmuls read (as [n, k], n outputs of k inputs).
+// The weights LLaMA's matmuls read (as [n, k], n outputs of k inputs; the
+// experts of sparse layers as [E, n, k]).
 std::vector<std::pair<std::string, Shape>> llama_matmul_weights(const LlamaConfig& c);
 
 // Each matmul weight's format: what `stored` says where the file holds it in
 // a format the device's kernels read (kept as it is: quant_type_runs_on),
 // else `quantize` when set, else floats. A weight whose rows are not a
-// multiple of 32, or a `quantize` the device cannot run, is rlx::Error
-// naming it.
+// multiple of 32 (an expert stack's: it stays floats), or a `quantize` the
+// device cannot run, is rlx::Error naming it. Expert stacks only on the CPU.
 QuantizedWeights plan_llama_quantization(const LlamaConfig& c,
                                          const std::function<std::optional<QuantType>(const std::string&)>& stored,
                                          std::optional<QuantType> quantize, Device device = Device::Cpu);
@@ -49,7 +52,7 @@ struct LlamaParamSource {
 };
 std::vector<LlamaParamSource> llama_param_sources(const Graph& g);
 
-// Fills W.quants and W.scales from W [n, k] in f32, quantized as llama.cpp's
+// Fills W.quants and W.scales from W [..., k] in f32, quantized as llama.cpp's
 // reference quantizers do (thunks/quant_math.h).
 void set_quantized_weight(Executable& exe, const LlamaParamSource& s, const std::vector<float>& w);
 // The same from GGUF blocks of W's format (per block: f16 scale(s), then the

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,11 @@ class JsonField;
 // moe_route, one moe_matmul over gate|up (a param group: laid side by side at
 // load), SwiGLU, and a moe_matmul over down that weights and sums the
 // chosen experts' outputs.
-ValueId build_moe_ffn(Graph& g, const LlamaConfig& c, ValueId h, const std::string& layer_prefix, DType dt);
+// Experts named in `quantized` (QuantizedWeights: llama_quant.h) are
+// moe_matmul_q products over their quants and scales (gate and up quantized
+// alike, or both stay floats).
+ValueId build_moe_ffn(Graph& g, const LlamaConfig& c, ValueId h, const std::string& layer_prefix, DType dt,
+                      const std::map<std::string, QuantType>& quantized = {});
 
 // Hugging Face model types with experts: qwen3_moe, mixtral.
 bool is_moe_model_type(const std::string& model_type);

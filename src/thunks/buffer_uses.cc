@@ -174,6 +174,18 @@ Uses uses(const MoeMatMulParams& p) {
   return u;
 }
 
+Uses uses(const MoeMatMulQParams& p) {
+  Uses u;
+  const int64_t rows = p.experts * p.n;
+  read(u, p.x, bytes((p.rows - 1) * p.x_row_stride + (p.top_k - 1) * p.x_choice_stride + p.k, p.dtype));
+  read(u, p.quants, bytes(rows * p.k / quant_elems_per_word(p.quant), DType::I32));
+  read(u, p.scales, bytes(rows * p.k / kQuantBlock * quant_scales_per_block(p.quant), DType::F16));
+  read(u, p.ids, bytes(p.rows * p.top_k, DType::I32));
+  read(u, p.weights, bytes(p.rows * p.top_k, p.dtype));
+  write(u, p.out, bytes(p.rows * (p.weights == kNoBuffer ? p.top_k : 1) * p.n, p.dtype));
+  return u;
+}
+
 }  // namespace
 
 std::vector<BufferUse> declared_uses(const ThunkParams& p) {

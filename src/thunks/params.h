@@ -263,6 +263,17 @@ struct MoeMatMulParams {
   uint8_t w_constant;  // w is a param (no thunk writes it): kernels may read it early
 };
 
+// moe_matmul over block-quantized experts: expert e's row c at quants +
+// (e * n + c) * row bytes, its scales likewise (matmul_q's layout per expert).
+struct MoeMatMulQParams {
+  uint64_t x, quants, scales, ids, weights, out;
+  int64_t rows, top_k, experts, n, k;
+  int64_t x_row_stride, x_choice_stride;
+  DType dtype;
+  QuantType quant;
+  uint8_t w_constant;  // quants and scales are params (no thunk writes them)
+};
+
 #define X(e, n, P)                                                      \
   static_assert(std::is_trivially_copyable_v<P>, #P " must be plain"); \
   static_assert(sizeof(P) <= 512, #P " too large for a kernel argument");

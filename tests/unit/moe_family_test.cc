@@ -11,6 +11,7 @@
 
 #include "models/decoder_family_files.h"  // tests/models
 #include "models/llama_batch_check.h"     // tests/models
+#include "backends/cpu/cpu_quant_dot.h"
 #include "models/gguf.h"
 #include "models/llama_generator.h"
 #include "models/llama_quant.h"
@@ -32,13 +33,20 @@ int moe_layer_count(const LlamaConfig& c) {
   return n;
 }
 
-// One moe_route and two moe_matmul thunks per sparse layer ran in ex.
-void expect_sparse_path(const Executable& ex, const LlamaConfig& c, const std::string& what) {
+int thunks(const Executable& ex, const std::string& kind) {
   const auto& h = ex.report().thunk_histogram;
+  return h.count(kind) ? int(h.at(kind)) : 0;
+}
+
+// One moe_route and two expert products (moe_matmul, or moe_matmul_q over
+// quantized experts) per sparse layer ran in ex; `quantized` of them over
+// quantized experts.
+void expect_sparse_path(const Executable& ex, const LlamaConfig& c, const std::string& what, int quantized = 0) {
   const int layers = moe_layer_count(c);
   ASSERT_GT(layers, 0) << what;
-  EXPECT_EQ(h.count("moe_route") ? h.at("moe_route") : 0, layers) << what;
-  EXPECT_EQ(h.count("moe_matmul") ? h.at("moe_matmul") : 0, 2 * layers) << what;
+  EXPECT_EQ(thunks(ex, "moe_route"), layers) << what;
+  EXPECT_EQ(thunks(ex, "moe_matmul") + thunks(ex, "moe_matmul_q"), 2 * layers) << what;
+  EXPECT_EQ(thunks(ex, "moe_matmul_q"), quantized) << what;
 }
 
 // A prompt of 11 tokens, then 3 more one at a time, each against the
@@ -220,8 +228,10 @@ TEST(MoeFamilies, TransformersCheckpointMatchesTheReference) {
 }
 
 // The same checkpoint as a quantized qwen3moe GGUF (tests/data/make_moe_gguf.py):
-// Q8_0 gate/up experts dequantized at load, BF16 down experts, F16
-// attention; the reference reads the file's own (dequantized) values.
+// Q8_0 gate/up experts kept quantized (moe_matmul_q, the blocks as stored),
+// BF16 down experts, F16 attention; the reference reads the file's own
+// (dequantized) values. On the f32 kernel (x unquantized) and on the default
+// integer one (x in two int8 digits per block), each to its bound.
 TEST(MoeFamilies, QuantizedGgufMatchesTheReference) {
   const std::string path = std::string(RLX_SOURCE_DIR) + "/tests/data/moe/qwen3_moe_tiny.gguf";
   GgufFile file(path);
@@ -240,20 +250,52 @@ TEST(MoeFamilies, QuantizedGgufMatchesTheReference) {
   const Graph g = build_llama_graph(c, 1, 1, DType::F32);
   for (const Node& n : g.nodes())
     if (n.op == OpKind::Param) w[n.name] = file.to_f32(n.name);
-  GeneratorOptions o;
-  o.threads = 1;
-  LlamaGenerator gen(path, o);
-  const std::vector<int32_t> ids = test::random_ids(12, c.vocab_size, 9);
-  for (size_t n = 10; n <= ids.size(); ++n) {
-    const std::vector<int32_t> prefix(ids.begin(), ids.begin() + long(n));
-    test::expect_close(gen.next_logits(prefix), test::reference(c, w, prefix, int(n) - 1), 1e-4,
-                       "qwen3moe GGUF after " + std::to_string(n) + " tokens");
+  const cpu::QuantKernel saved = cpu::quant_kernel();
+  for (cpu::QuantKernel k : {cpu::QuantKernel::F32, saved}) {
+    cpu::set_quant_kernel(k);
+    const uint64_t calls = cpu::quant_kernel_calls(k);
+    GeneratorOptions o;
+    o.threads = 1;
+    LlamaGenerator gen(path, o);
+    const std::vector<int32_t> ids = test::random_ids(12, c.vocab_size, 9);
+    for (size_t n = 10; n <= ids.size(); ++n) {
+      const std::vector<int32_t> prefix(ids.begin(), ids.begin() + long(n));
+      test::expect_close(gen.next_logits(prefix), test::reference(c, w, prefix, int(n) - 1),
+                         k == cpu::QuantKernel::F32 ? 1e-4 : 1e-3,
+                         std::string("qwen3moe GGUF, ") + cpu::quant_kernel_name(k) + " kernel, after " +
+                             std::to_string(n) + " tokens");
+    }
+    EXPECT_GT(cpu::quant_kernel_calls(k), calls) << cpu::quant_kernel_name(k) << " kernel ran";
+    gen.next_token(ids);
+    // Gate/up of both sparse layers over their Q8_0 blocks; down in bf16.
+    expect_sparse_path(gen.state_fed_executable(), c, "qwen3moe GGUF state-fed step", moe_layer_count(c));
   }
+  cpu::set_quant_kernel(saved);
 }
 
-// --quantize: a sparse layer's products are its router and experts (kept in
-// floats), so its dense FFN names are not planned (Mixtral's intermediate
-// size of 37 would otherwise refuse the whole model); a dense layer's are.
+// --quantize q8_0 on a Hugging Face MoE directory with whole-block experts:
+// the experts are quantized at load (moe_matmul_q) and the logits stay
+// within Q8_0's reach of the float reference.
+TEST(MoeFamilies, QuantizeAtLoadQuantizesWholeBlockExperts) {
+  Family f = test::mixtral();  // hidden 288: whole blocks of 32 for every product
+  f.cfg.intermediate_size = f.cfg.expert_ffn = 64;  // the down experts' rows too
+  const test::Weights w = test::weights_of(f.cfg);
+  test::TempDir d;
+  test::write_moe_hf_dir(d.path(), f, w);
+  GeneratorOptions o;
+  o.threads = 1;
+  o.quantize = QuantType::Q8_0;
+  LlamaGenerator gen(d.path().string(), o);
+  const std::vector<int32_t> ids = test::random_ids(9, f.cfg.vocab_size, 5);
+  test::expect_close(gen.next_logits(ids), test::reference(f.cfg, w, ids, 8), 3e-2, "mixtral --quantize q8_0");
+  gen.next_token(ids);
+  expect_sparse_path(gen.state_fed_executable(), f.cfg, "mixtral --quantize q8_0", 2 * moe_layer_count(f.cfg));
+}
+
+// --quantize: a sparse layer's products are its router and experts, so its
+// dense FFN names are not planned (Mixtral's intermediate size of 37 would
+// otherwise refuse the whole model); a dense layer's are. Experts are planned
+// on the CPU where their rows are whole blocks, never on the GPU.
 TEST(MoeFamilies, QuantizationPlansNoDenseFfnForSparseLayers) {
   for (const Family& f : {test::qwen3_moe(), test::mixtral()}) {
     std::set<std::string> names;
@@ -263,6 +305,17 @@ TEST(MoeFamilies, QuantizationPlansNoDenseFfnForSparseLayers) {
       EXPECT_EQ(names.count(p + "ffn_gate.weight"), f.cfg.is_moe_layer(l) ? 0u : 1u) << f.name << " layer " << l;
       EXPECT_EQ(names.count(p + "ffn_down.weight"), f.cfg.is_moe_layer(l) ? 0u : 1u) << f.name << " layer " << l;
       EXPECT_EQ(names.count(p + "attn_q.weight"), 1u) << f.name << " layer " << l;
+    }
+    if (f.cfg.hidden_size % kQuantBlock != 0) continue;  // qwen3_moe's 200: --quantize refuses its attention
+    for (Device dev : {Device::Cpu, Device::Cuda}) {
+      const QuantizedWeights q = plan_llama_quantization(f.cfg, nullptr, QuantType::Q8_0, dev);
+      for (int l = 0; l < f.cfg.num_layers; ++l) {
+        if (!f.cfg.is_moe_layer(l)) continue;
+        const std::string p = "blk." + std::to_string(l) + ".";
+        const bool cpu = dev == Device::Cpu;
+        EXPECT_EQ(q.count(p + "ffn_gate_exps.weight"), cpu ? 1u : 0u) << f.name << " layer " << l;
+        EXPECT_EQ(q.count(p + "ffn_down_exps.weight"), 0u) << f.name << ": rows of 37 are no whole blocks";
+      }
     }
   }
 }
