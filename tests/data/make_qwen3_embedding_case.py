@@ -24,8 +24,14 @@ embeddings.
                encode() of the folder (one batch, so padded) must agree with
                them within 1e-5 (st_max_abs_diff).
 
+  --family qwen2 writes tests/data/qwen2_embed/ the same way for gte-Qwen2's
+  family: Qwen2Model (hidden 40, 5 query heads on 1 KV head, head_dim 8,
+  q/k/v biases, no q/k norms) in f16, the post_processor a Sequence of
+  ByteLevel and the template.
+
     pip install numpy tokenizers   # + sentence-transformers for the cross-check
     python3 tests/data/make_qwen3_embedding_case.py --out tests/data/qwen3_embed
+    python3 tests/data/make_qwen3_embedding_case.py --family qwen2 --out tests/data/qwen2_embed
 """
 import argparse
 import json
@@ -56,12 +62,21 @@ MAX_LEN = 128
 QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
                r"\s*[\r\n]+|\s+(?!\S)|\s+")
 EOS = "<|endoftext|>"
-H, NH, NKV, HD, LAYERS, FFN = 48, 3, 1, 16, 2, 40
 EPS, THETA = 1e-6, 1000.0
+# Qwen3 (Qwen3-Embedding): per-head q/k RMSNorm, a free head_dim, f32.
+# Qwen2 (gte-Qwen2): q/k/v biases, head_dim = hidden / heads, f16 weights,
+# the post_processor a Sequence of ByteLevel and the template.
+FAMILIES = {
+    "qwen3": dict(H=48, NH=3, NKV=1, HD=16, LAYERS=2, FFN=40, QK_NORM=True, QKV_BIAS=False, DTYPE="F32",
+                  ARCH="Qwen3Model", POST_SEQUENCE=False),
+    "qwen2": dict(H=40, NH=5, NKV=1, HD=8, LAYERS=2, FFN=24, QK_NORM=False, QKV_BIAS=True, DTYPE="F16",
+                  ARCH="Qwen2Model", POST_SEQUENCE=True),
+}
+globals().update(FAMILIES["qwen3"])
 
 
 def tokenizer(path):
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
     from tokenizers.processors import TemplateProcessing
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
@@ -73,18 +88,19 @@ def tokenizer(path):
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(CORPUS * 4, trainer=trainer)
     eos = tok.token_to_id(EOS)
-    tok.post_processor = TemplateProcessing(single=f"$A:0 {EOS}:0", pair=f"$A:0 {EOS}:0 $B:1 {EOS}:1",
-                                            special_tokens=[(EOS, eos)])
+    templ = TemplateProcessing(single=f"$A:0 {EOS}:0", pair=f"$A:0 {EOS}:0 $B:1 {EOS}:1", special_tokens=[(EOS, eos)])
+    tok.post_processor = (processors.Sequence([processors.ByteLevel(trim_offsets=False), templ]) if POST_SEQUENCE
+                          else templ)
     tok.save(os.path.join(path, "tokenizer.json"))
     return tok
 
 
-def safetensors_write(path, tensors):
-    """model.safetensors as the safetensors package writes it (F32, little endian)."""
+def safetensors_write(path, tensors, dtype):
+    """model.safetensors as the safetensors package writes it (F32 or F16, little endian)."""
     header, blobs, at = {}, [], 0
     for name, a in tensors.items():
-        b = np.ascontiguousarray(a, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [at, at + len(b)]}
+        b = np.ascontiguousarray(a, dtype="<f4" if dtype == "F32" else "<f2").tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [at, at + len(b)]}
         blobs.append(b)
         at += len(b)
     h = json.dumps(header, separators=(",", ":")).encode()
@@ -94,7 +110,7 @@ def safetensors_write(path, tensors):
 
 
 def weights(vocab, seed):
-    """Qwen3Model's tensors (no "model." prefix: the Transformer module saves
+    """The base model's tensors (no "model." prefix: the Transformer module saves
     the base model), wider than transformers' init so a wrong graph shows."""
     rng = np.random.default_rng(seed)
     rand = lambda *s: (0.15 * rng.standard_normal(s)).astype(np.float32)  # noqa: E731
@@ -103,17 +119,23 @@ def weights(vocab, seed):
     for i in range(LAYERS):
         p = f"layers.{i}."
         w.update({p + "input_layernorm.weight": norm(H), p + "self_attn.q_proj.weight": rand(NH * HD, H),
-                  p + "self_attn.k_proj.weight": rand(NKV * HD, H), p + "self_attn.v_proj.weight": rand(NKV * HD, H),
-                  p + "self_attn.q_norm.weight": norm(HD), p + "self_attn.k_norm.weight": norm(HD),
-                  p + "self_attn.o_proj.weight": rand(H, NH * HD), p + "post_attention_layernorm.weight": norm(H),
+                  p + "self_attn.k_proj.weight": rand(NKV * HD, H), p + "self_attn.v_proj.weight": rand(NKV * HD, H)})
+        if QK_NORM:
+            w.update({p + "self_attn.q_norm.weight": norm(HD), p + "self_attn.k_norm.weight": norm(HD)})
+        w.update({p + "self_attn.o_proj.weight": rand(H, NH * HD), p + "post_attention_layernorm.weight": norm(H),
                   p + "mlp.gate_proj.weight": rand(FFN, H), p + "mlp.up_proj.weight": rand(FFN, H),
                   p + "mlp.down_proj.weight": rand(H, FFN)})
+        if QKV_BIAS:
+            w.update({p + "self_attn.q_proj.bias": rand(NH * HD), p + "self_attn.k_proj.bias": rand(NKV * HD),
+                      p + "self_attn.v_proj.bias": rand(NKV * HD)})
     w["norm.weight"] = norm(H)
+    if DTYPE == "F16":  # the reference computes with the values the file holds
+        w = {k: v.astype(np.float16).astype(np.float32) for k, v in w.items()}
     return w
 
 
 def forward64(w, ids, mask=None):
-    """Qwen3Model's final-normed hidden states in float64: [n, H] for one
+    """The base model's final-normed hidden states in float64: [n, H] for one
     text, or, with mask, a padded batch [b, n, H] as transformers runs it
     (positions 0..n-1 whatever the padding, pads masked as keys)."""
     w = {k: v.astype(np.float64) for k, v in w.items()}
@@ -137,9 +159,15 @@ def forward64(w, ids, mask=None):
     for i in range(LAYERS):
         p = f"layers.{i}."
         h = rms(x, w[p + "input_layernorm.weight"])
-        q = rms((h @ w[p + "self_attn.q_proj.weight"].T).reshape(b, n, NH, HD), w[p + "self_attn.q_norm.weight"])
-        k = rms((h @ w[p + "self_attn.k_proj.weight"].T).reshape(b, n, NKV, HD), w[p + "self_attn.k_norm.weight"])
-        v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(b, n, NKV, HD)
+        def proj(name, heads):
+            y = h @ w[p + f"self_attn.{name}_proj.weight"].T
+            if QKV_BIAS:
+                y = y + w[p + f"self_attn.{name}_proj.bias"]
+            return y.reshape(b, n, heads, HD)
+
+        q, k, v = proj("q", NH), proj("k", NKV), proj("v", NKV)
+        if QK_NORM:
+            q, k = rms(q, w[p + "self_attn.q_norm.weight"]), rms(k, w[p + "self_attn.k_norm.weight"])
         q, k = rot(q), rot(k)
         k, v = np.repeat(k, NH // NKV, 2), np.repeat(v, NH // NKV, 2)
         s = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(HD)
@@ -174,22 +202,28 @@ def write_json(path, obj):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--family", choices=sorted(FAMILIES), default="qwen3")
     a = ap.parse_args()
+    globals().update(FAMILIES[a.family])
     shutil.rmtree(a.out, ignore_errors=True)
     os.makedirs(a.out)
     tok = tokenizer(a.out)
     eos = tok.token_to_id(EOS)
     vocab = tok.get_vocab_size()
     w = weights(vocab, 3)
-    safetensors_write(os.path.join(a.out, "model.safetensors"), w)
-    write_json(os.path.join(a.out, "config.json"), {
-        "architectures": ["Qwen3Model"], "model_type": "qwen3", "vocab_size": vocab, "hidden_size": H,
+    safetensors_write(os.path.join(a.out, "model.safetensors"), w, DTYPE)
+    config = {
+        "architectures": [ARCH], "model_type": a.family, "vocab_size": vocab, "hidden_size": H,
         "intermediate_size": FFN, "num_hidden_layers": LAYERS, "num_attention_heads": NH,
         "num_key_value_heads": NKV, "head_dim": HD, "hidden_act": "silu", "max_position_embeddings": 160,
         "rms_norm_eps": EPS, "rope_theta": THETA, "rope_scaling": None, "tie_word_embeddings": True,
         "attention_bias": False, "attention_dropout": 0.0, "use_sliding_window": False, "sliding_window": None,
         "max_window_layers": LAYERS, "bos_token_id": None, "eos_token_id": eos, "pad_token_id": eos,
-        "torch_dtype": "float32", "use_cache": True, "initializer_range": 0.02})
+        "torch_dtype": "float32" if DTYPE == "F32" else "float16", "use_cache": True, "initializer_range": 0.02}
+    if a.family == "qwen2":  # Qwen2Config has no head_dim (hidden / heads) and no o_proj bias flag
+        assert HD * NH == H
+        del config["head_dim"], config["attention_bias"]
+    write_json(os.path.join(a.out, "config.json"), config)
     write_json(os.path.join(a.out, "tokenizer_config.json"), {
         "tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|im_end|>", "pad_token": EOS,
         "padding_side": "left", "model_max_length": MAX_LEN, "clean_up_tokenization_spaces": False,
@@ -212,7 +246,7 @@ def main():
 
     # sentence-transformers 5 strips each text (prompt included), then the
     # tokenizer appends <|endoftext|>; last-token pooling takes it.
-    ref = {"source": "float64 NumPy forward of Qwen3Model (this script); sentence-transformers' vectors where "
+    ref = {"source": f"float64 NumPy forward of {ARCH} (this script); sentence-transformers' vectors where "
                      "it ran (st_max_abs_diff)", "prompts": PROMPTS, "padding_side": "left", "texts": []}
     batch = {}
     for key, prompt in (("", ""), ("query_", PROMPTS["query"])):
@@ -238,7 +272,7 @@ def main():
     try:  # where sentence-transformers is installed: its vectors must be these
         from sentence_transformers import SentenceTransformer, models
         st = SentenceTransformer(a.out, device="cpu")
-        got = st.encode(TEXTS, batch_size=16, convert_to_numpy=True)
+        got = st.encode(TEXTS, batch_size=16, convert_to_numpy=True)  # one batch: padded
         got_q = st.encode(TEXTS, prompt_name="query", batch_size=16, convert_to_numpy=True)
         mean = SentenceTransformer(modules=[st[0], models.Pooling(H, pooling_mode="mean"), models.Normalize()],
                                    device="cpu").encode(TEXTS, batch_size=16, convert_to_numpy=True)

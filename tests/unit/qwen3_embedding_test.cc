@@ -1,5 +1,5 @@
 // Decoder-based embedders (Qwen3-Embedding's layout) on the CPU, with the
-// random Qwen3 of odd sizes tests/data/make_qwen3_embedding_case.py made
+// random Qwen3 (and Qwen2) of odd sizes tests/data/make_qwen3_embedding_case.py made
 // (tests/data/qwen3_embed: GQA 3 query heads on 1 KV head, head_dim 16,
 // tied embeddings, last-token pooling, Normalize, a "query" instruction
 // prompt, a Qwen-shaped byte-level BPE tokenizer with NFC and an appended
@@ -26,10 +26,13 @@ namespace rlx {
 namespace {
 
 const std::string kData = std::string(RLX_SOURCE_DIR) + "/tests/data/qwen3_embed";
+// The same script's Qwen2 (gte-Qwen2's family): q/k/v biases, head_dim 8
+// from hidden 40 / 5 heads, f16 weights, a Sequence post_processor.
+const std::string kQwen2 = std::string(RLX_SOURCE_DIR) + "/tests/data/qwen2_embed";
 
-nlohmann::json reference() {
-  std::ifstream in(kData + "/reference.json");
-  EXPECT_TRUE(in) << kData << "/reference.json is missing";
+nlohmann::json reference(const std::string& dir = kData) {
+  std::ifstream in(dir + "/reference.json");
+  EXPECT_TRUE(in) << dir << "/reference.json is missing";
   return nlohmann::json::parse(in);
 }
 
@@ -39,9 +42,9 @@ struct Case {
   std::vector<float> embedding, query_embedding, mean_embedding;
 };
 
-std::vector<Case> cases() {
+std::vector<Case> cases(const std::string& dir = kData) {
   std::vector<Case> out;
-  const nlohmann::json ref = reference();
+  const nlohmann::json ref = reference(dir);
   for (const auto& c : ref.at("texts"))
     out.push_back({c.at("text"), c.at("ids"), c.at("query_ids"), c.at("embedding"), c.at("query_embedding"),
                    c.at("mean_embedding")});
@@ -126,6 +129,30 @@ TEST(Qwen3Embedding, LastTokenEmbeddingsMatchTheReference) {
   for (const Case& c : cs)
     for (size_t d = 0; d < c.embedding.size(); ++d) far = std::max(far, double(std::abs(c.embedding[d] - c.mean_embedding[d])));
   EXPECT_GT(far, 0.05);
+}
+
+TEST(Qwen3Embedding, Qwen2FamilyMatchesTheReference) {
+  const std::vector<Case> cs = cases(kQwen2);
+  ASSERT_GE(cs.size(), 5u);
+  for (PoolingMode pooling : {PoolingMode::Model, PoolingMode::Mean}) {
+    EmbedderOptions o;
+    o.max_batch = 4;
+    o.pooling = pooling;
+    Embedder e(kQwen2, o);
+    EXPECT_EQ(e.info().model_type, "qwen2");
+    EXPECT_EQ(e.dim(), 40);
+    for (const Case& c : cs) ASSERT_EQ(e.tokenizer().encode(c.text, e.max_len()).ids, c.ids) << c.text;
+    const bool mean = pooling == PoolingMode::Mean;
+    auto got = e.embed(texts_of(cs));
+    for (size_t i = 0; i < cs.size(); ++i)
+      expect_close(got[i], mean ? cs[i].mean_embedding : cs[i].embedding, 1e-4, "qwen2 '" + cs[i].text + "'");
+    if (mean) continue;
+    EmbedCall q;
+    q.prompt_name = "query";
+    got = e.embed(texts_of(cs), q);
+    for (size_t i = 0; i < cs.size(); ++i)
+      expect_close(got[i], cs[i].query_embedding, 1e-4, "qwen2 query '" + cs[i].text + "'");
+  }
 }
 
 // The prompt as EmbedderOptions gives it, and the prompts the folder names.
