@@ -271,7 +271,7 @@ def main():
                              "query_embedding": vec(b["query_embedding"]), "mean_embedding": vec(b["mean_embedding"])})
     try:  # where sentence-transformers is installed: its vectors must be these
         from sentence_transformers import SentenceTransformer, models
-        st = SentenceTransformer(a.out, device="cpu")
+        st = SentenceTransformer(a.out, device="cpu").float()  # f16 weights (qwen2) computed in f32
         got = st.encode(TEXTS, batch_size=16, convert_to_numpy=True)  # one batch: padded
         got_q = st.encode(TEXTS, prompt_name="query", batch_size=16, convert_to_numpy=True)
         mean = SentenceTransformer(modules=[st[0], models.Pooling(H, pooling_mode="mean"), models.Normalize()],
