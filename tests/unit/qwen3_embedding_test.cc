@@ -21,6 +21,7 @@
 #include "models/llama_hf.h"
 #include "models/test_files.h"  // tests/models
 #include "test_util.h"
+#include "tokenizers/bpe.h"
 
 namespace rlx {
 namespace {
@@ -260,6 +261,30 @@ TEST(Qwen3Embedding, PostProcessorShapes) {
   std::vector<int32_t> plain(cs[2].ids.begin(), cs[2].ids.end() - 1);
   EXPECT_EQ(with_post(nullptr), plain);
   EXPECT_EQ(with_post({{"type", "ByteLevel"}, {"trim_offsets", false}}), plain);
+}
+
+// Qwen's tokenizer.json normalizes to NFC before splitting (the fixture's
+// "cafe\u0301" is "café" then); Unicode forms alone or in a Sequence are
+// read, any other normalizer is refused by name.
+TEST(Qwen3Embedding, ByteLevelBpeTakesUnicodeForms) {
+  nlohmann::json tok;
+  std::ifstream(kData + "/tokenizer.json") >> tok;
+  test::TempDir d;
+  auto load = [&](const nlohmann::json& norm) {
+    nlohmann::json t = tok;
+    t["normalizer"] = norm;
+    test::write_text(d.path() / "tokenizer.json", t.dump());
+    return BpeTokenizer::from_tokenizer_json((d.path() / "tokenizer.json").string());
+  };
+  const std::string composed = "caf\xc3\xa9", decomposed = "cafe\xcc\x81";
+  const BpeTokenizer nfc = load({{"type", "NFC"}});
+  EXPECT_EQ(nfc.encode(decomposed, {false, true}), nfc.encode(composed, {false, true}));
+  const BpeTokenizer none = load(nullptr);
+  EXPECT_NE(none.encode(decomposed, {false, true}), none.encode(composed, {false, true}));
+  const BpeTokenizer seq = load({{"type", "Sequence"}, {"normalizers", {{{"type", "NFD"}}, {{"type", "NFC"}}}}});
+  EXPECT_EQ(seq.encode(decomposed, {false, true}), nfc.encode(composed, {false, true}));
+  const std::string msg = test::error_of([&] { load({{"type", "Lowercase"}}); });
+  EXPECT_NE(msg.find("normalizer 'Lowercase'"), std::string::npos) << msg;
 }
 
 // The folder with its config.json changed by `edit`; the error of opening it.
