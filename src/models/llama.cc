@@ -91,7 +91,7 @@ Graph build_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, in
   };
 
   // Without a cache: the position of each column; with one: each batch's start.
-  ValueId ids, positions, last, slot = -1;
+  ValueId ids, positions, last = -1, slot = -1;
   if (from_state) {
     ids = next_token;
     positions = next_pos;
