@@ -21,6 +21,11 @@ forward of nomic's modeling_hf_nomic_bert.py written out below, and with
 sentence-transformers where its transformers runs nomic_bert itself (5.x
 does, mapping nomic's tensor names; config.json carries both key sets).
 
+Decoder embedders (qwen3, qwen2) are the folders
+tests/data/make_qwen3_embedding_case.py writes (it checks its own float64
+forward against sentence-transformers first): last-token pooling over a
+left-padding tokenizer, with and without the "query" prompt.
+
 Controls checked on the BERT model: every pooling mode (as the model's own
 and as --pooling), a Dense module, --no-normalize, --dimensions (Matryoshka), prompts
 (--prompt-name from config_sentence_transformers.json, and the default
@@ -369,6 +374,25 @@ def main():
         embed_check(t, a.rlx, "nomic_bert mean+normalize (ST)", nd, native, TEXTS, root, devices)
     except Exception as e:  # noqa: BLE001 - transformers without nomic_bert: the torch rows stand
         print(f"note: sentence-transformers cannot load nomic_bert here ({str(e)[:120]}); torch reference only")
+
+    # Decoder embedders (Qwen3-Embedding, gte-Qwen2): the folders the
+    # fixture script writes, read by sentence-transformers as it reads them
+    # (a left-padding tokenizer, <|endoftext|> appended, last-token pooling).
+    maker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+                         "make_qwen3_embedding_case.py")
+    for family in ["qwen3", "qwen2"]:
+        d = os.path.join(root, f"{family}-embed")
+        try:
+            subprocess.run([sys.executable, maker, "--family", family, "--out", d], check=True, capture_output=True)
+            dst = SentenceTransformer(d, device="cpu").float()  # f16 weights (qwen2) computed in f32
+        except Exception as e:  # noqa: BLE001 - reported in the table
+            t.error(f"{family} lasttoken+normalize", "cpu", "f32", e)
+            continue
+        embed_check(t, a.rlx, f"{family} lasttoken+normalize", d, dst.encode(TEXTS, convert_to_numpy=True, batch_size=8),
+                    TEXTS, root, devices)
+        embed_check(t, a.rlx, f"{family} --prompt-name query", d,
+                    dst.encode(TEXTS, prompt_name="query", convert_to_numpy=True, batch_size=8), TEXTS, root, devices,
+                    ["--prompt-name", "query"])
 
     # Controls, on BERT.
     for mode in ["cls", "max", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]:

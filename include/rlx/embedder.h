@@ -1,7 +1,9 @@
 // Sentence embeddings and cross-encoder scores from a Hugging Face
-// BERT-family directory (config.json, tokenizer files, model.safetensors,
-// sentence-transformers modules): the tokenizer and the model, compiled per
-// (batch, seq) bucket on first use.
+// directory (config.json, tokenizer files, model.safetensors,
+// sentence-transformers modules) of a BERT-family encoder or, as an
+// embedder, of a decoder family rlx generates with (Qwen3-Embedding,
+// gte-Qwen2: last-token pooling, instruction prompts): the tokenizer and the
+// model, compiled per (batch, seq) bucket on first use.
 #pragma once
 #include <compare>
 #include <cstdint>
@@ -128,9 +130,10 @@ class Embedder {
   // The same embeddings left on the GPU (for torch.from_dlpack): pooled,
   // cut to truncate_dim and normalised there, never copied through the
   // host. `normalize` L2-normalises also where the model has no Normalize
-  // module. Only a CUDA embedder whose pooling runs in the graph (mean or
-  // cls) with no Dense module after it; anything else is an error saying
-  // which. No texts: no buffer (data empty).
+  // module. Only a CUDA embedder whose pooling runs in the graph (an
+  // encoder's mean or cls, a decoder's lasttoken) with no Dense module
+  // after it; anything else is an error saying which. No texts: no buffer
+  // (data empty).
   DeviceEmbeddings embed_on_device(const std::vector<std::string>& texts, const EmbedCall& call = {},
                                    bool normalize = false);
 

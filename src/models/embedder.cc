@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <string_view>
 
 #include "backends/backend.h"
@@ -14,6 +15,8 @@
 #include "models/bucket_cache.h"
 #include "models/embedding_tokenizer.h"
 #include "models/hf_config.h"
+#include "models/json_read.h"
+#include "models/llama_hf.h"
 #include "models/sentence_dense.h"
 #include "models/sentence_pooling.h"
 #include "rlx/error.h"
@@ -46,11 +49,20 @@ struct Embedder::Impl {
   std::string prompt_text(const std::string& name) const;
   std::string prompt_for(const std::string& name, const std::optional<std::string>& text) const;
 
+  // The graph of one bucket, from the encoder's builder or the decoder's.
+  Graph graph_for(int64_t batch, int64_t seq) const;
+  // Pooling computed by the graph (`embedding`); the rest on the host.
+  bool pools_in_graph() const;
+
   std::string dir_;
   SentenceConfig sentence_;
+  // A decoder family's Transformer module (Qwen3-Embedding, gte-Qwen2):
+  // llama.h's stack without its LM head, its config and weights from
+  // llama_hf.h. cfg_ then holds only the sizes every model reports.
+  std::unique_ptr<LlamaSafetensors> decoder_;
   BertConfig cfg_;
   std::unique_ptr<EmbeddingTokenizer> tokenizer_;
-  BertWeights weights_;
+  std::optional<BertWeights> weights_;  // an encoder's
   EmbedderOptions opts_;
   std::vector<SentenceDense> dense_;  // after pooling, before Normalize
   int pooled_dim_ = 0;                // values per embedding before truncate_dim
@@ -92,6 +104,48 @@ Pooling pooling_of(PoolingMode m, Pooling model) {
 
 bool pooled_in_graph(Pooling p) { return p == Pooling::Mean || p == Pooling::Cls; }
 
+// The model_type of <dir>/config.json ("" when it names none).
+std::string model_type_of(const std::string& dir) {
+  const std::filesystem::path file = std::filesystem::path(dir) / "config.json";
+  if (!std::filesystem::exists(file)) return "";
+  const nlohmann::json doc = read_json_file(file);
+  JsonField j(doc, file.string());
+  j.object();
+  return j.string_or("model_type", "");
+}
+
+// A decoder as a Transformer module: its config (load_llama_config), and
+// the sizes every embedder reports in cfg's fields.
+std::unique_ptr<LlamaSafetensors> open_decoder(const std::string& dir, BertConfig& cfg) {
+  const std::filesystem::path file = std::filesystem::path(dir) / "config.json";
+  const nlohmann::json doc = read_json_file(file);
+  JsonField j(doc, file.string());
+  if (j.has("architectures")) {
+    JsonField a = j.at("architectures");
+    for (size_t i = 0; i < a.size(); ++i) cfg.architectures.push_back(a.at(i).string());
+  }
+  const std::string arch = cfg.architectures.empty() ? "" : cfg.architectures[0];
+  auto ends_with = [&](const std::string& tail) {
+    return arch.size() >= tail.size() && arch.compare(arch.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  RLX_CHECK(arch.empty() || ends_with("Model") || ends_with("ForCausalLM"),
+            "'" << file.string() << "': architecture '" << arch
+                << "' is not supported as an embedder (a decoder's *Model or *ForCausalLM is: its hidden states "
+                   "are pooled, its head left aside)");
+  auto d = std::make_unique<LlamaSafetensors>(dir);
+  const LlamaConfig& c = d->config();
+  cfg.model_type = c.family;
+  cfg.vocab_size = c.vocab_size;
+  cfg.hidden_size = c.hidden_size;
+  cfg.num_hidden_layers = c.num_layers;
+  cfg.num_attention_heads = c.num_heads;
+  cfg.intermediate_size = c.intermediate_size;
+  cfg.max_position_embeddings = c.max_positions;
+  cfg.type_vocab_size = 0;
+  cfg.position_offset = 0;
+  return d;
+}
+
 // The length of the whitespace character (as Python's str.isspace) that
 // starts s at i, 0 for none.
 size_t space_at(std::string_view s, size_t i) {
@@ -131,12 +185,16 @@ std::string strip_spaces(std::string_view s) {
 }  // namespace
 
 Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
-    : dir_(dir),
-      sentence_(load_sentence_config(dir)),
-      cfg_(load_bert_config(sentence_.transformer_dir)),
-      tokenizer_(load_embedding_tokenizer(sentence_.transformer_dir, cfg_.family)),
-      weights_((std::filesystem::path(sentence_.transformer_dir) / "model.safetensors").string()),
-      opts_(opts) {
+    : dir_(dir), sentence_(load_sentence_config(dir)), opts_(opts) {
+  const std::string& tdir = sentence_.transformer_dir;
+  if (is_llama_hf_model_type(model_type_of(tdir))) {
+    decoder_ = open_decoder(tdir, cfg_);
+    tokenizer_ = load_decoder_embedding_tokenizer(tdir);
+  } else {
+    cfg_ = load_bert_config(tdir);
+    tokenizer_ = load_embedding_tokenizer(tdir, cfg_.family);
+    weights_.emplace((std::filesystem::path(tdir) / "model.safetensors").string());
+  }
   RLX_CHECK(opts_.max_batch >= 1 && opts_.max_batch <= EmbedderOptions::kMaxBatch &&
                 (opts_.max_batch & (opts_.max_batch - 1)) == 0,
             "embedder: max_batch " << opts_.max_batch << " must be a power of two in [1, "
@@ -187,15 +245,34 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
   info_.default_prompt_name = sentence_.default_prompt_name;
 
   // Fail on missing or misshapen weights now, not at the first bucket.
-  weights_.check_sizes(cfg_);
-  weights_.validate(build_bert_graph(cfg_, pooling_, 1, 2, opts_.dtype));
+  if (decoder_) {
+    decoder_->validate(graph_for(1, 2));
+  } else {
+    weights_->check_sizes(cfg_);
+    weights_->validate(graph_for(1, 2));
+  }
   CompileOptions co;
   co.device = opts_.device;
   co.threads = opts_.threads;
   buckets_ = std::make_unique<BucketCache>(
-      "embed",
-      [this](const Bucket& b) { return build_bert_graph(cfg_, pooling_, b.batch, b.seq, opts_.dtype); },
-      [this](Executable& exe, const Graph& g) { weights_.load_into(exe, g); }, co);
+      "embed", [this](const Bucket& b) { return graph_for(b.batch, b.seq); },
+      [this](Executable& exe, const Graph& g) {
+        if (decoder_) decoder_->load_into(exe, g);
+        else weights_->load_into(exe, g);
+      },
+      co);
+}
+
+bool Embedder::Impl::pools_in_graph() const {
+  return decoder_ ? pooling_ == Pooling::LastToken : pooled_in_graph(pooling_);
+}
+
+Graph Embedder::Impl::graph_for(int64_t batch, int64_t seq) const {
+  // A decoder gives last-token pooling's rows itself, every row otherwise.
+  if (decoder_)
+    return build_llama_hidden_graph(decoder_->config(), batch, seq, opts_.dtype,
+                                    pools_in_graph() ? LlamaHidden::Rows : LlamaHidden::All);
+  return build_bert_graph(cfg_, pooling_, batch, seq, opts_.dtype);
 }
 
 std::string Embedder::Impl::prompt_text(const std::string& name) const {
@@ -247,9 +324,21 @@ std::map<std::string, HostTensor> Embedder::Impl::run_bucket(const std::vector<c
     }
   }
   Shape shape{b.batch, b.seq};
-  std::map<std::string, HostTensor> in{{"input_ids", HostTensor::from_i32(shape, ids)},
-                                       {"attention_mask", HostTensor::from_i32(shape, mask)}};
-  if (cfg_.type_vocab_size > 0) in.emplace("token_type_ids", HostTensor::from_i32(shape, types));
+  std::map<std::string, HostTensor> in{{"input_ids", HostTensor::from_i32(shape, ids)}};
+  if (decoder_) {
+    // Right padding: a row's tokens sit at positions 0..n-1 and its pads
+    // after them, which the causal mask keeps from every real token (a
+    // left-padding tokenizer gives the same vectors: rotary attention sees
+    // only relative positions). Last-token pooling reads row r's token n-1.
+    std::vector<int32_t> positions(S), last(size_t(b.batch));
+    std::iota(positions.begin(), positions.end(), 0);
+    for (size_t r = 0; r < size_t(b.batch); ++r) last[r] = int32_t(r * S + lengths[r] - 1);
+    in.emplace("positions", HostTensor::from_i32({b.seq}, positions));
+    if (pools_in_graph()) in.emplace("last_index", HostTensor::from_i32({b.batch}, last));
+  } else {
+    in.emplace("attention_mask", HostTensor::from_i32(shape, mask));
+    if (cfg_.type_vocab_size > 0) in.emplace("token_type_ids", HostTensor::from_i32(shape, types));
+  }
   *exe_out = &exe;
   *b_out = b;
   *lengths_out = std::move(lengths);
@@ -280,7 +369,7 @@ void Embedder::Impl::run_chunk(const std::vector<const TokenizedText*>& encs, in
     return;
   }
   std::vector<float> all;
-  if (pooled_in_graph(pooling_)) {
+  if (pools_in_graph()) {
     all = output("embedding", H);
   } else {
     std::vector<float> hidden = output("last_hidden_state", S * H);
@@ -374,9 +463,10 @@ DeviceEmbeddings Embedder::Impl::embed_on_device(const std::vector<std::string>&
   std::lock_guard<std::mutex> lock(mutex_);
   RLX_CHECK(opts_.device != Device::Cpu,
             "embedder: embeddings stay on the device only for a CUDA embedder; '" << dir_ << "' runs on the CPU");
-  RLX_CHECK(pooled_in_graph(pooling_) && dense_.empty(),
+  RLX_CHECK(pools_in_graph() && dense_.empty(),
             "embedder: '" << dir_ << "': embeddings stay on the device only where pooling runs in the graph (mean "
-                          << "or cls) and no Dense module follows it; this model's are pooled or projected on the host");
+                          << "or cls; a decoder's lasttoken) and no Dense module follows it; this model's are pooled "
+                             "or projected on the host");
   const std::vector<TokenizedText> encs = tokenize_all(texts, call);
   DeviceEmbeddings out;
   out.rows = texts.size();

@@ -10,6 +10,7 @@
 #include "rlx/error.h"
 #include "tokenizers/bpe.h"
 #include "tokenizers/pair_truncation.h"
+#include "tokenizers/spm_json.h"
 #include "tokenizers/wordpiece.h"
 
 namespace rlx {
@@ -138,6 +139,25 @@ std::string tokenizer_model_type(const nlohmann::json& doc) {
 }
 
 }  // namespace
+
+std::unique_ptr<EmbeddingTokenizer> load_decoder_embedding_tokenizer(const std::string& dir) {
+  const std::filesystem::path file = std::filesystem::path(dir) / "tokenizer.json";
+  RLX_CHECK(std::filesystem::exists(file),
+            "'" << dir << "': a decoder embedder needs tokenizer.json (byte-level BPE)");
+  nlohmann::json doc = read_json_file(file);
+  const std::string type = tokenizer_model_type(doc);
+  RLX_CHECK(type == "BPE" && !SpmJsonTokenizer::is_spm_style(file.string()),
+            "'" << file.string() << "': model '" << type
+                << "' is not supported for a decoder embedder (byte-level BPE is; SentencePiece-style BPE "
+                   "and Unigram are not)");
+  BpeTokenizer bpe = BpeTokenizer::from_tokenizer_json(file.string());
+  JsonField j(doc, file.string());
+  const bool plain = !j.has("post_processor") || j.at("post_processor").json().is_null();
+  PostTemplate t = plain ? PostTemplate::none() : PostTemplate::from_json(j.at("post_processor"), bpe.vocab_size());
+  std::vector<int32_t> specials = t.special_ids();
+  const int32_t pad = specials.empty() ? 0 : specials.back();
+  return std::make_unique<TemplateEmbeddingTokenizer<BpeTokenizer>>("bpe", std::move(bpe), std::move(t), pad);
+}
 
 std::unique_ptr<EmbeddingTokenizer> load_embedding_tokenizer(const std::string& dir, EncoderFamily family) {
   // SentencePiece Unigram (XLM-RoBERTa) in whichever family's directory;

@@ -16,4 +16,11 @@ namespace rlx {
 // Unigram with its post_processor's special tokens.
 std::unique_ptr<EmbeddingTokenizer> load_embedding_tokenizer(const std::string& dir, EncoderFamily family);
 
+// A decoder embedder's (Qwen3-Embedding, gte-Qwen2): byte-level BPE from
+// tokenizer.json with its post_processor's template (Qwen3-Embedding
+// appends <|endoftext|>; none without a post_processor). Pads follow the
+// text (right padding), where a causal mask keeps them from every real
+// token, so their id changes nothing.
+std::unique_ptr<EmbeddingTokenizer> load_decoder_embedding_tokenizer(const std::string& dir);
+
 }  // namespace rlx

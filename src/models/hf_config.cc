@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "models/json_read.h"
+#include "models/llama.h"
 #include "models/modernbert.h"
 #include "models/nomic_bert.h"
 #include "rlx/error.h"
@@ -123,7 +124,8 @@ BertConfig load_bert_config(const std::string& dir_or_file) {
             "'" << file.string() << "': unsupported architecture '" << (what.empty() ? "?" : what)
                 << "' (model_type '" << c.model_type
                 << "'); rlx loads encoders of model_type 'bert', 'roberta', 'xlm-roberta', 'distilbert', 'nomic_bert' and 'modernbert' (*Model, "
-                   "*ForMaskedLM, *ForPreTraining) and their cross-encoders (*ForSequenceClassification)");
+                   "*ForMaskedLM, *ForPreTraining) and their cross-encoders (*ForSequenceClassification); as embedders "
+                   "also the decoders of model_type " << llama_hf_model_types());
   c.family = fam->family;
   c.classifier = ends_with(arch, "ForSequenceClassification");
   const BertLimits L;

@@ -11,9 +11,15 @@
 
 namespace rlx {
 
-Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, int64_t cache_len,
-                        LlamaFeed feed, const SamplingOptions& sampling, const QuantizedWeights& quantized,
-                        const LlamaPool& pool) {
+namespace {
+
+// What the graph ends in: the LM head (generation), or the final norm's
+// hidden states (an embedder's Transformer module).
+enum class Head { Logits, HiddenRows, HiddenAll };
+
+Graph build_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, int64_t cache_len, LlamaFeed feed,
+                  const SamplingOptions& sampling, const QuantizedWeights& quantized, const LlamaPool& pool,
+                  Head out) {
   RLX_CHECK(is_float(dt), "llama: compute dtype must be f32, f16 or bf16");
   RLX_CHECK(batch > 0 && seq > 0, "llama: batch and seq must be positive");
   RLX_CHECK(seq <= c.max_positions, "llama: seq " << seq << " exceeds the context length " << c.max_positions);
@@ -24,6 +30,7 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   RLX_CHECK(!from_state || (cached && seq == 1), "llama: a graph fed from state is a cached decode step (seq 1)");
   const bool pooled = pool.slots > 0;
   RLX_CHECK(!pooled || (cached && !from_state), "llama: a cache pool needs a KV cache and input-fed runs");
+  RLX_CHECK(out == Head::Logits || !cached, "llama: hidden states come from a graph without a KV cache");
   Graph g;
   // The decode loop's state, first so that every cached graph places it alike.
   const bool loop_state = cached && !pooled;
@@ -84,7 +91,7 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   };
 
   // Without a cache: the position of each column; with one: each batch's start.
-  ValueId ids, positions, last, slot = -1;
+  ValueId ids, positions, last = -1, slot = -1;
   if (from_state) {
     ids = next_token;
     positions = next_pos;
@@ -92,7 +99,7 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   } else {
     ids = g.input("input_ids", {batch, seq}, DType::I32);
     positions = cached ? g.input("pos", {batch}, DType::I32) : g.input("positions", {seq}, DType::I32);
-    last = g.input("last_index", {batch}, DType::I32);
+    if (out != Head::HiddenAll) last = g.input("last_index", {batch}, DType::I32);
     if (pooled) slot = g.input("slot", {batch}, DType::I32);
   }
   ValueId embed = param("token_embd.weight", {c.vocab_size, H});
@@ -200,8 +207,18 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
     if (c.sandwich_norms) ffn_out = g.rms_norm(ffn_out, param(p + "post_ffw_norm.weight", {H}), c.rms_eps);
     x = g.add(x, ffn_out);
   }
+  if (out == Head::HiddenAll) {  // every row, normed: an embedder pools them
+    x = g.rms_norm(x, param("output_norm.weight", {H}), c.rms_eps);
+    g.output("last_hidden_state", dt != DType::F32 ? g.cast(x, DType::F32) : x);
+    return g;
+  }
   // Only the rows asked for reach the final norm and the LM head.
   x = g.gather(g.reshape(x, {batch * seq, H}), last);
+  if (out == Head::HiddenRows) {  // last-token pooling: one normed row per sequence
+    x = g.rms_norm(x, param("output_norm.weight", {H}), c.rms_eps);
+    g.output("embedding", dt != DType::F32 ? g.cast(x, DType::F32) : x);
+    return g;
+  }
   x = g.rms_norm(x, param("output_norm.weight", {H}), c.rms_eps);
   const std::string head = c.tie_embeddings ? "token_embd.weight" : "output.weight";
   ValueId logits = c.tie_embeddings && !quantized.count(head) ? g.matmul(x, embed, false, true)
@@ -242,6 +259,19 @@ Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType 
   if (dt != DType::F32) logits = g.cast(logits, DType::F32);
   g.output("logits", logits);
   return g;
+}
+
+}  // namespace
+
+Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, int64_t cache_len,
+                        LlamaFeed feed, const SamplingOptions& sampling, const QuantizedWeights& quantized,
+                        const LlamaPool& pool) {
+  return build_graph(c, batch, seq, dt, cache_len, feed, sampling, quantized, pool, Head::Logits);
+}
+
+Graph build_llama_hidden_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, LlamaHidden which) {
+  return build_graph(c, batch, seq, dt, 0, LlamaFeed::Inputs, {}, {}, {},
+                     which == LlamaHidden::Rows ? Head::HiddenRows : Head::HiddenAll);
 }
 
 LlamaGguf::LlamaGguf(const std::string& path)

@@ -152,6 +152,23 @@ Graph build_llama_graph(const LlamaConfig& cfg, int64_t batch, int64_t seq, DTyp
                         LlamaFeed feed = LlamaFeed::Inputs, const SamplingOptions& sampling = {},
                         const QuantizedWeights& quantized = {}, const LlamaPool& pool = {});
 
+// The decoder as an embedder reads it (Qwen3-Embedding, gte-Qwen2): the
+// same stack without the LM head, ending in the final norm. Inputs:
+// input_ids i32 [batch, seq] and positions i32 [seq] as above, the causal
+// mask the only mask: a row's real tokens come first and its pads after
+// them, so no real token sees a pad. LlamaHidden::Rows also takes
+// last_index i32 [batch] (the flat row b * seq + position of each
+// sequence's token) and outputs embedding f32 [batch, hidden], the normed
+// hidden state of those rows only (last-token pooling); LlamaHidden::All
+// outputs last_hidden_state f32 [batch, seq, hidden], every row normed.
+enum class LlamaHidden { Rows, All };
+Graph build_llama_hidden_graph(const LlamaConfig& cfg, int64_t batch, int64_t seq, DType dt, LlamaHidden which);
+
+// Whether load_llama_config reads a config.json of this model_type, and
+// the list of those for messages.
+bool is_llama_hf_model_type(const std::string& model_type);
+const char* llama_hf_model_types();
+
 // Where a LLaMA's config and weights come from (a GGUF file or a Hugging
 // Face directory), with params named as build_llama_graph names them.
 class LlamaWeights {

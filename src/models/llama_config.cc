@@ -159,6 +159,13 @@ LlamaConfig llama_config_from_gguf(const GgufFile& f) {
   return c;
 }
 
+bool is_llama_hf_model_type(const std::string& t) {
+  return t == "llama" || t == "mistral" || t == "qwen2" || t == "qwen3" || t == "phi3" || is_gemma_model_type(t) ||
+         is_moe_model_type(t);
+}
+
+const char* llama_hf_model_types() { return kHfTypes; }
+
 LlamaConfig load_llama_config(const std::string& dir_or_file) {
   namespace fs = std::filesystem;
   const std::string path = fs::is_directory(dir_or_file) ? (fs::path(dir_or_file) / "config.json").string()
@@ -169,13 +176,18 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
   const LlamaLimits L;
   LlamaConfig c;
   const std::string type = j.string_or("model_type", "");
+  // The graph is causal: a config that attends both ways (EmbeddingGemma,
+  // LLM2Vec-style embedders) would be read as another model.
+  RLX_CHECK(!j.boolean_or("use_bidirectional_attention", false),
+            j.where() << "use_bidirectional_attention is not supported (rlx's decoders attend causally)");
+  RLX_CHECK(j.boolean_or("is_causal", true),
+            j.where() << "is_causal false is not supported (rlx's decoders attend causally)");
   if (is_gemma_model_type(type)) {
     c = gemma_config_from_hf(doc, path);
     check_sizes(c, path);
     return c;
   }
-  RLX_CHECK(type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "phi3" ||
-                is_moe_model_type(type),
+  RLX_CHECK(is_llama_hf_model_type(type),
             "llama: '" << path << "': model_type is '" << type << "'; rlx loads model_type " << kHfTypes);
   c.family = type;
   c.vocab_size = int(j.at("vocab_size").integer(1, L.vocab));

@@ -78,9 +78,14 @@ LlamaSafetensors::LlamaSafetensors(const std::string& dir) : dir_(dir), cfg_(loa
   }
   // Gemma3ForConditionalGeneration keeps the decoder under language_model
   // (transformers 4.50-4.51: language_model.model.*, later model.language_model.*).
+  // A base model saved on its own (sentence-transformers' Transformer
+  // module saves Qwen3Model: Qwen3-Embedding) has no prefix at all.
   if (!shard_of_.count("model.embed_tokens.weight"))
-    for (const char* prefix : {"language_model.model.", "model.language_model."})
-      if (shard_of_.count(std::string(prefix) + "embed_tokens.weight")) model_prefix_ = prefix;
+    for (const char* prefix : {"language_model.model.", "model.language_model.", ""})
+      if (shard_of_.count(std::string(prefix) + "embed_tokens.weight")) {
+        model_prefix_ = prefix;
+        break;
+      }
 }
 
 std::string LlamaSafetensors::name_of(const std::string& param) const {
@@ -104,7 +109,7 @@ void LlamaSafetensors::validate(const Graph& g) const {
   // A tensor the graph does not read means the config and the weights
   // disagree (layers past num_hidden_layers, another architecture's weights).
   // Two are known to be harmless: the rotary inverse frequencies some
-  // checkpoints store, and an LM head beside tied embeddings.
+  // checkpoints store, and an LM head the graph does not read.
   std::set<std::string> used;
   for (const LlamaParamSource& s : llama_param_sources(g)) {
     if (!is_expert_param(s.tensor)) {
@@ -121,9 +126,11 @@ void LlamaSafetensors::validate(const Graph& g) const {
   auto other_tower = [&](const std::string& name) {
     return !model_prefix_.empty() && name.rfind(model_prefix_, 0) != 0 && !ends_with(name, "lm_head.weight");
   };
+  // An LM head the graph does not read is one beside tied embeddings, or
+  // one a graph without a head (an embedder's) leaves aside.
   for (const auto& [name, shard] : shard_of_)
     RLX_CHECK(used.count(name) || ends_with(name, "rotary_emb.inv_freq") || other_tower(name) ||
-                  (ends_with(name, "lm_head.weight") && cfg_.tie_embeddings),
+                  ends_with(name, "lm_head.weight"),
               "llama: '" << shards_[shard]->path() << "': tensor '" << name << "' is not used by the "
                          << cfg_.family << " config (" << cfg_.num_layers
                          << " layers; unknown or extra weights)");

@@ -1,6 +1,7 @@
 #include "models/post_template.h"
 
 #include <map>
+#include <optional>
 
 #include "rlx/error.h"
 #include "tokenizers/pair_truncation.h"
@@ -40,9 +41,28 @@ std::vector<PostTemplate::Item> read_items(const JsonField& list,
 
 }  // namespace
 
+PostTemplate PostTemplate::none() {
+  PostTemplate t;
+  t.single_ = {{{}, 0, 0}};
+  t.pair_ = {{{}, 0, 0}, {{}, 1, 1}};
+  return t;
+}
+
 PostTemplate PostTemplate::from_json(const JsonField& post, size_t vocab) {
   post.object();
   const std::string type = post.at("type").string();
+  if (type == "ByteLevel") return none();
+  if (type == "Sequence") {
+    const JsonField steps = post.at("processors");
+    std::optional<PostTemplate> found;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const JsonField step = steps.at(i).object();
+      if (step.at("type").string() == "ByteLevel") continue;
+      RLX_CHECK(!found, step.where() << "a second post_processor step that adds tokens is not supported");
+      found = from_json(step, vocab);
+    }
+    return found ? *found : none();
+  }
   PostTemplate t;
   if (type == "RobertaProcessing" || type == "BertProcessing") {
     const std::vector<int32_t> cls{token_id(post.at("cls"), vocab)}, sep{token_id(post.at("sep"), vocab)};
@@ -56,7 +76,8 @@ PostTemplate PostTemplate::from_json(const JsonField& post, size_t vocab) {
   }
   RLX_CHECK(type == "TemplateProcessing", post.where() << "post_processor '" << type
                                                        << "' is not supported (TemplateProcessing, "
-                                                          "RobertaProcessing and BertProcessing are)");
+                                                          "RobertaProcessing, BertProcessing, ByteLevel and a "
+                                                          "Sequence of them are)");
   std::map<std::string, std::vector<int32_t>> specials;
   post.at("special_tokens").object().for_each_member([&](const std::string& name, const JsonField& s) {
     JsonField ids = s.at("ids");

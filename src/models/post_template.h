@@ -22,7 +22,12 @@ class PostTemplate {
   };
   // `post` is the post_processor object; ids must lie below vocab_size.
   // RobertaProcessing's types are all 0 (RoBERTa has one token type).
+  // ByteLevel adds no token (it only trims offsets); a Sequence is read as
+  // its one template-adding step among ByteLevel steps (Qwen3-Embedding:
+  // $A <|endoftext|>).
   static PostTemplate from_json(const JsonField& post, size_t vocab_size);
+  // No special tokens: the texts as they are (a null post_processor).
+  static PostTemplate none();
 
   // The special tokens the template adds to one text or to a pair.
   size_t added(bool pair) const;

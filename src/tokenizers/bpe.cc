@@ -81,12 +81,21 @@ BpeTokenizer BpeTokenizer::from_tokenizer_json(const std::string& path) {
   try {
     const auto& m = j.at("model");
     RLX_CHECK(m.value("type", "") == "BPE", where << ": model type is not BPE");
-    // No normalizer, or an empty Sequence of them (DeepSeek's files).
+    // No normalizer, an empty Sequence of them (DeepSeek's files), or
+    // Unicode forms (Qwen2/3: NFC), alone or in a Sequence.
     const auto& norm = j.contains("normalizer") ? j["normalizer"] : nlohmann::json();
-    RLX_CHECK(norm.is_null() || (norm.is_object() && norm.value("type", "") == "Sequence" &&
-                                 norm.contains("normalizers") && norm["normalizers"].empty()),
-              where << ": normalizer '" << (norm.is_object() ? norm.value("type", "") : norm.dump())
-                    << "' is not supported for byte-level BPE");
+    auto unicode_form = [](const nlohmann::json& n) {
+      const std::string t = n.is_object() ? n.value("type", "") : "";
+      return t == "NFC" || t == "NFD" || t == "NFKC" || t == "NFKD";
+    };
+    bool forms_only = norm.is_null() || unicode_form(norm);
+    if (norm.is_object() && norm.value("type", "") == "Sequence" && norm.contains("normalizers") &&
+        norm["normalizers"].is_array()) {
+      forms_only = true;
+      for (const auto& n : norm["normalizers"]) forms_only = forms_only && unicode_form(n);
+    }
+    RLX_CHECK(forms_only, where << ": normalizer '" << (norm.is_object() ? norm.value("type", "") : norm.dump())
+                                << "' is not supported for byte-level BPE (none, NFC, NFD, NFKC and NFKD are)");
     BpeOptions o;
     o.ignore_merges = m.value("ignore_merges", false);
     bool byte_level = false, split = false;
@@ -162,6 +171,7 @@ BpeTokenizer BpeTokenizer::from_tokenizer_json(const std::string& path) {
       o.add_bos = bos >= 0;
     }
     BpeTokenizer t(std::move(tokens), merges, special, o, bos, -1, user_defined, where);
+    if (!norm.is_null()) t.normalizer_ = JsonNormalizer::from_json(norm, where + ": normalizer: ");
     if (m.contains("unk_token") && m["unk_token"].is_string()) t.unk_id_ = t.id_of(m["unk_token"]);
     return t;
   } catch (const nlohmann::json::exception& e) {
@@ -301,6 +311,12 @@ void BpeTokenizer::encode_spm_style(std::string_view text, std::vector<int32_t>&
 }
 void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
+  std::string normalized;
+  if (!normalizer_.empty()) {  // as tokenizers: on the text between special tokens, before splitting
+    normalized = normalizer_.apply(text);
+    text = normalized;
+    if (text.empty()) return;
+  }
   if (opts_.spm_style) return encode_spm_style(text, out);
   std::string buf;
   if (opts_.add_prefix_space && text[0] != ' ') {

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tokenizers/json_normalizer.h"
 #include "tokenizers/pre_tokenizers.h"
 #include "tokenizers/special_tokens.h"
 #include "tokenizers/text_tokenizer.h"
@@ -44,7 +45,9 @@ class BpeTokenizer : public TextTokenizer {
                const std::vector<int32_t>& user_defined = {}, const std::string& where = "bpe");
 
   // A Hugging Face tokenizer.json with a BPE model and a ByteLevel
-  // pre-tokenizer; throws naming the file for anything else.
+  // pre-tokenizer, and no normalizer or a Unicode form (Qwen's NFC) run on
+  // the text between special tokens; throws naming the file for anything
+  // else.
   static BpeTokenizer from_tokenizer_json(const std::string& path);
   // GGUF metadata with tokenizer.ggml.model = "gpt2" (or "gemma4").
   static BpeTokenizer from_gguf(const GgufFile& f);
@@ -77,6 +80,7 @@ class BpeTokenizer : public TextTokenizer {
   std::vector<bool> special_;
   std::vector<int16_t> byte_of_;  // spm_style: the byte a <0xNN> token stands for, else -1
   BpeOptions opts_;
+  JsonNormalizer normalizer_;  // tokenizer.json's NFC/NFD/NFKC/NFKD, none for GGUF
   int32_t bos_id_ = -1, eos_id_ = -1, unk_id_ = -1;
 };
 

@@ -132,13 +132,19 @@ INSTANTIATE_TEST_SUITE_P(Families, EncoderFamilies, ::testing::Values("bert", "r
 TEST(EmbedderControls, UnsupportedFamiliesNameTheirModelType) {
   test::TempDir d;
   for (const auto& [type, arch] : std::vector<std::pair<std::string, std::string>>{
-           {"new", "NewModel"}, {"qwen3", "Qwen3Model"}, {"mpnet", "MPNetModel"}}) {
+           {"new", "NewModel"}, {"gpt2", "GPT2Model"}, {"mpnet", "MPNetModel"}}) {
     test::write_text(d.path() / "config.json",
                      "{\"model_type\":\"" + type + "\",\"architectures\":[\"" + arch + "\"]}");
     std::string msg = test::error_of([&] { Embedder e(d.path().string()); });
     EXPECT_NE(msg.find("model_type '" + type + "'"), std::string::npos) << msg;
     EXPECT_NE(msg.find(arch), std::string::npos) << msg;
+    EXPECT_NE(msg.find("qwen3"), std::string::npos) << "the decoder families are listed too: " << msg;
   }
+  // A decoder family is read as a decoder embedder (qwen3_embedding_test.cc):
+  // what its config lacks is named.
+  test::write_text(d.path() / "config.json", R"({"model_type":"qwen3","architectures":["Qwen3Model"]})");
+  std::string msg = test::error_of([&] { Embedder e(d.path().string()); });
+  EXPECT_NE(msg.find("vocab_size"), std::string::npos) << msg;
 }
 
 TEST(EmbedderControls, NormalizeOverridesAndMatryoshkaDimensions) {
