@@ -282,6 +282,11 @@ class Graph {
   // (-1 = none) out is [rows, n], the choices' products weighted and summed
   // in choice order. An id outside [0, experts) contributes zeros.
   ValueId moe_matmul(ValueId x, ValueId w, ValueId ids, ValueId weights = -1);
+  // The same with the experts block-quantized as `type`: quants [experts, n,
+  // k_in / elems per word] (i32) and scales [experts, n, k_in / 32 * scales
+  // per block] (f16), each expert's rows as matmul_q holds a weight's.
+  ValueId moe_matmul_q(ValueId x, ValueId quants, ValueId scales, QuantType type, ValueId ids,
+                       ValueId weights = -1);
 
   void output(const std::string& name, ValueId v);
   // The state `state` takes `value` (same shape and dtype) at the end of each
