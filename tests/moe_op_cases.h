@@ -67,6 +67,31 @@ inline void add_moe_route_cases(std::vector<OpCase>& cases, const std::string& n
   cases.push_back(b);
 }
 
+// The moe_matmul cases' reference in double: x (in["x"]) times the experts
+// w [experts, n, kin] its ids (in["ids"]) choose, weighted by in["weights"]
+// and summed when `weighted`; an id outside [0, experts) gives zeros.
+inline std::vector<double> moe_reference(const Values& in, const std::vector<float>& w, int rows, int top_k,
+                                         int experts, int n, int kin, bool per_choice, bool weighted) {
+  const auto &x = in.at("x"), &ids = in.at("ids");
+  std::vector<double> out;
+  for (int r = 0; r < rows; ++r) {
+    std::vector<double> sum(size_t(n), 0.0);
+    for (int j = 0; j < top_k; ++j) {
+      const int e = int(ids[size_t(r * top_k + j)]);
+      const float* xr = x.data() + (per_choice ? (r * top_k + j) * kin : r * kin);
+      for (int c = 0; c < n; ++c) {
+        double d = 0;
+        if (e >= 0 && e < experts)
+          for (int i = 0; i < kin; ++i) d += double(xr[i]) * w[size_t((int64_t(e) * n + c) * kin + i)];
+        if (weighted) sum[size_t(c)] += in.at("weights")[size_t(r * top_k + j)] * d;
+        else out.push_back(d);
+      }
+    }
+    if (weighted) out.insert(out.end(), sum.begin(), sum.end());
+  }
+  return out;
+}
+
 // x [rows, kin] (or [rows, top_k, kin] when per_choice) times the experts
 // [experts, n, kin] chosen by ids (an input here; one id is out of range and
 // gives zeros), weighted and summed when `weighted`.
@@ -93,24 +118,7 @@ inline OpCase moe_matmul_case(const std::string& name, int rows, int top_k, int 
     return c;
   };
   oc.reference = [=](const Values& in) {
-    const auto &x = in.at("x"), &w = in.at("w"), &ids = in.at("ids");
-    std::vector<double> out;
-    for (int r = 0; r < rows; ++r) {
-      std::vector<double> sum(size_t(n), 0.0);
-      for (int j = 0; j < top_k; ++j) {
-        const int e = int(ids[size_t(r * top_k + j)]);
-        const float* xr = x.data() + (per_choice ? (r * top_k + j) * kin : r * kin);
-        for (int c = 0; c < n; ++c) {
-          double d = 0;
-          if (e >= 0 && e < experts)
-            for (int i = 0; i < kin; ++i) d += double(xr[i]) * w[size_t((e * n + c) * kin + i)];
-          if (weighted) sum[size_t(c)] += in.at("weights")[size_t(r * top_k + j)] * d;
-          else out.push_back(d);
-        }
-      }
-      if (weighted) out.insert(out.end(), sum.begin(), sum.end());
-    }
-    return Refs{{"out", out}};
+    return Refs{{"out", moe_reference(in, in.at("w"), rows, top_k, experts, n, kin, per_choice, weighted)}};
   };
   oc.elem_scale = 3.0;
   oc.elem_scale_f32 = 10.0;
@@ -147,24 +155,7 @@ inline OpCase moe_matmul_q_case(const std::string& name, QuantType t, int rows, 
     return c;
   };
   oc.reference = [=](const Values& in) {
-    const auto &x = in.at("x"), &ids = in.at("ids");
-    std::vector<double> out;
-    for (int r = 0; r < rows; ++r) {
-      std::vector<double> sum(size_t(n), 0.0);
-      for (int j = 0; j < top_k; ++j) {
-        const int e = int(ids[size_t(r * top_k + j)]);
-        const float* xr = x.data() + (per_choice ? (r * top_k + j) * kin : r * kin);
-        for (int c = 0; c < n; ++c) {
-          double d = 0;
-          if (e >= 0 && e < experts)
-            for (int i = 0; i < kin; ++i) d += double(xr[i]) * w.values[size_t((int64_t(e) * n + c) * kin + i)];
-          if (weighted) sum[size_t(c)] += in.at("weights")[size_t(r * top_k + j)] * d;
-          else out.push_back(d);
-        }
-      }
-      if (weighted) out.insert(out.end(), sum.begin(), sum.end());
-    }
-    return Refs{{"out", out}};
+    return Refs{{"out", moe_reference(in, w.values, rows, top_k, experts, n, kin, per_choice, weighted)}};
   };
   oc.elem_scale = 4.0;  // sums of kin products; the CPU's x is int8 per block
   oc.elem_scale_f32 = 10.0;

@@ -47,6 +47,26 @@ int64_t k_block(int64_t k, int64_t max_kc, int64_t step) {
 #ifdef RLX_PACKED_GEMM
 #define RLX_AVX512 __attribute__((target("avx512f")))
 
+// The R x NR tile's sums into C: its first `cols` columns, added to C's old
+// values when `accumulate` (a later k block).
+template <int R>
+RLX_AVX512 inline __attribute__((always_inline)) void store_tile(__m512 (&acc0)[R], __m512 (&acc1)[R], float* c,
+                                                                 int64_t ldc, int64_t cols, bool accumulate) {
+  const int64_t rest = cols - 16;
+  const __mmask16 m0 = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1);
+  const __mmask16 m1 = rest >= 16 ? __mmask16(0xffff) : rest <= 0 ? __mmask16(0) : __mmask16((1u << rest) - 1);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    float* row = c + r * ldc;
+    if (accumulate) {
+      acc0[r] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, row), acc0[r]);
+      acc1[r] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, row + 16), acc1[r]);
+    }
+    _mm512_mask_storeu_ps(row, m0, acc0[r]);
+    _mm512_mask_storeu_ps(row + 16, m1, acc1[r]);
+  }
+}
+
 // One R x NR tile of C over kc steps of k: element kk of R rows of A
 // (a[r * lda + kk]) broadcast against two vectors of the B panel block, 2R
 // accumulators in registers. Stores the first `cols` columns, adding C's old
@@ -73,19 +93,7 @@ RLX_AVX512 void tile(int64_t kc, const float* a, int64_t lda, const float* bp, f
       acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
     }
   }
-  const int64_t rest = cols - 16;
-  const __mmask16 m0 = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1);
-  const __mmask16 m1 = rest >= 16 ? __mmask16(0xffff) : rest <= 0 ? __mmask16(0) : __mmask16((1u << rest) - 1);
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-    float* row = c + r * ldc;
-    if (accumulate) {
-      acc0[r] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, row), acc0[r]);
-      acc1[r] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, row + 16), acc1[r]);
-    }
-    _mm512_mask_storeu_ps(row, m0, acc0[r]);
-    _mm512_mask_storeu_ps(row + 16, m1, acc1[r]);
-  }
+  store_tile<R>(acc0, acc1, c, ldc, cols, accumulate);
 }
 
 using TileFn = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int64_t, bool, const float*);
@@ -129,19 +137,7 @@ RLX_AVX512_BF16 void tile_bf16(int64_t kc, const BFloat* a, int64_t lda, const u
       acc1[r] = _mm512_dpbf16_ps(acc1[r], av, b1);
     }
   }
-  const int64_t rest = cols - 16;
-  const __mmask16 m0 = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1);
-  const __mmask16 m1 = rest >= 16 ? __mmask16(0xffff) : rest <= 0 ? __mmask16(0) : __mmask16((1u << rest) - 1);
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-    float* row = c + r * ldc;
-    if (accumulate) {
-      acc0[r] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, row), acc0[r]);
-      acc1[r] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, row + 16), acc1[r]);
-    }
-    _mm512_mask_storeu_ps(row, m0, acc0[r]);
-    _mm512_mask_storeu_ps(row + 16, m1, acc1[r]);
-  }
+  store_tile<R>(acc0, acc1, c, ldc, cols, accumulate);
 }
 
 using TileBf16Fn = void (*)(int64_t, const BFloat*, int64_t, const uint32_t*, float*, int64_t, int64_t, bool,

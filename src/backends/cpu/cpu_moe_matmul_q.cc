@@ -1,14 +1,14 @@
 // Mixture-of-experts products over block-quantized experts
 // (MoeMatMulQParams), the experts' blocks read where they are: a Mixtral or
 // Qwen3-MoE GGUF's experts stay the size of the file. Work is split over
-// (row, block of output columns) as in moe_matmul; each unit takes its x row
-// once per choice and runs matmul_q's row kernel (cpu_quant_dot.h) over the
-// chosen expert's rows of that block: the integer kernel on x quantized per
-// block, or the f32 reference (RLX_CPU_QUANT_KERNEL=f32) on blocks
-// dequantized one at a time.
+// (row, block of output columns) as in moe_matmul (cpu_moe_units.h); each
+// unit takes its x row once per choice and runs matmul_q's row kernel
+// (cpu_quant_dot.h) over the chosen expert's rows of that block: the integer
+// kernel on x quantized per block, or the f32 reference
+// (RLX_CPU_QUANT_KERNEL=f32) on blocks dequantized one at a time.
 #include <algorithm>
 
-#include "backends/cpu/cpu_parallel.h"
+#include "backends/cpu/cpu_moe_units.h"
 #include "backends/cpu/cpu_quant_dot.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
@@ -16,8 +16,6 @@
 
 namespace rlx::cpu {
 namespace {
-
-constexpr int64_t kColumnBlock = 32;
 
 // The f32 reference: W's rows [r0, r1) dequantized a block at a time and
 // dotted with x, into y[r - r0].
@@ -37,54 +35,33 @@ void dot_rows_f32(const QuantRows& w, QuantType t, int64_t r0, int64_t r1, const
 
 template <class T> void moe_matmul_q(const MoeMatMulQParams& p, CpuContext& ctx) {
   uint8_t* arena = ctx.arena();
-  const T* x = at<const T>(arena, p.x);
-  const int32_t* ids = at<const int32_t>(arena, p.ids);
-  const T* weights = p.weights == kNoBuffer ? nullptr : at<const T>(arena, p.weights);
-  T* out = at<T>(arena, p.out);
-  const int64_t K = p.k, N = p.n, blocks = (N + kColumnBlock - 1) / kColumnBlock;
-  const int64_t kb = K / kQuantBlock;
+  const int64_t K = p.k, N = p.n, kb = K / kQuantBlock;
   const QuantRows w{arena + p.quants, at<const uint16_t>(arena, p.scales), kb * quant_block_bytes(p.quant),
                     kb * quant_scales_per_block(p.quant)};
   const QuantKernel kernel = quant_kernel();
   count_quant_kernel_call(kernel);
   const QuantProduct product = kernel == QuantKernel::F32 ? nullptr : quant_product(p.quant, kernel);
   const int threads = p.rows * p.top_k * N * K > (int64_t(1) << 16) ? run_threads() : 1;
-  float* xs = ctx.scratch(0, size_t(threads * K));
   // The row kernel writes y at the weight row's index: a worker's y spans
   // every expert's rows.
   float* ys = ctx.scratch(1, size_t(threads * p.experts * N));
-  float* acc = ctx.scratch(2, size_t(threads * kColumnBlock));
-  parallel_ranges(p.rows * blocks, threads, [&](int64_t lo, int64_t hi, int worker) {
-    thread_local Q8Activations mine;  // grow-only, one per worker thread
-    Q8Activations& a = mine;
-    float* xr = xs + worker * K;
-    float* y = ys + worker * p.experts * N;
-    float* sum = acc + worker * kColumnBlock;
-    for (int64_t u = lo; u < hi; ++u) {
-      const int64_t r = u / blocks, c0 = (u % blocks) * kColumnBlock, c1 = std::min(N, c0 + kColumnBlock);
-      std::fill(sum, sum + kColumnBlock, 0.f);
-      for (int64_t j = 0; j < p.top_k; ++j) {
-        const int32_t e = ids[r * p.top_k + j];
-        const bool valid = e >= 0 && e < p.experts;
-        if (j == 0 || p.x_choice_stride != 0) {
-          const T* xrow = x + r * p.x_row_stride + j * p.x_choice_stride;
-          for (int64_t i = 0; i < K; ++i) xr[i] = to_f32(xrow[i]);
-          if (product) quantize_activations(xr, 1, K, p.quant, a);
-        }
-        const int64_t r0 = int64_t(valid ? e : 0) * N + c0, r1 = r0 + (c1 - c0);
-        if (valid && product) product(w, r0, r1, a, y, 0);
-        else if (valid) dot_rows_f32(w, p.quant, r0, r1, xr, K, y + r0);
-        const float scale = weights ? to_f32(weights[r * p.top_k + j]) : 1.f;
-        for (int64_t c = c0; c < c1; ++c) {
-          const float v = valid ? y[r0 + (c - c0)] : 0.f;
-          if (weights) sum[c - c0] += scale * v;
-          else out[(r * p.top_k + j) * N + c] = from_f32<T>(v);
-        }
-      }
-      if (weights)
-        for (int64_t c = c0; c < c1; ++c) out[r * N + c] = from_f32<T>(sum[c - c0]);
-    }
-  });
+  auto activations = [](int worker) -> Q8Activations& {  // grow-only, one per worker thread
+    thread_local Q8Activations mine;
+    (void)worker;
+    return mine;
+  };
+  auto on_x = [&](int worker, const float* xr) {
+    if (product) quantize_activations(xr, 1, K, p.quant, activations(worker));
+  };
+  run_moe_units<T>(
+      p, ctx, threads, on_x,
+      [&](int worker, int32_t e, int64_t c0, int64_t c1, const float* xr, float* y) {
+        const int64_t r0 = int64_t(e) * N + c0, r1 = r0 + (c1 - c0);
+        float* yw = ys + worker * p.experts * N;
+        if (product) product(w, r0, r1, activations(worker), yw, 0);
+        else dot_rows_f32(w, p.quant, r0, r1, xr, K, yw + r0);
+        std::copy(yw + r0, yw + r1, y);
+      });
 }
 
 }  // namespace
