@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <cstdlib>
 #include <numeric>
 #include <optional>
 #include <string_view>
@@ -390,12 +391,20 @@ void Embedder::Impl::run_chunk(const std::vector<const TokenizedText*>& encs, in
 std::vector<size_t> Embedder::Impl::length_order(const std::vector<TokenizedText>& encs, int max_batch) {
   std::vector<size_t> order(encs.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return encs[a].ids.size() < encs[b].ids.size(); });
+  // RLX_EMBED_SORT=0 keeps the input order (for measuring what sorting buys).
+  static const bool sort = [] {
+    const char* v = std::getenv("RLX_EMBED_SORT");
+    return !v || std::string_view(v) != "0";
+  }();
+  if (sort)
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return encs[a].ids.size() < encs[b].ids.size(); });
   Bucket largest;
   for (size_t start = 0; start < order.size(); start += size_t(max_batch)) {
     size_t end = std::min(order.size(), start + size_t(max_batch));
-    Bucket b = bucket_for(int64_t(end - start), int64_t(encs[order[end - 1]].ids.size()), max_len_, max_batch);
+    size_t longest = 0;
+    for (size_t i = start; i < end; ++i) longest = std::max(longest, encs[order[i]].ids.size());
+    Bucket b = bucket_for(int64_t(end - start), int64_t(longest), max_len_, max_batch);
     largest = {std::max(largest.batch, b.batch), std::max(largest.seq, b.seq)};
   }
   // The arena is sized for the largest bucket this input needs, not for the
