@@ -338,6 +338,33 @@ inline OpCase matmul_q_case(const char* name, QuantType t, int64_t m, int64_t n,
   return oc;
 }
 
+// gather_q: rows of a constant Q8_0/Q4_0/Q4_1 table [vocab, dim] (a tied
+// embedding kept quantized), dequantized into the case's dtype; the
+// reference is the table's dequantized values, exact in f32.
+inline OpCase gather_q_case(const char* name, QuantType t, int64_t vocab, int64_t dim, uint64_t seed) {
+  OpCase oc;
+  oc.name = name;
+  oc.thunk = "gather_q";
+  const QuantWeight w = random_quant_weight(t, vocab, dim, seed);
+  const std::vector<float> ids{3, 0, float(vocab - 1), 7, 3, float(vocab / 2), 11};  // [7]: repeats, both ends
+  oc.build = [=](DType dt) {
+    OpGraph c;
+    const auto [quants, scales] = quant_constants(c.graph, w);
+    ValueId id = c.graph.input("ids", {int64_t(ids.size())}, DType::I32);
+    c.graph.output("out", c.graph.gather_q(quants, scales, id, t, dt));
+    c.inputs["ids"] = ids;
+    return c;
+  };
+  oc.reference = [=](const Values& in) {
+    std::vector<double> out;
+    for (float v : in.at("ids"))
+      for (int64_t j = 0; j < dim; ++j) out.push_back(w.values[size_t(int64_t(v) * dim + j)]);
+    return Refs{{"out", out}};
+  };
+  oc.elem_scale = 1;  // one rounding to the dtype
+  return oc;
+}
+
 // A product of few rows with its MatVecFusion (fuse_matvec): x RMS-normalized
 // first (norm), a residual added last, over a float weight input [n, k] or
 // (quant set) a constant Q8_0/Q4_0 weight. The reference normalizes in double.
@@ -471,6 +498,9 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
   cases.push_back(matmul_q_case("matmul_q_q4_0_3x37x160", QuantType::Q4_0, 3, 37, 160, false, seed += 10));
   cases.push_back(matmul_q_case("matmul_q_q4_0_8x19x64_bias", QuantType::Q4_0, 8, 19, 64, true, seed += 10));
   cases.push_back(matmul_q_case("matmul_q_q8_0_17x37x96_bias", QuantType::Q8_0, 17, 37, 96, true, seed += 10));
+  cases.push_back(gather_q_case("gather_q_q8_0_41x96", QuantType::Q8_0, 41, 96, 7301));
+  cases.push_back(gather_q_case("gather_q_q4_0_19x160", QuantType::Q4_0, 19, 160, 7311));
+  cases.push_back(gather_q_case("gather_q_q4_1_23x64", QuantType::Q4_1, 23, 64, 7321));
   const MatVecFusionCase fusions[] = {
       {"matvec_norm_residual_1x77x264_bias", std::nullopt, 1, 77, 264, true, true, true, Activation::None},
       {"matvec_norm_3x129x40_silu", std::nullopt, 3, 129, 40, false, true, false, Activation::Silu},

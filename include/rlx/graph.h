@@ -65,6 +65,12 @@ struct MatMulQAttrs {
   bool any_rows_in_place = false;
 };
 constexpr int64_t kMatMulQVectorRows = kMatVecRows;
+// gather_q: rows of a table [vocab, dim] held block-quantized as quants and
+// scales (rlx/quant.h, as a matmul_q weight), dequantized into `dtype`.
+struct GatherQAttrs {
+  QuantType type = QuantType::Q8_0;
+  DType dtype = DType::F32;
+};
 struct NormAttrs {
   NormKind kind = NormKind::Layer;
   float eps = 1e-5f;
@@ -169,7 +175,7 @@ struct MoeRouteAttrs {
 
 using Attrs = std::variant<NoAttrs, MatMulAttrs, MatMulQAttrs, NormAttrs, AttentionAttrs, RopeAttrs, NarrowAttrs,
                            AxisAttrs, PermuteAttrs, ShapeAttrs, CastAttrs, ReduceAttrs, SwiGluAttrs,
-                           KvWriteAttrs, SampleAttrs, MoeRouteAttrs>;
+                           KvWriteAttrs, SampleAttrs, MoeRouteAttrs, GatherQAttrs>;
 
 enum class OpKind : uint8_t {
 #define X(e, n, a) e,
@@ -239,6 +245,10 @@ class Graph {
                     ValueId kv_slots = -1);
   ValueId rope(ValueId x, ValueId positions, const RopeAttrs& a);
   ValueId gather(ValueId table, ValueId ids);
+  // gather over a table [vocab, dim] held as the quants and scales of a
+  // matmul_q weight: out[..., :] = dequant(row ids[...]) in dt (an id
+  // outside the table gives a zero row).
+  ValueId gather_q(ValueId quants, ValueId scales, ValueId ids, QuantType type, DType dt);
   ValueId narrow(ValueId x, int axis, int64_t start, int64_t length);
   ValueId concat(const std::vector<ValueId>& xs, int axis);
   ValueId permute(ValueId x, std::vector<int> perm);

@@ -352,12 +352,13 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
   }
   for (int32_t id : order) {
     const Node& n = g.node(id);
-    if (n.op != OpKind::Gather && n.op != OpKind::SoftmaxCrossEntropy) continue;
-    const Node* in = source_input(n.inputs[1]);
+    if (n.op != OpKind::Gather && n.op != OpKind::GatherQ && n.op != OpKind::SoftmaxCrossEntropy) continue;
+    const bool lookup = n.op != OpKind::SoftmaxCrossEntropy;
+    const Node* in = source_input(n.inputs[n.op == OpKind::GatherQ ? 2 : 1]);
     if (!in) continue;
-    int64_t limit = n.op == OpKind::Gather ? g.value(n.inputs[0]).shape[0] : g.value(n.inputs[0]).shape[1];
+    int64_t limit = lookup ? g.value(n.inputs[0]).shape[0] : g.value(n.inputs[0]).shape[1];
     s->index_checks.push_back(IndexCheck{in->name, limit,
-                                         std::string(n.op == OpKind::Gather ? "ids of " : "labels of ") +
+                                         std::string(lookup ? "ids of " : "labels of ") +
                                              g.describe(id)});
   }
   return s;

@@ -297,6 +297,12 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
     case OpKind::Gather:
       return emit(GatherParams{addr(n.inputs[0]), addr(n.inputs[1]), addr(n.outputs[0]),
                                numel(V(1).shape), V(0).shape[0], V(0).shape[1], V(0).dtype});
+    case OpKind::GatherQ: {
+      const auto& at = std::get<GatherQAttrs>(n.attrs);
+      return emit(GatherQParams{addr(n.inputs[0]), addr(n.inputs[1]), addr(n.inputs[2]), addr(n.outputs[0]),
+                                numel(V(2).shape), V(0).shape[0], V(0).shape[1] * quant_elems_per_word(at.type),
+                                at.dtype, at.type});
+    }
     case OpKind::Narrow: {
       const auto& at = std::get<NarrowAttrs>(n.attrs);
       const Shape& xs = V(0).shape;

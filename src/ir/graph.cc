@@ -241,6 +241,9 @@ ValueId Graph::rope(ValueId x, ValueId positions, const RopeAttrs& a) {
 ValueId Graph::gather(ValueId table, ValueId ids) {
   return add_node(OpKind::Gather, {table, ids}, NoAttrs{})[0];
 }
+ValueId Graph::gather_q(ValueId quants, ValueId scales, ValueId ids, QuantType type, DType dt) {
+  return add_node(OpKind::GatherQ, {quants, scales, ids}, GatherQAttrs{type, dt})[0];
+}
 ValueId Graph::narrow(ValueId x, int axis, int64_t start, int64_t length) {
   return add_node(OpKind::Narrow, {x}, NarrowAttrs{axis, start, length})[0];
 }

@@ -477,6 +477,26 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       return out(s, t.dtype);
     }
 
+    case OpKind::GatherQ: {
+      need_inputs(in, 3, 3, who);
+      const auto& at = std::get<GatherQAttrs>(attrs);
+      const Value &q = V(0), &s = V(1), &ids = V(2);
+      need_dtype(q, DType::I32, who, "quants");
+      need_dtype(s, DType::F16, who, "scales");
+      need_dtype(ids, DType::I32, who, "ids");
+      RLX_CHECK(is_float(at.dtype), who << ": rows are dequantized to f32, f16 or bf16");
+      RLX_CHECK(q.shape.size() == 2 && s.shape.size() == 2 && q.shape[1] > 0,
+                who << ": quants and scales must have rank 2, got " << shape_str(q.shape) << ", " << shape_str(s.shape));
+      const int64_t vocab = q.shape[0], dim = q.shape[1] * quant_elems_per_word(at.type);
+      RLX_CHECK(dim % kQuantBlock == 0 && s.shape == Shape({vocab, dim / kQuantBlock * quant_scales_per_block(at.type)}),
+                who << ": a " << quant_type_name(at.type) << " table of quants " << shape_str(q.shape)
+                    << " needs scales [" << vocab << ", " << dim / kQuantBlock * quant_scales_per_block(at.type)
+                    << "], got " << shape_str(s.shape));
+      Shape y = ids.shape;
+      y.push_back(dim);
+      return out(y, at.dtype);
+    }
+
     case OpKind::Narrow: {
       need_inputs(in, 1, 1, who);
       const auto& at = std::get<NarrowAttrs>(attrs);

@@ -102,8 +102,19 @@ Graph build_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, in
     if (out != Head::HiddenAll) last = g.input("last_index", {batch}, DType::I32);
     if (pooled) slot = g.input("slot", {batch}, DType::I32);
   }
-  ValueId embed = param("token_embd.weight", {c.vocab_size, H});
-  ValueId x = g.gather(embed, ids);
+  // A tied embedding whose head is quantized: the gather reads the head's
+  // blocks (gather_q), so the table is never expanded to floats.
+  const auto tied_q = c.tie_embeddings ? quantized.find("token_embd.weight") : quantized.end();
+  ValueId embed = -1, embed_q = -1, embed_s = -1, x;
+  if (tied_q != quantized.end()) {
+    const QuantType t = tied_q->second;
+    embed_q = g.param("token_embd.weight.quants", {c.vocab_size, H / quant_elems_per_word(t)}, DType::I32);
+    embed_s = g.param("token_embd.weight.scales", {c.vocab_size, H / kQuantBlock * quant_scales_per_block(t)}, DType::F16);
+    x = g.gather_q(embed_q, embed_s, ids, t, dt);
+  } else {
+    embed = param("token_embd.weight", {c.vocab_size, H});
+    x = g.gather(embed, ids);
+  }
   // Gemma: embeddings times sqrt(hidden), the factor rounded to the compute
   // dtype first (transformers' normalizer is a tensor of the model's dtype).
   if (c.embed_scale > 0.f) x = g.mul(x, g.constant_f32({1}, dt, {c.embed_scale}, "embed_scale"));
@@ -221,8 +232,9 @@ Graph build_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, in
   }
   x = g.rms_norm(x, param("output_norm.weight", {H}), c.rms_eps);
   const std::string head = c.tie_embeddings ? "token_embd.weight" : "output.weight";
-  ValueId logits = c.tie_embeddings && !quantized.count(head) ? g.matmul(x, embed, false, true)
-                                                               : dense(x, head, c.vocab_size, H);
+  ValueId logits = embed_q >= 0   ? g.matmul_q(x, embed_q, embed_s, tied_q->second)
+                   : embed >= 0 && c.tie_embeddings ? g.matmul(x, embed, false, true)
+                                                    : dense(x, head, c.vocab_size, H);
   // Final-logit soft-capping (Gemma 2): cap * tanh(logits / cap).
   if (c.final_softcap > 0.f)
     logits = scaled(g.tanh(scaled(logits, 1.f / c.final_softcap, "final_softcap_inv")), c.final_softcap,

@@ -2,9 +2,10 @@
 // how loaders fill their params. A quantized weight W (named as GGUF names
 // it, e.g. blk.0.attn_q.weight) is two graph params, W.quants and W.scales;
 // a sparse layer's expert stack [E, n, k] likewise, with its leading dims
-// (on the CPU: the GPU keeps experts in floats so far).
-// The token embedding the gather reads stays in floats, also when the tied
-// LM head reads the same tensor quantized (then both exist).
+// (on the CPU: the GPU keeps experts in floats so far). A tied token
+// embedding whose LM head is quantized is gathered from the head's params
+// (gather_q): the table exists once, quantized. An untied embedding stays
+// in floats.
 #pragma once
 #include <functional>
 #include <map>

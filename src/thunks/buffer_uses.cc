@@ -116,6 +116,13 @@ Uses uses(const GatherParams& p) {
           {p.out, bytes(p.n_ids * p.row, p.dtype), true}};
 }
 
+Uses uses(const GatherQParams& p) {
+  return {{p.quants, bytes(p.vocab * p.row / quant_elems_per_word(p.quant), DType::I32), false},
+          {p.scales, bytes(p.vocab * p.row / kQuantBlock * quant_scales_per_block(p.quant), DType::F16), false},
+          {p.ids, bytes(p.n_ids, DType::I32), false},
+          {p.out, bytes(p.n_ids * p.row, p.dtype), true}};
+}
+
 Uses uses(const CopyParams& p) {
   return {{p.src, bytes(strided_extent(p.rank, p.shape, p.src_stride), p.src_dtype), false},
           {p.dst, bytes(strided_extent(p.rank, p.shape, p.dst_stride), p.dst_dtype), true}};

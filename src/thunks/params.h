@@ -158,6 +158,17 @@ struct GatherParams {
   DType dtype;
 };
 
+// out[i, :] = dequant(row ids[i]) of a table [vocab, row] held as quants
+// (i32 rows of row / quant_elems_per_word(quant) words) and f16 scales
+// [vocab, row / 32 * quant_scales_per_block(quant)] (rlx/quant.h), in
+// `dtype`; ids outside [0, vocab) give a zero row.
+struct GatherQParams {
+  uint64_t quants, scales, ids, out;
+  int64_t n_ids, vocab, row;
+  DType dtype;
+  QuantType quant;
+};
+
 // Strided copy with conversion: dst[idx . dst_stride] = src[idx . src_stride]
 // for every idx in `shape`. Narrow, permute, cast and concat lower to this.
 struct CopyParams {

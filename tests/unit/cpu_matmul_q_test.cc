@@ -237,10 +237,9 @@ test::Weights write_quantizable_dir(const std::filesystem::path& dir, int64_t ff
 }
 
 // Float weights quantized at load (--quantize): every product a matmul_q,
-// Q/K/V and gate/up merged into one each, the tied head quantized while the
-// gather reads the float table; the logits equal the double reference run
-// with those weights quantized and dequantized (the head apart from the
-// embedding), after a prompt (the 16-row bucket: dequantized path) and
+// Q/K/V and gate/up merged into one each, the tied head quantized and the
+// embedding gathered from its blocks (gather_q); the logits equal the double
+// reference run with those weights quantized and dequantized, after a prompt (the 16-row bucket: dequantized path) and
 // after decode steps (one row: the matrix-vector path).
 //
 // The f32 kernel within 1e-4 of that reference; the default (integer)
@@ -270,7 +269,7 @@ TEST(LlamaQuantized, FloatDirectoryQuantizedAtLoadMatchesTheQuantizedReference) 
         quantize_row(type, v.data() + r * size_t(k), k, q.data(), s.data());
         dequantize_row(type, q.data(), s.data(), k, back.data() + r * size_t(k));
       }
-      ref[name == "token_embd.weight" ? "output.weight" : name] = back;
+      ref[name] = back;  // the tied embedding too: the gather reads the head's blocks
     }
     std::vector<int32_t> ids{3, 14, 15, 92, 65, 35, 8};
     for (int step = 0; step < 4; ++step) {
@@ -285,6 +284,7 @@ TEST(LlamaQuantized, FloatDirectoryQuantizedAtLoadMatchesTheQuantizedReference) 
     Executable& step = gen.state_fed_executable();
     EXPECT_EQ(step.report().thunk_histogram.at("matmul_q"), 2 * 4 + 1);
     EXPECT_EQ(step.report().thunk_histogram.count("matmul"), 0u);
+    EXPECT_EQ(step.report().thunk_histogram.at("gather_q"), 1);
   }
   // FFN rows of 80: ffn_down cannot be quantized, and the error names it.
   test::TempDir odd;

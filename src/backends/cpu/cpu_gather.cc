@@ -1,10 +1,13 @@
 // Embedding lookup: out[i, :] = table[ids[i], :]; an id outside the table
-// gives a zero row rather than reading out of bounds.
+// gives a zero row rather than reading out of bounds. gather_q reads the
+// rows of a block-quantized table (a tied LM head's Q8_0 weight) and
+// dequantizes only them, so the table is never expanded to floats.
 #include <cstring>
 
 #include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
+#include "thunks/quant_math.h"
 
 namespace rlx::cpu {
 namespace {
@@ -24,10 +27,42 @@ void gather(const GatherParams& p, CpuContext& ctx) {
   });
 }
 
+// Each row dequantized by the host reference (thunks/quant_math.h), the
+// values the loader's f32 table held: d * q (+ m), one f32 rounding.
+template <class T> void gather_q(const GatherQParams& p, CpuContext& ctx) {
+  uint8_t* arena = ctx.arena();
+  const uint8_t* quants = arena + p.quants;
+  const uint16_t* scales = at<uint16_t>(arena, p.scales);
+  const int32_t* ids = at<int32_t>(arena, p.ids);
+  T* out = at<T>(arena, p.out);
+  const int64_t row_bytes = p.row / kQuantBlock * quant_block_bytes(p.quant);
+  const int64_t row_scales = p.row / kQuantBlock * quant_scales_per_block(p.quant);
+  parallel_for(p.n_ids, p.n_ids * p.row > 65536, [&](int64_t i) {
+    const int32_t id = ids[i];
+    T* o = out + i * p.row;
+    if (id < 0 || id >= p.vocab) {
+      for (int64_t j = 0; j < p.row; ++j) o[j] = from_f32<T>(0.f);
+      return;
+    }
+    float block[kQuantBlock];
+    for (int64_t c = 0; c < p.row / kQuantBlock; ++c) {
+      dequantize_row(p.quant, quants + id * row_bytes + c * quant_block_bytes(p.quant),
+                     scales + id * row_scales + c * quant_scales_per_block(p.quant), kQuantBlock, block);
+      for (int64_t j = 0; j < kQuantBlock; ++j) o[c * kQuantBlock + j] = from_f32<T>(block[j]);
+    }
+  });
+}
+
 }  // namespace
 
 void register_cpu_gather(CpuRegistry& r) {
   for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I32}) r.add<GatherParams>(dt, gather);
+}
+
+void register_cpu_gather_q(CpuRegistry& r) {
+  r.add<GatherQParams>(DType::F32, gather_q<float>);
+  r.add<GatherQParams>(DType::F16, gather_q<Half>);
+  r.add<GatherQParams>(DType::BF16, gather_q<BFloat>);
 }
 
 }  // namespace rlx::cpu

@@ -1,9 +1,11 @@
-// Embedding gather (out-of-range ids give zero rows) and axis reductions.
+// Embedding gather (out-of-range ids give zero rows), the same from a
+// block-quantized table (gather_q), and axis reductions.
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/kernels.h"
+#include "rlx/quant.h"
 
 namespace rlx::cuda {
 namespace {
@@ -33,6 +35,39 @@ __global__ void gather_vec_kernel(const GatherParams p, uint8_t* arena) {
   const uint4* src = at<const uint4>(arena, p.table) + (valid ? int64_t(id) * chunks : 0);
   uint4* dst = at<uint4>(arena, p.out) + i * chunks;
   for (int64_t c = threadIdx.x % 32; c < chunks; c += 32) dst[c] = valid ? src[c] : make_uint4(0, 0, 0, 0);
+}
+
+// gather_q: a block per row, a thread per element, each dequantized as the
+// host does (thunks/quant_math.cc: d * q, Q4_1 d * q + m, unfused).
+template <class T>
+__global__ void gather_q_kernel(const GatherQParams p, uint8_t* arena) {
+  pdl_entry();
+  const int64_t i = blockIdx.x;
+  const int32_t id = at<const int32_t>(arena, p.ids)[i];
+  const bool valid = id >= 0 && id < p.vocab;
+  const int64_t block_bytes = quant_block_bytes(p.quant), per = quant_scales_per_block(p.quant);
+  const int64_t blocks = p.row / kQuantBlock;
+  const uint8_t* q = arena + p.quants + (valid ? int64_t(id) : 0) * blocks * block_bytes;
+  const __half* sc = at<const __half>(arena, p.scales) + (valid ? int64_t(id) : 0) * blocks * per;
+  T* dst = at<T>(arena, p.out) + i * p.row;
+  for (int64_t j = threadIdx.x; j < p.row; j += blockDim.x) {
+    if (!valid) {
+      dst[j] = from_f32<T>(0.f);
+      continue;
+    }
+    const int64_t c = j / kQuantBlock, t = j % kQuantBlock;
+    const float d = __half2float(sc[c * per]);
+    float v;
+    if (p.quant == QuantType::Q8_0) {
+      v = __fmul_rn(d, float(int8_t(q[c * block_bytes + t])));
+    } else {
+      const uint8_t b = q[c * block_bytes + t % 16];
+      const int nib = t < 16 ? b & 0x0f : b >> 4;
+      v = p.quant == QuantType::Q4_1 ? __fadd_rn(__fmul_rn(d, float(nib)), __half2float(sc[c * per + 1]))
+                                     : __fmul_rn(d, float(nib - 8));
+    }
+    dst[j] = from_f32<T>(v);
+  }
 }
 
 bool gather_vec_eligible(const GatherParams& p, const uint8_t* arena) {
@@ -97,6 +132,12 @@ void run_gather(const GatherParams& p, const LaunchContext& ctx) {
   });
 }
 
+void run_gather_q(const GatherQParams& p, const LaunchContext& ctx) {
+  dispatch_float(p.dtype, ctx.label, [&]<class T>() {
+    launch(gather_q_kernel<T>, dim3(unsigned(p.n_ids)), row_block(p.row), 0, ctx, p);
+  });
+}
+
 void run_reduce(const ReduceParams& p, const LaunchContext& ctx) {
   dispatch_float(p.dtype, ctx.label, [&]<class T>() {
     if (p.inner == 1)
@@ -108,6 +149,10 @@ void run_reduce(const ReduceParams& p, const LaunchContext& ctx) {
 
 void register_cuda_gather(CudaRegistry& r) {
   for (DType dt : kFloatDTypes) r.add<GatherParams>(dt, run_gather);
+}
+
+void register_cuda_gather_q(CudaRegistry& r) {
+  for (DType dt : kFloatDTypes) r.add<GatherQParams>(dt, run_gather_q);
 }
 
 void register_cuda_reduce(CudaRegistry& r) {

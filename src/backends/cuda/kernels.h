@@ -26,6 +26,7 @@ void prepare_attention_kernels();
 const char* attention_variant(const AttentionParams& p);
 void run_rope(const RopeParams& p, const LaunchContext& ctx);
 void run_gather(const GatherParams& p, const LaunchContext& ctx);
+void run_gather_q(const GatherQParams& p, const LaunchContext& ctx);
 // Which gather kernel run_gather takes: "vec" (16-byte chunks) or "general".
 const char* gather_variant(const GatherParams& p, const uint8_t* arena);
 void run_reduce(const ReduceParams& p, const LaunchContext& ctx);
