@@ -3,6 +3,7 @@
 // at the maximum length, and says when it cut.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <ctime>
 #include <cmath>
 #include <fstream>
@@ -59,19 +60,26 @@ TEST(HostileText, EncodeStopsAtTheMaximumLength) {
   ASSERT_TRUE(test::minilm_present());
   WordPiece wp = WordPiece::from_dir(test::minilm_dir());
   const std::string text = repeat("hello world, ", 150000);  // 2 MB, 450k tokens
-  Clock t0 = now();
-  Encoding e = wp.encode(text, 128);
-  double s = seconds_since(t0);
-  EXPECT_EQ(e.size(), 128u);
-  EXPECT_TRUE(e.truncated);
-  EXPECT_EQ(e.ids[1], wp.id_of("hello"));
-  EXPECT_EQ(e.ids.back(), wp.id_of("[SEP]"));
-  // Stopping at 128 tokens leaves only the UTF-8 decode: far less than tokenizing it all.
-  t0 = now();
-  std::vector<int32_t> everything = wp.tokenize(text);
-  double full = seconds_since(t0);
-  EXPECT_EQ(everything.size(), 450000u);
-  EXPECT_LT(s, full / 3) << "encode of 2 MB into 128 tokens took " << s << " s, all of it " << full << " s";
+  // Each side's best of three, so that a loaded machine (the suite runs
+  // tests in parallel) does not decide the comparison.
+  double s = 1e30, full = 1e30;
+  for (int round = 0; round < 3; ++round) {
+    Clock t0 = now();
+    Encoding e = wp.encode(text, 128);
+    s = std::min(s, seconds_since(t0));
+    EXPECT_EQ(e.size(), 128u);
+    EXPECT_TRUE(e.truncated);
+    EXPECT_EQ(e.ids[1], wp.id_of("hello"));
+    EXPECT_EQ(e.ids.back(), wp.id_of("[SEP]"));
+    t0 = now();
+    std::vector<int32_t> everything = wp.tokenize(text);
+    full = std::min(full, seconds_since(t0));
+    EXPECT_EQ(everything.size(), 450000u);
+  }
+  // Stopping at 128 tokens leaves only the UTF-8 decode (about 40% of the
+  // whole here): an encode that tokenized everything would take longer
+  // than `full`, not half of it.
+  EXPECT_LT(s, full / 2) << "encode of 2 MB into 128 tokens took " << s << " s, all of it " << full << " s";
   // Exactly full is not truncated; one more token is.
   std::vector<int32_t> all = wp.tokenize("a b c d e f");
   ASSERT_EQ(all.size(), 6u);
