@@ -108,6 +108,14 @@ def gguf_bytes(kv, tensors):
     return out + data
 
 
+def decoder_tokenizer_seeds(data_dir, out):
+    """The decoder embedders' byte-level BPE tokenizer.json files (Qwen's NFC
+    normalizer, a TemplateProcessing and a Sequence post_processor)."""
+    for name in ("qwen3_embed", "qwen2_embed"):
+        write(out, "tokenizer_load_fuzzer", "seed-bpe-" + name, b"\2" + read(os.path.join(data_dir, name),
+                                                                               "tokenizer.json"))
+
+
 def encoder_config_seeds(data_dir, out):
     """The config.json of every committed encoder fixture (ModernBERT,
     NomicBERT, XLM-R ...), so that mutations reach each family's reader."""
@@ -205,6 +213,7 @@ def main():
     safetensors_seeds(model, out)
     config_seeds(model, out)
     encoder_config_seeds(os.path.join(here, "..", "tests", "data"), out)
+    decoder_tokenizer_seeds(os.path.join(here, "..", "tests", "data"), out)
     tokenizer_seeds(model, out)
     text_seeds(os.path.join(here, "..", "tests", "data", "tokenizer_cases.json"), out)
 

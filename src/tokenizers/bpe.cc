@@ -11,6 +11,7 @@
 #include "tokenizers/byte_level.h"
 #include "tokenizers/gguf_vocab.h"
 #include "tokenizers/json_split_sequences.h"
+#include "tokenizers/json_token_id.h"
 #include "tokenizers/merge.h"
 #include "tokenizers/pre_tokenizers.h"
 
@@ -148,13 +149,14 @@ BpeTokenizer BpeTokenizer::from_tokenizer_json(const std::string& path) {
       if (size_t(id) >= tokens.size()) tokens.resize(size_t(id) + 1);
       tokens[size_t(id)] = tok;
     };
-    for (auto& [tok, id] : m.at("vocab").items()) put(tok, id.get<int64_t>());
+    for (auto& [tok, id] : m.at("vocab").items()) put(tok, json_token_id(id, where));
     std::vector<int32_t> special, user_defined;
     for (const auto& a : j.value("added_tokens", nlohmann::json::array())) {
-      put(a.at("content").get<std::string>(), a.at("id").get<int64_t>());
-      special.push_back(a.at("id").get<int32_t>());
+      const int64_t id = json_token_id(a.at("id"), where);
+      put(a.at("content").get<std::string>(), id);  // checks id's range
+      special.push_back(int32_t(id));
       // An added token that is not "special" is matched in any text.
-      if (!a.value("special", true)) user_defined.push_back(a.at("id").get<int32_t>());
+      if (!a.value("special", true)) user_defined.push_back(int32_t(id));
     }
     std::vector<std::pair<std::string, std::string>> merges;
     for (const auto& mg : m.at("merges")) {

@@ -7,6 +7,7 @@
 
 #include "rlx/error.h"
 #include "tokenizers/gguf_vocab.h"
+#include "tokenizers/json_token_id.h"
 #include "tokenizers/merge.h"
 #include "tokenizers/metaspace.h"
 #include "tokenizers/utf8.h"
@@ -66,8 +67,12 @@ std::string merge_key(std::string_view a, std::string_view b) {
 
 bool SpmJsonTokenizer::is_spm_style(const std::string& path) {
   const json j = read_json(path);
-  return j.contains("model") && j["model"].is_object() && j["model"].value("type", "") == "BPE" &&
-         !has_byte_level(j.value("pre_tokenizer", json()));
+  try {
+    return j.contains("model") && j["model"].is_object() && j["model"].value("type", "") == "BPE" &&
+           !has_byte_level(j.value("pre_tokenizer", json()));
+  } catch (const json::exception& e) {  // a Sequence without its list, a type that is no string
+    RLX_FAIL("tokenizer: '" << path << "': malformed pre_tokenizer: " << e.what());
+  }
 }
 
 SpmJsonTokenizer SpmJsonTokenizer::from_tokenizer_json(const std::string& path) {
@@ -144,7 +149,7 @@ SpmJsonTokenizer SpmJsonTokenizer::from_tokenizer_json(const std::string& path) 
       if (size_t(id) >= t.tokens_.size()) t.tokens_.resize(size_t(id) + 1);
       t.tokens_[size_t(id)] = tok;
     };
-    for (auto& [tok, id] : m.at("vocab").items()) put(tok, id.get<int64_t>());
+    for (auto& [tok, id] : m.at("vocab").items()) put(tok, json_token_id(id, where));
     struct Added {
       int32_t id;
       bool special;
@@ -163,8 +168,9 @@ SpmJsonTokenizer SpmJsonTokenizer::from_tokenizer_json(const std::string& path) 
       RLX_CHECK(special || !a.value("normalized", false) || (!o.normalize_prepend && !o.normalize_replace),
                 where << ": " << at << " ('" << a.value("content", "") << "'): a normalized added token is not "
                       << "supported with a normalizer");
-      put(a.at("content").get<std::string>(), a.at("id").get<int64_t>());
-      added.push_back({a.at("id").get<int32_t>(), special});
+      const int64_t id = json_token_id(a.at("id"), where);
+      put(a.at("content").get<std::string>(), id);  // checks id's range
+      added.push_back({int32_t(id), special});
     }
     const size_t n = t.tokens_.size();
     RLX_CHECK(n > 0, where << ": empty vocabulary");
@@ -235,7 +241,7 @@ SpmJsonTokenizer SpmJsonTokenizer::from_tokenizer_json(const std::string& path) 
         const std::string name = piece["SpecialToken"].at("id").get<std::string>();
         const json& ids = post.at("special_tokens").at(name).at("ids");
         for (const json& id : ids) {
-          const int64_t v = id.get<int64_t>();
+          const int64_t v = json_token_id(id, where);
           RLX_CHECK(v >= 0 && size_t(v) < n, where << ": post_processor special token '" << name << "' has id " << v);
           (seen_a ? t.suffix_ : t.prefix_).push_back(int32_t(v));
         }

@@ -8,6 +8,7 @@
 
 #include "rlx/error.h"
 #include "tokenizers/gguf_vocab.h"
+#include "tokenizers/json_token_id.h"
 #include "tokenizers/metaspace.h"
 #include "tokenizers/unicode_class.h"
 #include "tokenizers/utf8.h"
@@ -110,12 +111,12 @@ UnigramTokenizer UnigramTokenizer::from_tokenizer_json(const nlohmann::json& j, 
       pieces.push_back(v.at(0).get<std::string>());
       scores.push_back(v.at(1).get<double>());
     }
-    const int64_t unk = m.value("unk_id", int64_t(-1));
+    const int64_t unk = m.contains("unk_id") ? json_token_id(m["unk_id"], where) : -1;
     RLX_CHECK(unk >= 0 && unk < int64_t(pieces.size()), where << ": unk_id " << unk << " is out of range");
     std::vector<int32_t> special, user_defined;
     std::vector<std::pair<int32_t, uint8_t>> strips;
     for (const auto& a : j.value("added_tokens", nlohmann::json::array())) {
-      const int64_t id = a.at("id").get<int64_t>();
+      const int64_t id = json_token_id(a.at("id"), where);
       RLX_CHECK(id >= 0 && id < int64_t(pieces.size()) && pieces[size_t(id)] == a.at("content").get<std::string>(),
                 where << ": added token " << a.at("content") << " with id " << id << " is not that vocabulary entry");
       special.push_back(int32_t(id));

@@ -287,6 +287,31 @@ TEST(Qwen3Embedding, ByteLevelBpeTakesUnicodeForms) {
   EXPECT_NE(msg.find("normalizer 'Lowercase'"), std::string::npos) << msg;
 }
 
+// Malformed tokenizer.json files the fuzzer found: a pre_tokenizer Sequence
+// without its list, and a token id that is a float far past int64 (once a
+// cast with undefined behaviour). Each is an rlx::Error naming the file.
+TEST(Qwen3Embedding, MalformedTokenizerFilesNameTheFile) {
+  nlohmann::json tok;
+  std::ifstream(kData + "/tokenizer.json") >> tok;
+  test::TempDir d;
+  auto error_with = [&](const std::function<void(nlohmann::json&)>& edit) {
+    std::filesystem::copy(kData, d.path(), std::filesystem::copy_options::recursive |
+                                               std::filesystem::copy_options::overwrite_existing);
+    nlohmann::json t = tok;
+    edit(t);
+    test::write_text(d.path() / "tokenizer.json", t.dump());
+    return test::error_of([&] { Embedder e(d.path().string()); });
+  };
+  std::string e = error_with([](nlohmann::json& t) { t["pre_tokenizer"] = {{"type", "Sequence"}}; });
+  EXPECT_NE(e.find("tokenizer.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("pretokenizers"), std::string::npos) << e;
+  e = error_with([](nlohmann::json& t) { t["model"]["vocab"]["hello"] = 2.4e22; });
+  EXPECT_NE(e.find("tokenizer.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("not an integer"), std::string::npos) << e;
+  e = error_with([](nlohmann::json& t) { t["added_tokens"][0]["id"] = -1e30; });
+  EXPECT_NE(e.find("not an integer"), std::string::npos) << e;
+}
+
 // The folder with its config.json changed by `edit`; the error of opening it.
 std::string refusal(const std::function<void(nlohmann::json&)>& edit) {
   test::TempDir d;
