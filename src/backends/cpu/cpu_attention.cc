@@ -18,6 +18,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
@@ -143,66 +144,168 @@ RLX_CPU_CLONES void attend_block(const float* q, const float* kt, const float* v
   small_gemm(rows, hd, skv, s, skv, v, hd, out, hd);
 }
 
-// The first n of 16 scores of query row q against a tile of 16 keys
-// transposed ([hd][16]), each summed over d in order. Pointers in and out:
-// vectors never cross a call (clang refuses that in the generic clone).
-RLX_CPU_INLINE void scores16(const float* q, const float* tile, int64_t hd, int64_t n, float* out) {
-  f32x16 acc = {};
-  for (int64_t d = 0; d < hd; ++d) acc += q[d] * load16(tile + d * 16);
-  for (int64_t l = 0; l < n; ++l) out[l] = acc[l];
+// A 16 x 16 block of floats transposed in registers: r[l][d] becomes r[d][l].
+// Four butterflies, each swapping one bit of the row index with the same bit
+// of the column index (two-source shuffles: one permute each on AVX-512).
+using i32x16 = int __attribute__((vector_size(64)));
+template <int S, bool High, size_t... C> constexpr i32x16 butterfly_mask(std::index_sequence<C...>) {
+  // Lane c of the low result: a's lane c, or b's c - S where bit S of c is
+  // set; of the high result: a's c + S, or b's lane c.
+  return i32x16{(High ? ((int(C) & S) ? 16 + int(C) : int(C) + S) : ((int(C) & S) ? 16 + int(C) - S : int(C)))...};
+}
+template <int S> RLX_CPU_INLINE void butterfly16(f32x16* r) {
+  constexpr i32x16 lo = butterfly_mask<S, false>(std::make_index_sequence<16>());
+  constexpr i32x16 hi = butterfly_mask<S, true>(std::make_index_sequence<16>());
+  for (int i = 0; i < 16; ++i)
+    if ((i & S) == 0) {
+      const f32x16 a = r[i], b = r[i + S];
+      r[i] = __builtin_shuffle(a, b, lo);
+      r[i + S] = __builtin_shuffle(a, b, hi);
+    }
+}
+RLX_CPU_INLINE void transpose16(f32x16* r) {
+  butterfly16<8>(r);
+  butterfly16<4>(r);
+  butterfly16<2>(r);
+  butterfly16<1>(r);
 }
 
-// o[0, hd) += w * v[0, hd).
-RLX_CPU_INLINE void add_scaled_row(float* o, float w, const float* v, int64_t hd) {
+// Rows of a few queries (a decode step: the sq rows of each query head that
+// shares this key/value head, row r at query index r % sq) against f32 keys
+// and values read where they are (rows k + j * k_stride, v + j * v_stride),
+// so nothing the size of the cache is copied (copying K transposed and V
+// widened per head cost more than the products at one query row). Keys are
+// taken 16 at a time and 16 dimensions at a time, transposed in registers,
+// every query row's 16 scores summed over d in order; values are summed key
+// by key into outputs held in registers. Every score and output is summed in
+// the order attend_block sums it, so a decode step gives the bits a
+// recompute gives.
+constexpr int64_t kScoreRows = 4;  // query rows whose sums share one transposed block
+
+// R query rows' scores against keys [j0, j0 + n) (n <= 16): fixed counts, so
+// the sums stay in registers.
+template <int R>
+RLX_CPU_INLINE void score_rows(const float* q, const float* k, int64_t k_stride, int64_t hd, int64_t j0, int64_t n,
+                               float* s, int64_t skv) {
+  f32x16 acc[R] = {};
+  f32x16 t[16];
   const int64_t hd16 = hd - hd % 16;
-  for (int64_t d = 0; d < hd16; d += 16) store16(o + d, load16(o + d) + w * load16(v + d));
-  for (int64_t d = hd16; d < hd; ++d) o[d] += w * v[d];
+  for (int64_t d0 = 0; d0 < hd16; d0 += 16) {
+    for (int64_t l = 0; l < 16; ++l)  // keys past the last repeat it: nothing read past the cache
+      t[l] = load16(k + (j0 + std::min(l, n - 1)) * k_stride + d0);
+    transpose16(t);
+    for (int r = 0; r < R; ++r)
+      for (int d = 0; d < 16; ++d) acc[r] += q[r * hd + d0 + d] * t[d];
+  }
+  if (hd16 < hd) {  // the last hd % 16 dimensions, zero-padded
+    for (int64_t l = 0; l < 16; ++l) {
+      const float* kl = k + (j0 + std::min(l, n - 1)) * k_stride;
+      t[l] = f32x16{};
+      for (int64_t d = hd16; d < hd; ++d) t[l][d - hd16] = kl[d];
+    }
+    transpose16(t);
+    for (int r = 0; r < R; ++r)
+      for (int64_t d = hd16; d < hd; ++d) acc[r] += q[r * hd + d] * t[d - hd16];
+  }
+  for (int r = 0; r < R; ++r)
+    for (int64_t l = 0; l < n; ++l) s[r * skv + j0 + l] = acc[r][l];
 }
 
-// The same for a few rows of q (a decode step: the sq rows of each query head
-// that shares this key/value head, row r at query index r % sq) against f32
-// keys and values read where they are (rows k + j * k_stride, v + j * v_stride): keys are
-// taken 16 at a time into a small transposed tile in L1, values are summed
-// row by row, so nothing the size of the cache is copied (copying K
-// transposed and V widened per head cost more than the products at one
-// query row). Every score and output is summed in the order attend_block
-// sums it, so a decode step gives the bits a recompute gives.
+RLX_CPU_INLINE void direct_scores(const float* q, const float* k, int64_t k_stride, int64_t rows, int64_t hd,
+                                  int64_t skv, float* s) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kScoreRows) {
+    const float* qr = q + r0 * hd;
+    float* sr = s + r0 * skv;
+    for (int64_t j0 = 0; j0 < skv; j0 += 16) {
+      const int64_t n = std::min<int64_t>(16, skv - j0);
+      switch (std::min(kScoreRows, rows - r0)) {
+        case 1: score_rows<1>(qr, k, k_stride, hd, j0, n, sr, skv); break;
+        case 2: score_rows<2>(qr, k, k_stride, hd, j0, n, sr, skv); break;
+        case 3: score_rows<3>(qr, k, k_stride, hd, j0, n, sr, skv); break;
+        default: score_rows<4>(qr, k, k_stride, hd, j0, n, sr, skv); break;
+      }
+    }
+  }
+}
+
+// R rows of out [d0, d0 + 16 C) = s . v over every key, in registers.
+template <int R, int C>
+RLX_CPU_INLINE void value_rows(const float* s, int64_t skv, const float* v, int64_t v_stride, int64_t hd, int64_t d0,
+                               float* out) {
+  f32x16 acc[R][C] = {};
+  for (int64_t j = 0; j < skv; ++j) {
+    f32x16 vj[C];
+    for (int c = 0; c < C; ++c) vj[c] = load16(v + j * v_stride + d0 + 16 * c);
+    for (int r = 0; r < R; ++r) {
+      const float w = s[r * skv + j];
+      for (int c = 0; c < C; ++c) acc[r][c] += w * vj[c];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) store16(out + r * hd + d0 + 16 * c, acc[r][c]);
+}
+
+template <int R>
+RLX_CPU_INLINE void value_rows_all(const float* s, int64_t skv, const float* v, int64_t v_stride, int64_t hd,
+                                   float* out) {
+  const int64_t hd16 = hd - hd % 16;
+  int64_t d0 = 0;
+  for (; d0 + 64 <= hd16; d0 += 64) value_rows<R, 4>(s, skv, v, v_stride, hd, d0, out);
+  for (; d0 < hd16; d0 += 16) value_rows<R, 1>(s, skv, v, v_stride, hd, d0, out);
+  for (int r = 0; r < R; ++r)  // the last hd % 16 dimensions
+    for (int64_t d = hd16; d < hd; ++d) {
+      float a = 0.f;
+      for (int64_t j = 0; j < skv; ++j) a += s[r * skv + j] * v[j * v_stride + d];
+      out[r * hd + d] = a;
+    }
+}
+
+// out (rows x hd) = s (rows x skv) . v (skv rows of hd, v_stride apart), each
+// sum over j in order from zero.
+RLX_CPU_INLINE void direct_values(const float* s, int64_t skv, const float* v, int64_t v_stride, int64_t rows,
+                                  int64_t hd, float* out) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+    const float* sr = s + r0 * skv;
+    float* o = out + r0 * hd;
+    switch (std::min<int64_t>(4, rows - r0)) {
+      case 1: value_rows_all<1>(sr, skv, v, v_stride, hd, o); break;
+      case 2: value_rows_all<2>(sr, skv, v, v_stride, hd, o); break;
+      case 3: value_rows_all<3>(sr, skv, v, v_stride, hd, o); break;
+      default: value_rows_all<4>(sr, skv, v, v_stride, hd, o); break;
+    }
+  }
+}
+
 RLX_CPU_CLONES void attend_rows_direct(const float* q, const float* k, int64_t k_stride, const float* v,
                                        int64_t v_stride, const int32_t* keep, int64_t causal_shift, int64_t window,
                                        float softcap, int64_t rows, int64_t sq, int64_t hd, int64_t skv, float* s,
                                        float* out) {
-  float tile[256 * 16];  // head_dim <= 256 (rope_row's limit) x 16 keys
-  for (int64_t j0 = 0; j0 < skv; j0 += 16) {
-    const int64_t n = std::min<int64_t>(16, skv - j0);
-    for (int64_t l = 0; l < 16; ++l) {
-      const float* kj = k + (j0 + std::min(l, n - 1)) * k_stride;
-      for (int64_t d = 0; d < hd; ++d) tile[d * 16 + l] = kj[d];
-    }
-    for (int64_t i = 0; i < rows; ++i) scores16(q + i * hd, tile, hd, n, s + i * skv + j0);
-  }
-  for (int64_t i = 0; i < rows; ++i) {
-    float* si = s + i * skv;
-    softmax_scores(si, i % sq, keep, causal_shift, window, softcap, skv);
-    float* oi = out + i * hd;
-    for (int64_t d = 0; d < hd; ++d) oi[d] = 0.f;
-    for (int64_t j = 0; j < skv; ++j) add_scaled_row(oi, si[j], v + j * v_stride, hd);
-  }
+  direct_scores(q, k, k_stride, rows, hd, skv, s);
+  for (int64_t i = 0; i < rows; ++i) softmax_scores(s + i * skv, i % sq, keep, causal_shift, window, softcap, skv);
+  direct_values(s, skv, v, v_stride, rows, hd, out);
 }
 
-// Query row i of sequence b, head h: rotated where a RoPE is fused in, then
-// scaled, into qf [hd] (f32).
+// Query row i of sequence b, heads [h0, h0 + heads): rotated where a RoPE
+// is fused in (the angles taken once for all of them), then scaled, head j
+// into qf + j * qf_stride [hd] (f32).
 template <class T>
-void scaled_query(const T* q, const AttentionParams& p, int64_t b, int64_t h, int64_t i, const int32_t* q_pos,
-                  float* qf) {
-  const int64_t hd = p.head_dim;
-  const T* qr = q + (b * p.sq + i) * p.q_stride + p.q_offset + h * hd;
-  T rotated[256];  // head_dim <= 256 (checked when a rotation is fused in)
-  if (p.q_rope_n_rot > 0) {
-    rope_row(qr, rotated, 1, hd, p.q_rope_n_rot, p.q_rope_interleaved, p.q_rope_theta, double(q_pos[b]) + double(i),
-             p.q_rope_freqs);
-    qr = rotated;
+void scaled_queries(const T* q, const AttentionParams& p, int64_t b, int64_t h0, int64_t heads, int64_t i,
+                    const int32_t* q_pos, float* qf, int64_t qf_stride) {
+  const int64_t hd = p.head_dim, half = p.q_rope_n_rot / 2;
+  float c[128], s[128];  // head_dim <= 256 (checked when a rotation is fused in)
+  if (half > 0)
+    rope_angles(0, half, p.q_rope_n_rot, p.q_rope_theta, double(q_pos[b]) + double(i), p.q_rope_freqs, c, s);
+  for (int64_t j = 0; j < heads; ++j) {
+    const T* qr = q + (b * p.sq + i) * p.q_stride + p.q_offset + (h0 + j) * hd;
+    T rotated[256];
+    if (half > 0) {
+      rope_pairs(qr, rotated, 0, half, half, p.q_rope_interleaved, c, s);
+      for (int64_t d = 2 * half; d < hd; ++d) rotated[d] = qr[d];
+      qr = rotated;
+    }
+    float* out = qf + j * qf_stride;
+    for (int64_t d = 0; d < hd; ++d) out[d] = to_f32(qr[d]) * p.scale;
   }
-  for (int64_t d = 0; d < hd; ++d) qf[d] = to_f32(qr[d]) * p.scale;
 }
 
 // What one sequence b of the batch attends to.
@@ -257,8 +360,7 @@ void attention_direct(const AttentionParams& p, CpuContext& ctx) {
     float* of = s + rows * skv;
     const int64_t kvh = task % p.kv_heads, b = task / p.kv_heads;
     const SequenceKeys sk = sequence_keys(p, b, q_pos, mask, kv_slots);
-    for (int64_t g = 0; g < group; ++g)
-      for (int64_t i = 0; i < sq; ++i) scaled_query(q, p, b, kvh * group + g, i, q_pos, qf + (g * sq + i) * hd);
+    for (int64_t i = 0; i < sq; ++i) scaled_queries(q, p, b, kvh * group, group, i, q_pos, qf + i * hd, sq * hd);
     attend_rows_direct(qf, k + sk.kb * skv * p.k_stride + p.k_offset + kvh * hd, p.k_stride,
                        v + sk.kb * skv * p.v_stride + p.v_offset + kvh * hd, p.v_stride, sk.keep, sk.causal_shift,
                        window, p.softcap, rows, sq, hd, sk.kv_len, s, of);
@@ -310,7 +412,7 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
     }
     for (int64_t i0 = 0; i0 < sq; i0 += rows) {
       const int64_t n = std::min(rows, sq - i0);
-      for (int64_t i = 0; i < n; ++i) scaled_query(q, p, b, h, i0 + i, q_pos, qf + i * hd);
+      for (int64_t i = 0; i < n; ++i) scaled_queries(q, p, b, h, 1, i0 + i, q_pos, qf + i * hd, hd);
       attend_block(qf, kt, vf, sk.keep, sk.causal_shift + i0, window, p.softcap, n, hd, kv_len, s, of);
       for (int64_t i = 0; i < n; ++i) {
         T* o = out + ((b * sq + i0 + i) * p.q_heads + h) * hd;

@@ -3,6 +3,7 @@
 // d + n_rot/2; interleaved (GPT-J/GGUF) pairs 2i with 2i+1. Dims >= n_rot
 // are copied.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -11,28 +12,47 @@
 
 namespace rlx::cpu {
 
-// x and out hold `heads` heads of head_dim, one after another; pair i's
-// frequency is divided by freqs.div[i] when freqs.count > 0; cos and sin are
-// multiplied by freqs.scale.
+// cos and sin of pairs [i0, i1) at `position` into c[0, i1 - i0) and
+// s[...]: pair i's frequency theta^(-2i / n_rot), divided by freqs.div[i]
+// when freqs.count > 0; cos and sin multiplied by freqs.scale.
+inline void rope_angles(int64_t i0, int64_t i1, int64_t n_rot, float theta, double position,
+                        const RopeFreqDivisors& freqs, float* c, float* s) {
+  for (int64_t i = i0; i < i1; ++i) {
+    // Angle in double: positions in the thousands lose phase in f32.
+    const double div = freqs.count > 0 ? double(freqs.div[i]) : 1.0;
+    const double angle = position * std::pow(double(theta), -2.0 * double(i) / double(n_rot)) / div;
+    c[i - i0] = float(std::cos(angle) * freqs.scale);
+    s[i - i0] = float(std::sin(angle) * freqs.scale);
+  }
+}
+
+// Pairs [i0, i1) of one head rotated by rope_angles' c and s (indexed from i0).
+template <class T>
+void rope_pairs(const T* xh, T* oh, int64_t i0, int64_t i1, int64_t half, bool interleaved, const float* c,
+                const float* s) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t d0 = interleaved ? 2 * i : i, d1 = interleaved ? 2 * i + 1 : i + half;
+    const float a = to_f32(xh[d0]), b = to_f32(xh[d1]), cs = c[i - i0], sn = s[i - i0];
+    oh[d0] = from_f32<T>(a * cs - b * sn);
+    oh[d1] = from_f32<T>(b * cs + a * sn);
+  }
+}
+
+// x and out hold `heads` heads of head_dim, one after another, every head at
+// the same position: the angles are taken once for all heads.
 template <class T>
 void rope_row(const T* x, T* out, int64_t heads, int64_t head_dim, int64_t n_rot, bool interleaved, float theta,
               double position, const RopeFreqDivisors& freqs) {
+  constexpr int64_t kChunk = 64;  // pairs whose angles are held at once
   const int64_t half = n_rot / 2;
-  for (int64_t h = 0; h < heads; ++h) {
-    const T* xh = x + h * head_dim;
-    T* oh = out + h * head_dim;
-    for (int64_t i = 0; i < half; ++i) {
-      // Angle in double: positions in the thousands lose phase in f32.
-      const double div = freqs.count > 0 ? double(freqs.div[i]) : 1.0;
-      const double angle = position * std::pow(double(theta), -2.0 * double(i) / double(n_rot)) / div;
-      const float c = float(std::cos(angle) * freqs.scale), sn = float(std::sin(angle) * freqs.scale);
-      const int64_t d0 = interleaved ? 2 * i : i, d1 = interleaved ? 2 * i + 1 : i + half;
-      const float a = to_f32(xh[d0]), b = to_f32(xh[d1]);
-      oh[d0] = from_f32<T>(a * c - b * sn);
-      oh[d1] = from_f32<T>(b * c + a * sn);
-    }
-    for (int64_t d = 2 * half; d < head_dim; ++d) oh[d] = xh[d];
+  float c[kChunk], s[kChunk];
+  for (int64_t i0 = 0; i0 < half; i0 += kChunk) {
+    const int64_t i1 = std::min(half, i0 + kChunk);
+    rope_angles(i0, i1, n_rot, theta, position, freqs, c, s);
+    for (int64_t h = 0; h < heads; ++h) rope_pairs(x + h * head_dim, out + h * head_dim, i0, i1, half, interleaved, c, s);
   }
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t d = 2 * half; d < head_dim; ++d) out[h * head_dim + d] = x[h * head_dim + d];
 }
 
 }  // namespace rlx::cpu
