@@ -134,12 +134,13 @@ RLX_CPU_INLINE void softmax_scores(float* si, int64_t i, const int32_t* keep, in
   for (int64_t j = 0; j < skv; ++j) si[j] *= inv;
 }
 
-// rows x skv scores of q (rows x hd, pre-scaled) against kt (hd x skv), their
-// softmax weights (softmax_scores), then .V into out (rows x hd).
-RLX_CPU_CLONES void attend_block(const float* q, const float* kt, const float* v, const int32_t* keep,
+// rows x skv scores of q (rows x hd, pre-scaled) against the first skv keys
+// of kt (hd rows of ldk), their softmax weights (softmax_scores), then .V
+// into out (rows x hd).
+RLX_CPU_CLONES void attend_block(const float* q, const float* kt, int64_t ldk, const float* v, const int32_t* keep,
                                  int64_t causal_shift, int64_t window, float softcap, int64_t rows, int64_t hd,
                                  int64_t skv, float* s, float* out) {
-  small_gemm(rows, skv, hd, q, hd, kt, skv, s, skv);
+  small_gemm(rows, skv, hd, q, hd, kt, ldk, s, skv);
   for (int64_t i = 0; i < rows; ++i) softmax_scores(s + i * skv, i, keep, causal_shift, window, softcap, skv);
   small_gemm(rows, hd, skv, s, skv, v, hd, out, hd);
 }
@@ -413,7 +414,11 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
     for (int64_t i0 = 0; i0 < sq; i0 += rows) {
       const int64_t n = std::min(rows, sq - i0);
       for (int64_t i = 0; i < n; ++i) scaled_queries(q, p, b, h, 1, i0 + i, q_pos, qf + i * hd, hd);
-      attend_block(qf, kt, vf, sk.keep, sk.causal_shift + i0, window, p.softcap, n, hd, kv_len, s, of);
+      // Keys past the block's last query are masked for all its rows: left
+      // out, they change no sum (a masked key adds exactly 0), and a causal
+      // prompt's blocks do half the work.
+      const int64_t keys = std::clamp<int64_t>(sk.causal_shift + i0 + n, 0, kv_len);
+      attend_block(qf, kt, kv_len, vf, sk.keep, sk.causal_shift + i0, window, p.softcap, n, hd, keys, s, of);
       for (int64_t i = 0; i < n; ++i) {
         T* o = out + ((b * sq + i0 + i) * p.q_heads + h) * hd;
         for (int64_t d = 0; d < hd; ++d) o[d] = from_f32<T>(of[i * hd + d]);
