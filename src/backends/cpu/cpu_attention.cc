@@ -47,20 +47,21 @@ RLX_CPU_INLINE f32x16 load16(const float* p) {
 }
 RLX_CPU_INLINE void store16(float* p, f32x16 v) { std::memcpy(p, &v, sizeof v); }
 
-// c[r][x] = sum_k a[r][k] b[k][x] for a 4 x 32 tile: the tile's sums stay in
-// registers and each row of b is loaded once for the 4 rows of a.
-RLX_CPU_INLINE void tile4x32(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kn, float* c,
+// c[r][x] = sum_k a[r][k] b[k][x] for an R x 32 tile: the tile's sums stay
+// in registers and each row of b is loaded once for the R rows of a.
+template <int R>
+RLX_CPU_INLINE void tile_x32(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kn, float* c,
                              int64_t ldc) {
-  f32x16 acc[4][2] = {};
+  f32x16 acc[R][2] = {};
   for (int64_t k = 0; k < kn; ++k) {
     const f32x16 b0 = load16(b + k * ldb), b1 = load16(b + k * ldb + 16);
-    for (int r = 0; r < 4; ++r) {
+    for (int r = 0; r < R; ++r) {
       const float ar = a[r * lda + k];
       acc[r][0] += ar * b0;
       acc[r][1] += ar * b1;
     }
   }
-  for (int r = 0; r < 4; ++r) {
+  for (int r = 0; r < R; ++r) {
     store16(c + r * ldc, acc[r][0]);
     store16(c + r * ldc + 16, acc[r][1]);
   }
@@ -79,15 +80,22 @@ RLX_CPU_INLINE void tile_any(int64_t rows, int64_t cols, const float* a, int64_t
   }
 }
 
-// c (m x n, row length ldc) = a (m x kn) . b (kn x n) in 4 x 32 register tiles.
+// c (m x n, row length ldc) = a (m x kn) . b (kn x n) in 8 x 32 register
+// tiles (16 sums, 2 loads of b for 16 products), then 4 x 32; every sum over
+// k in order, whichever tile computes it.
 RLX_CPU_INLINE void small_gemm(int64_t m, int64_t n, int64_t kn, const float* a, int64_t lda, const float* b,
                        int64_t ldb, float* c, int64_t ldc) {
-  constexpr int R = 4, C = 32;
+  constexpr int C = 32;
   int64_t i = 0;
-  for (; i + R <= m; i += R) {
+  for (; i + 8 <= m; i += 8) {
     int64_t x = 0;
-    for (; x + C <= n; x += C) tile4x32(a + i * lda, lda, b + x, ldb, kn, c + i * ldc + x, ldc);
-    if (x < n) tile_any(R, n - x, a + i * lda, lda, b + x, ldb, kn, c + i * ldc + x, ldc);
+    for (; x + C <= n; x += C) tile_x32<8>(a + i * lda, lda, b + x, ldb, kn, c + i * ldc + x, ldc);
+    if (x < n) tile_any(8, n - x, a + i * lda, lda, b + x, ldb, kn, c + i * ldc + x, ldc);
+  }
+  for (; i + 4 <= m; i += 4) {
+    int64_t x = 0;
+    for (; x + C <= n; x += C) tile_x32<4>(a + i * lda, lda, b + x, ldb, kn, c + i * ldc + x, ldc);
+    if (x < n) tile_any(4, n - x, a + i * lda, lda, b + x, ldb, kn, c + i * ldc + x, ldc);
   }
   if (i < m) tile_any(m - i, n, a + i * lda, lda, b, ldb, kn, c + i * ldc, ldc);
 }
@@ -115,8 +123,18 @@ RLX_CPU_INLINE void softmax_scores(float* si, int64_t i, const int32_t* keep, in
   for (int64_t j = 0; j < first; ++j) si[j] = kMasked;
   if (keep)
     for (int64_t j = 0; j < skv; ++j) si[j] = keep[j] != 0 ? si[j] : kMasked;
+  // The largest score, 16 lanes at a time (a max is exact in any order; a
+  // NaN score is passed over as the one-lane loop would).
+  f32x16 top;
+  for (int l = 0; l < 16; ++l) top[l] = kMasked;
+  const int64_t skv16 = skv - skv % 16;
+  for (int64_t j = 0; j < skv16; j += 16) {
+    const f32x16 v = load16(si + j);
+    top = v > top ? v : top;
+  }
   float mx = kMasked;
-  for (int64_t j = 0; j < skv; ++j) mx = si[j] > mx ? si[j] : mx;
+  for (int l = 0; l < 16; ++l) mx = top[l] > mx ? top[l] : mx;
+  for (int64_t j = skv16; j < skv; ++j) mx = si[j] > mx ? si[j] : mx;
   if (mx == kMasked) {  // every key masked: zero weights give a zero row
     for (int64_t j = 0; j < skv; ++j) si[j] = 0.f;
     return;
@@ -125,7 +143,6 @@ RLX_CPU_INLINE void softmax_scores(float* si, int64_t i, const int32_t* keep, in
   // The sum in 16 lanes (key j into lane j % 16), then the lanes in order: a
   // fixed order that vectorizes, where one running sum is a serial chain.
   f32x16 lanes = {};
-  const int64_t skv16 = skv - skv % 16;
   for (int64_t j = 0; j < skv16; j += 16) lanes += load16(si + j);
   for (int64_t j = skv16; j < skv; ++j) lanes[j - skv16] += si[j];
   float sum = 0.f;
