@@ -11,6 +11,7 @@
 #   RLX_BASE=path          a second rlx (e.g. an older build) run alternately
 #   LLAMA_BENCH=path       llama.cpp's llama-bench, run alternately (-p 128 -n 64)
 #   ROUNDS=3 THREADS="1 2"
+#   RLX_WARMUP=--warmup    an untimed run of the prompt first (llama-bench warms up too); '' for an rlx without the flag
 #   RLX_CPU_QUANT_KERNEL=f32   the f32 kernel instead of the integer ones (the default, auto)
 #
 # llama-bench from the source llama-cpp-python vendors (the sdist on PyPI):
@@ -46,7 +47,7 @@ c++ -O2 -march=native -fopenmp bench/mem_read_bandwidth.cc -o "$BW/bw"
 "$BW/bw" 1024 2
 
 run_rlx() {  # binary threads -> "prefill_tok_s decode_tok_s"
-  "$1" generate --model "$MODEL" --device cpu --threads "$2" --prompt-ids "$IDS" -n 64 --ignore-eos 2>&1 >/dev/null |
+  "$1" generate --model "$MODEL" --device cpu --threads "$2" --prompt-ids "$IDS" -n 64 --ignore-eos ${RLX_WARMUP---warmup} 2>&1 >/dev/null |
     sed -n 's/.*prompt [0-9]* tokens, \([0-9.]*\) tok\/s; decode [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1 \2/p'
 }
 run_llama() {  # threads -> "prefill_tok_s decode_tok_s"

@@ -39,7 +39,7 @@ struct GenerateArgs {
   std::string model, prompt, file, prompt_ids, device = "cpu", dtype = "f32", quantize;
   int n = 128, threads = 0, batch = 1;
   int64_t ctx = 0, seed = -1;
-  bool chat = false, recompute = false, ignore_eos = false;
+  bool chat = false, recompute = false, ignore_eos = false, warmup = false;
   std::vector<std::string> stop;
   rlx::SamplingParams sampling;
 };
@@ -225,10 +225,25 @@ void run_generate(const GenerateArgs& a) {
     std::fprintf(stderr, "rlx: -n %d with a prompt of %zu tokens is more than the context holds (%lld tokens, "
                  "--ctx-size): the reply stops when the context is full\n", a.n, ids.size(), (long long)llm.ctx_size());
   const double load_s = seconds_since(t0);  // graphs for other shapes compile on first use
+  if (a.warmup) {
+    // The same prompt once, untimed: the graphs the timed run uses are
+    // compiled and recorded first, so its rates are of warm graphs (as
+    // llama-bench's warm-up run); the sequence is freed, so the timed run
+    // computes the whole prompt again.
+    const auto w0 = std::chrono::steady_clock::now();
+    rlx::GenerateOptions w = generate_options(a, llm);
+    w.max_tokens = std::min(a.n, 2);
+    w.ignore_eos = true;
+    w.stop.clear();
+    if (a.batch > 1) llm.generate_batch(std::vector<std::vector<int32_t>>(size_t(a.batch), ids), w);
+    else llm.generate(ids, w);
+    std::fprintf(stderr, "rlx: warm-up (the prompt and %d tokens, untimed) %.2f s\n", w.max_tokens, seconds_since(w0));
+  }
   if (a.batch > 1) return run_batch(a, llm, ids, as_ids, load_s);
 
   Timing t;
   int64_t printed = 0;
+  const rlx::EngineStats st0 = llm.stats();  // the warm-up's steps are not this run's
   const rlx::Generation g = llm.generate(ids, generate_options(a, llm), [&](const rlx::TextPiece& p) {
     const auto now = std::chrono::steady_clock::now();
     if (!p.ids.empty()) {
@@ -262,7 +277,7 @@ void run_generate(const GenerateArgs& a) {
                load_s, ids.size(), t.prompt_s > 0 ? double(ids.size()) / t.prompt_s : 0.0,
                (long long)(produced > 1 ? produced - 1 : 0),
                produced > 1 && t.decode_s > 0 ? double(produced - 1) / t.decode_s : 0.0, a.device.c_str(),
-               (unsigned long long)st.decode_runs, rlx::finish_reason_name(g.finish));
+               (unsigned long long)(st.decode_runs - st0.decode_runs), rlx::finish_reason_name(g.finish));
   if (a.sampling.temperature > 0.f) std::fprintf(stderr, "rlx: seed %llu\n", (unsigned long long)g.seed);
   if (g.context_full) {
     std::fprintf(stderr, "rlx: the context is full (%lld tokens, --ctx-size): the reply stopped there\n",
@@ -303,6 +318,8 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::IsMember({"q8_0", "q4_0", "q4_1"}));
   cmd->add_option("--batch", a->batch,
                   "decode B copies of the prompt at once (greedy; a benchmark: prints the first, tok/s counts all B)");
+  cmd->add_flag("--warmup", a->warmup,
+                "run the prompt once untimed first, so the printed rates are of compiled, recorded graphs");
   cmd->add_flag("--recompute", a->recompute, "no KV cache: recompute the whole prefix per token (a reference)");
   cmd->add_flag("--chat", a->chat, "the prompt as a user turn in the model's chat template");
   cmd->callback([a] { run_generate(*a); });

@@ -51,6 +51,13 @@ TEST(GenerateCli, GreedyTextIsTheReferenceContinuation) {
   ASSERT_EQ(full.status, 0) << full.err;
   EXPECT_EQ(full.out, r.out);
   EXPECT_NE(full.err.find("full-prefix recompute: 0 decode steps"), std::string::npos) << full.err;
+  // --warmup runs the prompt once untimed first: the same text, the timed
+  // run's own steps counted.
+  Ran warm = run_generate("--device cpu --warmup -n 6 --prompt \"" + ref.at("prompt").get<std::string>() + "\"");
+  ASSERT_EQ(warm.status, 0) << warm.err;
+  EXPECT_EQ(warm.out, r.out);
+  EXPECT_NE(warm.err.find("warm-up (the prompt and 2 tokens, untimed)"), std::string::npos) << warm.err;
+  EXPECT_NE(warm.err.find("KV cache: 5 decode steps"), std::string::npos) << warm.err;
 }
 
 TEST(GenerateCli, SeededSamplingRepeats) {

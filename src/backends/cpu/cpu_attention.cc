@@ -229,29 +229,39 @@ RLX_CPU_INLINE void score_rows(const float* q, const float* k, int64_t k_stride,
     for (int64_t l = 0; l < n; ++l) s[r * skv + j0 + l] = acc[r][l];
 }
 
-RLX_CPU_INLINE void direct_scores(const float* q, const float* k, int64_t k_stride, int64_t rows, int64_t hd,
-                                  int64_t skv, float* s) {
-  for (int64_t r0 = 0; r0 < rows; r0 += kScoreRows) {
-    const float* qr = q + r0 * hd;
-    float* sr = s + r0 * skv;
-    for (int64_t j0 = 0; j0 < skv; j0 += 16) {
-      const int64_t n = std::min<int64_t>(16, skv - j0);
-      switch (std::min(kScoreRows, rows - r0)) {
-        case 1: score_rows<1>(qr, k, k_stride, hd, j0, n, sr, skv); break;
-        case 2: score_rows<2>(qr, k, k_stride, hd, j0, n, sr, skv); break;
-        case 3: score_rows<3>(qr, k, k_stride, hd, j0, n, sr, skv); break;
-        default: score_rows<4>(qr, k, k_stride, hd, j0, n, sr, skv); break;
+// Scores of nh heads' rows (head i's rows at q + i * rows * hd, its keys at
+// k + i * hd, its scores at s + i * rows * skv), key tile by key tile with
+// every head inside: a tile's cache rows are read once, whole.
+RLX_CPU_INLINE void direct_scores(const float* q, const float* k, int64_t k_stride, int64_t nh, int64_t rows,
+                                  int64_t hd, int64_t skv, float* s) {
+  for (int64_t j0 = 0; j0 < skv; j0 += 16) {
+    const int64_t n = std::min<int64_t>(16, skv - j0);
+    for (int64_t h = 0; h < nh; ++h)
+      for (int64_t r0 = 0; r0 < rows; r0 += kScoreRows) {
+        const float* qr = q + (h * rows + r0) * hd;
+        const float* kh = k + h * hd;
+        float* sr = s + (h * rows + r0) * skv;
+        switch (std::min(kScoreRows, rows - r0)) {
+          case 1: score_rows<1>(qr, kh, k_stride, hd, j0, n, sr, skv); break;
+          case 2: score_rows<2>(qr, kh, k_stride, hd, j0, n, sr, skv); break;
+          case 3: score_rows<3>(qr, kh, k_stride, hd, j0, n, sr, skv); break;
+          default: score_rows<4>(qr, kh, k_stride, hd, j0, n, sr, skv); break;
+        }
       }
-    }
   }
 }
 
-// R rows of out [d0, d0 + 16 C) = s . v over every key, in registers.
+// R rows of out [d0, d0 + 16 C) += s . v over keys [j0, j1), in registers
+// (from zero when j0 is 0): each sum runs over j in order from zero, whatever
+// the key ranges.
 template <int R, int C>
 RLX_CPU_INLINE void value_rows(const float* s, int64_t skv, const float* v, int64_t v_stride, int64_t hd, int64_t d0,
-                               float* out) {
+                               int64_t j0, int64_t j1, float* out) {
   f32x16 acc[R][C] = {};
-  for (int64_t j = 0; j < skv; ++j) {
+  if (j0 > 0)
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) acc[r][c] = load16(out + r * hd + d0 + 16 * c);
+  for (int64_t j = j0; j < j1; ++j) {
     f32x16 vj[C];
     for (int c = 0; c < C; ++c) vj[c] = load16(v + j * v_stride + d0 + 16 * c);
     for (int r = 0; r < R; ++r) {
@@ -265,42 +275,52 @@ RLX_CPU_INLINE void value_rows(const float* s, int64_t skv, const float* v, int6
 
 template <int R>
 RLX_CPU_INLINE void value_rows_all(const float* s, int64_t skv, const float* v, int64_t v_stride, int64_t hd,
-                                   float* out) {
+                                   int64_t j0, int64_t j1, float* out) {
   const int64_t hd16 = hd - hd % 16;
   int64_t d0 = 0;
-  for (; d0 + 64 <= hd16; d0 += 64) value_rows<R, 4>(s, skv, v, v_stride, hd, d0, out);
-  for (; d0 < hd16; d0 += 16) value_rows<R, 1>(s, skv, v, v_stride, hd, d0, out);
+  for (; d0 + 64 <= hd16; d0 += 64) value_rows<R, 4>(s, skv, v, v_stride, hd, d0, j0, j1, out);
+  for (; d0 < hd16; d0 += 16) value_rows<R, 1>(s, skv, v, v_stride, hd, d0, j0, j1, out);
   for (int r = 0; r < R; ++r)  // the last hd % 16 dimensions
     for (int64_t d = hd16; d < hd; ++d) {
-      float a = 0.f;
-      for (int64_t j = 0; j < skv; ++j) a += s[r * skv + j] * v[j * v_stride + d];
+      float a = j0 > 0 ? out[r * hd + d] : 0.f;
+      for (int64_t j = j0; j < j1; ++j) a += s[r * skv + j] * v[j * v_stride + d];
       out[r * hd + d] = a;
     }
 }
 
-// out (rows x hd) = s (rows x skv) . v (skv rows of hd, v_stride apart), each
-// sum over j in order from zero.
-RLX_CPU_INLINE void direct_values(const float* s, int64_t skv, const float* v, int64_t v_stride, int64_t rows,
-                                  int64_t hd, float* out) {
-  for (int64_t r0 = 0; r0 < rows; r0 += 4) {
-    const float* sr = s + r0 * skv;
-    float* o = out + r0 * hd;
-    switch (std::min<int64_t>(4, rows - r0)) {
-      case 1: value_rows_all<1>(sr, skv, v, v_stride, hd, o); break;
-      case 2: value_rows_all<2>(sr, skv, v, v_stride, hd, o); break;
-      case 3: value_rows_all<3>(sr, skv, v, v_stride, hd, o); break;
-      default: value_rows_all<4>(sr, skv, v, v_stride, hd, o); break;
-    }
+// out = s . v for nh heads (head i's weights at s + i * rows * skv, values
+// at v + i * hd, outputs at out + i * rows * hd), 64 keys at a time with
+// every head inside, so a tile's cache rows are read once, whole.
+RLX_CPU_INLINE void direct_values(const float* s, int64_t skv, const float* v, int64_t v_stride, int64_t nh,
+                                  int64_t rows, int64_t hd, float* out) {
+  constexpr int64_t kKeys = 64;
+  if (skv == 0)
+    for (int64_t i = 0; i < nh * rows * hd; ++i) out[i] = 0.f;
+  for (int64_t j0 = 0; j0 < skv; j0 += kKeys) {
+    const int64_t j1 = std::min(skv, j0 + kKeys);
+    for (int64_t h = 0; h < nh; ++h)
+      for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+        const float* sr = s + (h * rows + r0) * skv;
+        const float* vh = v + h * hd;
+        float* o = out + (h * rows + r0) * hd;
+        switch (std::min<int64_t>(4, rows - r0)) {
+          case 1: value_rows_all<1>(sr, skv, vh, v_stride, hd, j0, j1, o); break;
+          case 2: value_rows_all<2>(sr, skv, vh, v_stride, hd, j0, j1, o); break;
+          case 3: value_rows_all<3>(sr, skv, vh, v_stride, hd, j0, j1, o); break;
+          default: value_rows_all<4>(sr, skv, vh, v_stride, hd, j0, j1, o); break;
+        }
+      }
   }
 }
 
 RLX_CPU_CLONES void attend_rows_direct(const float* q, const float* k, int64_t k_stride, const float* v,
-                                       int64_t v_stride, const int32_t* keep, int64_t causal_shift, int64_t window,
-                                       float softcap, int64_t rows, int64_t sq, int64_t hd, int64_t skv, float* s,
-                                       float* out) {
-  direct_scores(q, k, k_stride, rows, hd, skv, s);
-  for (int64_t i = 0; i < rows; ++i) softmax_scores(s + i * skv, i % sq, keep, causal_shift, window, softcap, skv);
-  direct_values(s, skv, v, v_stride, rows, hd, out);
+                                       int64_t v_stride, int64_t nh, const int32_t* keep, int64_t causal_shift,
+                                       int64_t window, float softcap, int64_t rows, int64_t sq, int64_t hd,
+                                       int64_t skv, float* s, float* out) {
+  direct_scores(q, k, k_stride, nh, rows, hd, skv, s);
+  for (int64_t i = 0; i < nh * rows; ++i)
+    softmax_scores(s + i * skv, (i % rows) % sq, keep, causal_shift, window, softcap, skv);
+  direct_values(s, skv, v, v_stride, nh, rows, hd, out);
 }
 
 // Query row i of sequence b, heads [h0, h0 + heads): rotated where a RoPE
@@ -367,25 +387,33 @@ void attention_direct(const AttentionParams& p, CpuContext& ctx) {
   float* out = at<float>(arena, p.out);
   const int64_t sq = p.sq, skv = p.skv, hd = p.head_dim, group = p.q_heads / p.kv_heads, rows = group * sq;
   const int threads = run_threads();
-  const int64_t per_worker = rows * (2 * hd + skv);  // queries, scores, outputs
+  // A task takes as many key/value heads as leave every thread one task:
+  // the cache rows hold all heads side by side, and a task reading each
+  // row whole streams the cache once (a head at a time read it a third
+  // as densely, three times over, for three heads).
+  const int64_t splits = std::clamp<int64_t>((threads + p.batch - 1) / p.batch, 1, p.kv_heads);
+  const int64_t per_task = (p.kv_heads + splits - 1) / splits, tasks_per_seq = (p.kv_heads + per_task - 1) / per_task;
+  const int64_t per_worker = per_task * rows * (2 * hd + skv);  // queries, scores, outputs
   float* buffers = ctx.scratch(0, size_t(threads * per_worker));
   const int32_t* q_pos = p.pos != kNoBuffer ? at<int32_t>(arena, p.pos) : nullptr;
   const int32_t* kv_slots = p.kv_slots != kNoBuffer ? at<int32_t>(arena, p.kv_slots) : nullptr;
   const int64_t window = window_keys(p);
-  parallel_for_worker(p.batch * p.kv_heads, threads, [&](int64_t task, int worker) {
+  parallel_for_worker(p.batch * tasks_per_seq, threads, [&](int64_t task, int worker) {
+    const int64_t b = task / tasks_per_seq, h0 = (task % tasks_per_seq) * per_task;
+    const int64_t nh = std::min(per_task, p.kv_heads - h0);
     float* qf = buffers + worker * per_worker;
-    float* s = qf + rows * hd;
-    float* of = s + rows * skv;
-    const int64_t kvh = task % p.kv_heads, b = task / p.kv_heads;
+    float* s = qf + nh * rows * hd;
+    float* of = s + nh * rows * skv;
     const SequenceKeys sk = sequence_keys(p, b, q_pos, mask, kv_slots);
-    for (int64_t i = 0; i < sq; ++i) scaled_queries(q, p, b, kvh * group, group, i, q_pos, qf + i * hd, sq * hd);
-    attend_rows_direct(qf, k + sk.kb * skv * p.k_stride + p.k_offset + kvh * hd, p.k_stride,
-                       v + sk.kb * skv * p.v_stride + p.v_offset + kvh * hd, p.v_stride, sk.keep, sk.causal_shift,
-                       window, p.softcap, rows, sq, hd, sk.kv_len, s, of);
-    for (int64_t g = 0; g < group; ++g)
+    // Head h0 + i's query heads first, its rows (g, i) at qf + (i * rows + g * sq + i) * hd.
+    for (int64_t i = 0; i < sq; ++i) scaled_queries(q, p, b, h0 * group, nh * group, i, q_pos, qf + i * hd, sq * hd);
+    attend_rows_direct(qf, k + sk.kb * skv * p.k_stride + p.k_offset + h0 * hd, p.k_stride,
+                       v + sk.kb * skv * p.v_stride + p.v_offset + h0 * hd, p.v_stride, nh, sk.keep,
+                       sk.causal_shift, window, p.softcap, rows, sq, hd, sk.kv_len, s, of);
+    for (int64_t g = 0; g < nh * group; ++g)
       for (int64_t i = 0; i < sq; ++i)
         std::copy(of + (g * sq + i) * hd, of + (g * sq + i + 1) * hd,
-                  out + ((b * sq + i) * p.q_heads + kvh * group + g) * hd);
+                  out + ((b * sq + i) * p.q_heads + h0 * group + g) * hd);
   });
 }
 
