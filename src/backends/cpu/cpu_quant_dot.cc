@@ -173,12 +173,16 @@ RLX_TARGET_VNNI inline __attribute__((always_inline)) void dot_vnni_4bit(const u
   for (int r = 0; r < R; ++r) out[r] = reduce_lanes(_mm512_add_ps(acc0[r], acc1[r]));
 }
 
-// Q8_0: two 64-byte loads a group (blocks 0-1, 2-3); signed by signed as
-// |w| times x with w's sign, since VPDPBUSD multiplies u8 by s8.
+// Q8_0: two 64-byte loads a group (blocks 0-1, 2-3). VPDPBUSD multiplies
+// u8 by s8, so each signed product is taken as (w + 128) * x (w + 128 is w
+// with its top bit flipped), the accumulator starting at
+// z = -(128 sum(qx) + sum(rx)) over the lane's 4 values (Q8Activations::zl):
+// ((z + sum((w + 128) qx)) << 7) + sum((w + 128) rx) = 128 sum(w qx) + sum(w rx),
+// the exact integer of the digits, as the tiled kernel computes it.
 template <int R>
 RLX_TARGET_VNNI inline __attribute__((always_inline)) void dot_vnni_q8_0(const uint8_t* wq, const uint16_t* ws, const Q8Activations& a, int64_t i0,
                                    float* out) {
-  const __m512i zero = _mm512_setzero_si512();
+  const __m512i flip = _mm512_set1_epi8(char(0x80));
   const __m512i idx0 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   const __m512i idx1 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
   __m512 acc0[R], acc1[R];
@@ -193,25 +197,23 @@ RLX_TARGET_VNNI inline __attribute__((always_inline)) void dot_vnni_q8_0(const u
       w0 = _mm512_loadu_si512(wg);
       w1 = _mm512_loadu_si512(wg + 64);
       sc = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sg))));
-    } else {
+    } else {  // past the row's end: w = 0 against x = 0
       const int64_t bytes = 32 * nt;
       w0 = _mm512_maskz_loadu_epi8(~0ull >> (64 - std::min<int64_t>(64, bytes)), wg);
-      w1 = bytes > 64 ? _mm512_maskz_loadu_epi8(~0ull >> (128 - bytes), wg + 64) : zero;
+      w1 = bytes > 64 ? _mm512_maskz_loadu_epi8(~0ull >> (128 - bytes), wg + 64) : _mm512_setzero_si512();
       sc = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_maskz_loadu_epi16(__mmask8((1u << nt) - 1), sg)));
     }
-    const __m512i a0 = _mm512_abs_epi8(w0), a1 = _mm512_abs_epi8(w1);
-    const __mmask64 n0 = _mm512_movepi8_mask(w0), n1 = _mm512_movepi8_mask(w1);
+    const __m512i u0 = _mm512_xor_si512(w0, flip), u1 = _mm512_xor_si512(w1, flip);
     const __m512 d0 = _mm512_permutexvar_ps(idx0, sc), d1 = _mm512_permutexvar_ps(idx1, sc);
     for (int r = 0; r < R; ++r) {
       const int8_t* xg = a.row_q(i0 + r) + g * kGroupBytes;
       const int8_t* xg2 = a.row_r(i0 + r) + g * kGroupBytes;
+      const int32_t* z = a.row_zl(i0 + r) + g * 32;
       const float* xd = a.row_dl(i0 + r) + g * 32;
-      const __m512i x0 = _mm512_loadu_si512(xg), x1 = _mm512_loadu_si512(xg + 64);
-      const __m512i y0 = _mm512_loadu_si512(xg2), y1 = _mm512_loadu_si512(xg2 + 64);
-      __m512i s0 = _mm512_slli_epi32(_mm512_dpbusd_epi32(zero, a0, _mm512_mask_sub_epi8(x0, n0, zero, x0)), 7);
-      __m512i s1 = _mm512_slli_epi32(_mm512_dpbusd_epi32(zero, a1, _mm512_mask_sub_epi8(x1, n1, zero, x1)), 7);
-      s0 = _mm512_dpbusd_epi32(s0, a0, _mm512_mask_sub_epi8(y0, n0, zero, y0));
-      s1 = _mm512_dpbusd_epi32(s1, a1, _mm512_mask_sub_epi8(y1, n1, zero, y1));
+      __m512i s0 = _mm512_dpbusd_epi32(_mm512_loadu_si512(z), u0, _mm512_loadu_si512(xg));
+      __m512i s1 = _mm512_dpbusd_epi32(_mm512_loadu_si512(z + 16), u1, _mm512_loadu_si512(xg + 64));
+      s0 = _mm512_dpbusd_epi32(_mm512_slli_epi32(s0, 7), u0, _mm512_loadu_si512(xg2));
+      s1 = _mm512_dpbusd_epi32(_mm512_slli_epi32(s1, 7), u1, _mm512_loadu_si512(xg2 + 64));
       acc0[r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, _mm512_loadu_ps(xd)), _mm512_cvtepi32_ps(s0), acc0[r]);
       acc1[r] = _mm512_fmadd_ps(_mm512_mul_ps(d1, _mm512_loadu_ps(xd + 16)), _mm512_cvtepi32_ps(s1), acc1[r]);
     }
