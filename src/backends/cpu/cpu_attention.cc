@@ -165,20 +165,21 @@ RLX_CPU_CLONES void attend_block(const float* q, const float* kt, int64_t ldk, c
 // A 16 x 16 block of floats transposed in registers: r[l][d] becomes r[d][l].
 // Four butterflies, each swapping one bit of the row index with the same bit
 // of the column index (two-source shuffles: one permute each on AVX-512).
-using i32x16 = int __attribute__((vector_size(64)));
-template <int S, bool High, size_t... C> constexpr i32x16 butterfly_mask(std::index_sequence<C...>) {
-  // Lane c of the low result: a's lane c, or b's c - S where bit S of c is
-  // set; of the high result: a's c + S, or b's lane c.
-  return i32x16{(High ? ((int(C) & S) ? 16 + int(C) : int(C) + S) : ((int(C) & S) ? 16 + int(C) - S : int(C)))...};
+// Lane c of the low result: a's lane c, or b's c - S where bit S of c is
+// set; of the high result: a's c + S, or b's lane c (b's lanes numbered
+// from 16, as __builtin_shufflevector, which GCC and clang both have, counts).
+template <int S, size_t... C> RLX_CPU_INLINE f32x16 butterfly_lo(f32x16 a, f32x16 b, std::index_sequence<C...>) {
+  return __builtin_shufflevector(a, b, ((int(C) & S) ? 16 + int(C) - S : int(C))...);
+}
+template <int S, size_t... C> RLX_CPU_INLINE f32x16 butterfly_hi(f32x16 a, f32x16 b, std::index_sequence<C...>) {
+  return __builtin_shufflevector(a, b, ((int(C) & S) ? 16 + int(C) : int(C) + S)...);
 }
 template <int S> RLX_CPU_INLINE void butterfly16(f32x16* r) {
-  constexpr i32x16 lo = butterfly_mask<S, false>(std::make_index_sequence<16>());
-  constexpr i32x16 hi = butterfly_mask<S, true>(std::make_index_sequence<16>());
   for (int i = 0; i < 16; ++i)
     if ((i & S) == 0) {
       const f32x16 a = r[i], b = r[i + S];
-      r[i] = __builtin_shuffle(a, b, lo);
-      r[i + S] = __builtin_shuffle(a, b, hi);
+      r[i] = butterfly_lo<S>(a, b, std::make_index_sequence<16>());
+      r[i + S] = butterfly_hi<S>(a, b, std::make_index_sequence<16>());
     }
 }
 RLX_CPU_INLINE void transpose16(f32x16* r) {
