@@ -242,11 +242,20 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
           float(rs.at("original_max_position_embeddings").integer(1, L.positions)));
     } else if (kind == "linear") {
       c.rope_freq_divisors.assign(size_t(c.rope_dims / 2), factor("factor"));
+    } else if (kind == "dynamic") {
+      // Dynamic NTK (transformers' "dynamic"): the base grows only once a
+      // sequence is longer than the original context, and within it the
+      // rotation is the default one. The context is bounded there, so the
+      // default rotation is exact for every sequence rlx runs.
+      factor("factor");  // present and in range, as transformers requires
+      const int original = rs.has("original_max_position_embeddings")
+                               ? int(rs.at("original_max_position_embeddings").integer(1, L.positions))
+                               : c.max_positions;
+      c.max_positions = std::min(c.max_positions, original);
     } else if (!read_hf_rope_scaling(rs, j, kind, c)) {
       RLX_CHECK(kind == "default", rs.where() << "rope_scaling type '" << kind
-                                              << "' is not supported (llama3, linear, yarn, longrope, su and "
-                                                 "default are)");
-      // (dynamic NTK lands here.)
+                                              << "' is not supported (llama3, linear, dynamic, yarn, longrope, su "
+                                                 "and default are)");
     }
   }
   if (is_moe_model_type(type)) read_moe_hf(j, type, c);

@@ -174,7 +174,7 @@ TEST(DecoderFamilies, RopeParametersReadAsTheOlderKeys) {
   EXPECT_EQ(v5.rope_freq_divisors, v4.rope_freq_divisors);
   EXPECT_EQ(v5.rope_freq_divisors, llama3_rope_divisors(48, 500000.f, 8, 1, 4, 16));
   for (const auto& rope_want : std::vector<std::pair<std::string, std::string>>{
-           {R"("rope_parameters": {"rope_type": "dynamic", "factor": 4.0})", "dynamic"},
+           {R"("rope_parameters": {"rope_type": "dynamic", "factor": 0.0})", "rope_parameters.factor"},
            {R"("rope_parameters": {"rope_theta": -1.0})", "rope_parameters.rope_theta: -1.0 is outside"},
            {R"("rope_parameters": 5)", "rope_parameters: must be a JSON object"},
            {R"("rope_parameters": {"partial_rotary_factor": 0.5})", "partial_rotary_factor"}}) {
@@ -252,6 +252,30 @@ TEST(DecoderFamilies, GemmaRefusalsNameTheField) {
   refused(R"({"model_type": "gemma3"})", "text_config");
 }
 
+// Dynamic NTK scales the base only past the original context: within it
+// the rotation is the default one, and the context is bounded there.
+TEST(DecoderFamilies, DynamicNtkIsTheDefaultRotationWithinTheOriginalContext) {
+  test::TempDir d;
+  const std::string base = R"({"vocab_size": 301, "hidden_size": 288, "intermediate_size": 776,
+    "num_hidden_layers": 2, "num_attention_heads": 6, "model_type": "llama", "rope_theta": 50000.0,
+    "max_position_embeddings": 4096)";
+  test::write_text(d.path() / "config.json", base + "}");
+  const LlamaConfig plain = load_llama_config(d.path().string());
+  test::write_text(d.path() / "config.json", base + R"(, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}})");
+  const LlamaConfig dynamic = load_llama_config(d.path().string());
+  EXPECT_EQ(dynamic.rope_theta, plain.rope_theta);
+  EXPECT_TRUE(dynamic.rope_freq_divisors.empty());
+  EXPECT_EQ(dynamic.rope_dims, plain.rope_dims);
+  EXPECT_EQ(dynamic.max_positions, 4096);
+  // An original context shorter than max_position_embeddings bounds it.
+  test::write_text(d.path() / "config.json",
+                   base + R"(, "rope_scaling": {"type": "dynamic", "factor": 2.0,
+                                "original_max_position_embeddings": 1000}})");
+  const LlamaConfig bounded = load_llama_config(d.path().string());
+  EXPECT_EQ(bounded.max_positions, 1000);
+  EXPECT_TRUE(bounded.rope_freq_divisors.empty());
+}
+
 TEST(DecoderFamilies, RefusalsNameTheFieldAndTheFamiliesThatLoad) {
   test::TempDir d;
   Family f = test::llama3();
@@ -265,7 +289,9 @@ TEST(DecoderFamilies, RefusalsNameTheFieldAndTheFamiliesThatLoad) {
   const std::string base = R"({"vocab_size": 301, "hidden_size": 288, "intermediate_size": 776,
     "num_hidden_layers": 2, "num_attention_heads": 6)";
   refused(base + R"(, "model_type": "falcon"})", "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3");
-  refused(base + R"(, "model_type": "llama", "rope_scaling": {"rope_type": "dynamic", "factor": 4.0}})", "dynamic");
+  refused(base + R"(, "model_type": "llama", "rope_scaling": {"rope_type": "ntk-by-parts", "factor": 4.0}})",
+          "'ntk-by-parts' is not supported (llama3, linear, dynamic, yarn");
+  refused(base + R"(, "model_type": "llama", "rope_scaling": {"rope_type": "dynamic"}})", "factor");
   refused(base + R"(, "model_type": "llama", "attention_bias": true})", "attention_bias");
   refused(base + R"(, "model_type": "llama", "mlp_bias": true})", "mlp_bias");
   // A GGUF of another architecture.
