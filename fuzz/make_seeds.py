@@ -186,7 +186,7 @@ def small_llama_seeds(out):
 
 
 def small_bert_seed(out):
-    """A one-layer BERT GGUF of a few KB as llama.cpp's converter lays it out
+    """One-layer BERT and NomicBERT GGUFs of a few KB as llama.cpp's converter lays them out
     (bert.* keys, phantom-space WordPiece vocabulary, llama.cpp's tensor
     names), so that mutations reach the encoder's GGUF reader; the committed
     tests/data/bert_gguf files are past the fuzzers' -max_len."""
@@ -222,6 +222,17 @@ def small_bert_seed(out):
     for name in ("attn_output_norm", "layer_output_norm"):
         tensors += [("blk.0.%s.weight" % name, [H], [1.0] * H), ("blk.0.%s.bias" % name, [H], [0.0] * H)]
     write(out, "gguf_fuzzer", "seed-bert", gguf_bytes(kv, tensors))
+    # NomicBERT: the same keys under nomic-bert.*, rotary positions (no
+    # position table), a fused attn_qkv and a gated MLP, no biases.
+    nkv = [(k.replace("bert.", "nomic-bert.", 1) if k.startswith("bert.") else k, t, v) for k, t, v in kv]
+    nkv[0] = ("general.architecture", 8, s("nomic-bert"))
+    nkv.append(("nomic-bert.rope.freq_base", 6, struct.pack("<f", 1000.0)))
+    ntensors = [t for t in tensors[:5] if t[0] != "position_embd.weight"]
+    for name, ne in (("attn_qkv", [H, 3 * H]), ("attn_output", [H, H]), ("ffn_up", [H, F]), ("ffn_gate", [H, F]),
+                     ("ffn_down", [F, H])):
+        ntensors.append(("blk.0.%s.weight" % name, ne, ramp(ne[0] * ne[1])))
+    ntensors += [t for t in tensors if "_norm." in t[0] and t[0].startswith("blk.")]
+    write(out, "gguf_fuzzer", "seed-nomic-bert", gguf_bytes(nkv, ntensors))
 
 
 def llama_config_seeds(out):

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "models/gguf.h"
+#include "models/nomic_bert.h"
 #include "rlx/error.h"
 
 namespace rlx {
@@ -43,55 +44,86 @@ bool is_gguf_file(const std::string& path) {
   return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
 }
 
-std::string bert_gguf_tensor(const std::string& param) {
+std::string bert_gguf_tensor(EncoderFamily family, const std::string& param) {
+  using Names = std::vector<std::pair<std::string, std::string>>;  // Hugging Face -> GGUF
   const EncoderNames hf = encoder_names(EncoderFamily::Bert), gg = gguf_names();
+  std::string layers = hf.layer;
+  Names top, layer;
+  if (family == EncoderFamily::NomicBert) {
+    // nomic's checkpoint names (nomic_bert_tensors).
+    layers = encoder_names(EncoderFamily::NomicBert).layer;
+    top = {{hf.word, gg.word}, {hf.type, gg.type}, {"emb_ln", gg.embed_norm}};
+    layer = {{"attn.Wqkv", "attn_qkv"}, {"attn.out_proj", gg.attn_out}, {"mlp.fc11", "ffn_up"},
+             {"mlp.fc12", "ffn_gate"},  {"mlp.fc2", gg.ffn_out},        {"norm1", gg.attn_norm},
+             {"norm2", gg.out_norm}};
+  } else if (family == EncoderFamily::Bert) {
+    top = {{hf.word, gg.word}, {hf.position, gg.position}, {hf.type, gg.type}, {hf.embed_norm, gg.embed_norm}};
+    layer = {{hf.query, gg.query},         {hf.key, gg.key},       {hf.value, gg.value},
+             {hf.attn_out, gg.attn_out},   {hf.attn_norm, gg.attn_norm}, {hf.ffn_in, gg.ffn_in},
+             {hf.ffn_out, gg.ffn_out},     {hf.out_norm, gg.out_norm}};
+  }
   // "<name>.weight" or "<name>.bias" -> the GGUF name with the same suffix.
-  auto swap = [&](const std::string& rest, const std::string& from, const std::string& to) -> std::string {
-    if (!starts_with(rest, from + ".")) return "";
-    const std::string suffix = rest.substr(from.size());
-    return suffix == ".weight" || suffix == ".bias" ? to + suffix : "";
+  auto swap = [&](const std::string& rest, const Names& names) -> std::string {
+    for (const auto& [from, to] : names) {
+      if (!starts_with(rest, from + ".")) continue;
+      const std::string suffix = rest.substr(from.size());
+      if (suffix == ".weight" || suffix == ".bias") return to + suffix;
+    }
+    return "";
   };
-  for (const auto& [from, to] : {std::pair{hf.word, gg.word}, std::pair{hf.position, gg.position},
-                                 std::pair{hf.type, gg.type}, std::pair{hf.embed_norm, gg.embed_norm}})
-    if (std::string s = swap(param, from, to); !s.empty()) return s;
-  if (!starts_with(param, hf.layer)) return "";
-  const size_t dot = param.find('.', hf.layer.size());
+  if (std::string s = swap(param, top); !s.empty()) return s;
+  if (!starts_with(param, layers)) return "";
+  const size_t dot = param.find('.', layers.size());
   if (dot == std::string::npos) return "";
-  const std::string index = param.substr(hf.layer.size(), dot - hf.layer.size());
+  const std::string index = param.substr(layers.size(), dot - layers.size());
   if (index.empty() || index.size() > 9 || index.find_first_not_of("0123456789") != std::string::npos) return "";
-  const std::string rest = param.substr(dot + 1), layer = gg.layer + index + ".";
-  for (const auto& [from, to] :
-       {std::pair{hf.query, gg.query}, std::pair{hf.key, gg.key}, std::pair{hf.value, gg.value},
-        std::pair{hf.attn_out, gg.attn_out}, std::pair{hf.attn_norm, gg.attn_norm}, std::pair{hf.ffn_in, gg.ffn_in},
-        std::pair{hf.ffn_out, gg.ffn_out}, std::pair{hf.out_norm, gg.out_norm}})
-    if (std::string s = swap(rest, from, to); !s.empty()) return layer + s;
-  return "";
+  const std::string s = swap(param.substr(dot + 1), layer);
+  return s.empty() ? "" : gg.layer + index + "." + s;
 }
 
 BertConfig bert_config_from_gguf(const GgufFile& f) {
   const std::string where = "bert: '" + f.path() + "'";
   const std::string arch = f.get_string("general.architecture");
-  RLX_CHECK(arch == "bert", where << ": general.architecture '" << arch
-                                  << "' is not an encoder rlx reads from GGUF (\"bert\" is; a decoder's GGUF is "
-                                     "for generate)");
+  RLX_CHECK(arch == "bert" || arch == "nomic-bert",
+            where << ": general.architecture '" << arch
+                  << "' is not an encoder rlx reads from GGUF (\"bert\" and \"nomic-bert\" are; a decoder's GGUF is "
+                     "for generate)");
   const BertLimits L;
+  const std::string k = arch + ".";
   BertConfig c;
-  c.family = EncoderFamily::Bert;
-  c.model_type = "bert";
-  c.architectures = {"BertModel"};
-  c.num_hidden_layers = int(f.get_int("bert.block_count", 1, L.layers));
-  c.hidden_size = int(f.get_int("bert.embedding_length", 1, L.hidden));
-  c.intermediate_size = int(f.get_int("bert.feed_forward_length", 1, L.intermediate));
-  c.num_attention_heads = int(f.get_int("bert.attention.head_count", 1, L.heads));
-  c.max_position_embeddings = int(f.get_int("bert.context_length", 1, L.positions));
-  c.layer_norm_eps = float(f.get_float("bert.attention.layer_norm_epsilon", 1e-30, 1.0));
-  // The converter writes no activation: BERT's is GELU (erf), as transformers runs it.
-  c.hidden_act = Activation::Gelu;
-  RLX_CHECK(!f.get_bool("bert.attention.causal", false),
-            where << ": bert.attention.causal is true (an encoder attends both ways)");
+  c.num_hidden_layers = int(f.get_int(k + "block_count", 1, L.layers));
+  c.hidden_size = int(f.get_int(k + "embedding_length", 1, L.hidden));
+  c.intermediate_size = int(f.get_int(k + "feed_forward_length", 1, L.intermediate));
+  c.num_attention_heads = int(f.get_int(k + "attention.head_count", 1, L.heads));
+  c.max_position_embeddings = int(f.get_int(k + "context_length", 1, L.positions));
+  c.layer_norm_eps = float(f.get_float(k + "attention.layer_norm_epsilon", 1e-30, 1.0));
+  RLX_CHECK(!f.get_bool(k + "attention.causal", false),
+            where << ": " << k << "attention.causal is true (an encoder attends both ways)");
   RLX_CHECK(c.hidden_size % c.num_attention_heads == 0,
-            where << ": bert.embedding_length " << c.hidden_size << " is not a multiple of bert.attention.head_count "
-                  << c.num_attention_heads);
+            where << ": " << k << "embedding_length " << c.hidden_size << " is not a multiple of " << k
+                  << "attention.head_count " << c.num_attention_heads);
+  if (arch == "bert") {
+    c.family = EncoderFamily::Bert;
+    c.model_type = "bert";
+    c.architectures = {"BertModel"};
+    // The converter writes no activation: BERT's is GELU (erf), as transformers runs it.
+    c.hidden_act = Activation::Gelu;
+  } else {
+    // nomic-embed-text as the converter takes it: rotary positions over the
+    // whole head (halves rotated), a SwiGLU MLP, biases where the file has them.
+    c.family = EncoderFamily::NomicBert;
+    c.model_type = "nomic_bert";
+    c.architectures = {"NomicBertModel"};
+    c.nomic.rotary_base = float(f.get_float_or(k + "rope.freq_base", 10000.0, 1e-3, 1e12));
+    c.nomic.rotary_interleaved = false;
+    c.nomic.qkv_bias = f.has_tensor("blk.0.attn_qkv.bias");
+    c.nomic.fc1_bias = f.has_tensor("blk.0.ffn_up.bias");
+    c.nomic.fc2_bias = f.has_tensor("blk.0.ffn_down.bias");
+    c.nomic.gate_act = c.hidden_act = Activation::Silu;
+    RLX_CHECK(c.head_dim() % 2 == 0, where << ": " << k << "embedding_length " << c.hidden_size << " over "
+                                           << k << "attention.head_count " << c.num_attention_heads
+                                           << " must give an even head size for rotary positions");
+  }
   RLX_CHECK(!f.has_tensor("cls.weight") && !f.has_tensor("cls.output.weight"),
             where << ": tensor 'cls.weight' or 'cls.output.weight' (a classifier head: a reranker) is not supported; "
                      "rlx reads BERT embedders from GGUF");
@@ -111,14 +143,15 @@ BertConfig bert_config_from_gguf(const GgufFile& f) {
 }
 
 std::optional<Pooling> bert_pooling_from_gguf(const GgufFile& f) {
-  const int64_t p = f.get_int_or("bert.pooling_type", 0, INT64_MIN, INT64_MAX);
+  const std::string key = f.get_string("general.architecture") + ".pooling_type";
+  const int64_t p = f.get_int_or(key, 0, INT64_MIN, INT64_MAX);
   switch (p) {
     case 0: return std::nullopt;
     case 1: return Pooling::Mean;
     case 2: return Pooling::Cls;
     case 3: return Pooling::LastToken;
     default:
-      RLX_FAIL("bert: '" << f.path() << "': bert.pooling_type " << p
+      RLX_FAIL("bert: '" << f.path() << "': " << key << " " << p
                          << (p == 4 ? " (rank: a reranker's classifier)" : "")
                          << " is not supported (1 mean, 2 cls and 3 last are)");
   }
@@ -144,6 +177,10 @@ void BertGguf::expect(const std::string& tensor, const Shape& want) const {
 }
 
 void BertGguf::check_sizes(const BertConfig& c) const {
+  if (c.family == EncoderFamily::NomicBert) {
+    for (const auto& [name, shape] : nomic_bert_tensors(c)) expect(bert_gguf_tensor(c.family, name), shape);
+    return;
+  }
   const int64_t H = c.hidden_size;
   expect("token_embd.weight", {c.vocab_size, H});
   expect("position_embd.weight", {c.max_position_embeddings, H});
@@ -157,9 +194,9 @@ void BertGguf::validate(const Graph& g) const {
   std::set<std::string> used;
   for (const Node& n : g.nodes()) {
     if (n.op != OpKind::Param) continue;
-    const std::string name = bert_gguf_tensor(n.name);
+    const std::string name = bert_gguf_tensor(cfg_.family, n.name);
     RLX_CHECK(!name.empty(), "bert: '" << file_->path() << "': the graph's param '" << n.name
-                                       << "' has no GGUF tensor (not a BERT embedder's graph)");
+                                       << "' has no GGUF tensor (not this encoder's graph)");
     expect(name, g.value(n.outputs[0]).shape);
     used.insert(name);
   }
@@ -167,13 +204,14 @@ void BertGguf::validate(const Graph& g) const {
   // means the metadata and the weights disagree.
   for (const GgufTensorInfo& t : file_->tensors())
     RLX_CHECK(used.count(t.name), "bert: '" << file_->path() << "': tensor '" << t.name
-                                            << "' is not used by the bert config (unknown or extra weights)");
+                                            << "' is not used by the " << cfg_.model_type
+                                            << " config (unknown or extra weights)");
 }
 
 void BertGguf::load_into(Executable& exe, const Graph& g) const {
   for (const Node& n : g.nodes()) {
     if (n.op != OpKind::Param) continue;
-    const std::string name = bert_gguf_tensor(n.name);
+    const std::string name = bert_gguf_tensor(cfg_.family, n.name);
     const GgmlType type = file_->tensor(name).type;
     if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16) {
       // Float tensors go from the mapped file to the param as they are.

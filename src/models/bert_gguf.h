@@ -1,10 +1,11 @@
 // BERT encoders from GGUF files, as llama.cpp's convert_hf_to_gguf.py writes
-// them for BertModel (general.architecture "bert"): the config from the
-// bert.* metadata, the pooling from bert.pooling_type, and the weights under
-// llama.cpp's tensor names (token_embd, position_embd, token_types,
-// token_embd_norm, blk.N.attn_q/k/v/output, attn_output_norm,
-// ffn_up/down, layer_output_norm), read into the graph build_bert_graph
-// makes, whose params keep the Hugging Face names.
+// them for BertModel (general.architecture "bert") and NomicBertModel
+// ("nomic-bert"): the config from the <arch>.* metadata, the pooling from
+// <arch>.pooling_type, and the weights under llama.cpp's tensor names
+// (token_embd, position_embd, token_types, token_embd_norm,
+// blk.N.attn_q/k/v/output or attn_qkv, attn_output_norm,
+// ffn_up/gate/down, layer_output_norm), read into the graph
+// build_bert_graph makes, whose params keep the Hugging Face names.
 #pragma once
 #include <memory>
 #include <optional>
@@ -20,24 +21,26 @@ class GgufFile;
 // A regular file that starts with GGUF's magic ("GGUF").
 bool is_gguf_file(const std::string& path);
 
-// The encoder's config from a GGUF file of architecture "bert". Sizes come
-// from bert.block_count, embedding_length, feed_forward_length,
-// attention.head_count, attention.layer_norm_epsilon and context_length;
+// The encoder's config from a GGUF file of architecture "bert" or
+// "nomic-bert". Sizes come from <arch>.block_count, embedding_length,
+// feed_forward_length, attention.head_count, attention.layer_norm_epsilon
+// and context_length (nomic-bert: rope.freq_base; biases where the file
+// has them);
 // the vocabulary and token types from token_embd's and token_types' rows.
 // Anything missing, out of BertLimits, inconsistent, or another
 // architecture is an rlx::Error naming the file and the key or tensor.
 BertConfig bert_config_from_gguf(const GgufFile& f);
 
-// bert.pooling_type as llama.cpp numbers it: 1 mean, 2 cls, 3 last token;
+// <arch>.pooling_type as llama.cpp numbers it: 1 mean, 2 cls, 3 last token;
 // nullopt for 0 (none: token vectors) or an absent key. Rank (4) and any
 // other value are an rlx::Error naming the file and the key.
 std::optional<Pooling> bert_pooling_from_gguf(const GgufFile& f);
 
-// The GGUF tensor that holds a graph param of the BERT graph ("" when the
-// graph has no such param for a GGUF file).
-std::string bert_gguf_tensor(const std::string& param);
+// The GGUF tensor that holds a graph param of the encoder graph of a
+// family (Bert or NomicBert), "" when the family's GGUF has no such tensor.
+std::string bert_gguf_tensor(EncoderFamily family, const std::string& param);
 
-// The weights of a "bert" GGUF. F32, F16 and BF16 tensors are read as they
+// The weights of a "bert" or "nomic-bert" GGUF. F32, F16 and BF16 tensors are read as they
 // are; quantized ones (Q8_0, Q4_0, the K-quants, ...) are dequantized to f32
 // when they are loaded (the encoder's products are f32/f16/bf16 matmuls).
 class BertGguf : public EncoderWeights {

@@ -16,6 +16,7 @@
 #include "models/bert_gguf.h"
 #include "models/bucket_cache.h"
 #include "models/embedding_tokenizer.h"
+#include "models/gguf.h"
 #include "models/hf_config.h"
 #include "models/json_read.h"
 #include "models/llama_hf.h"
@@ -200,8 +201,8 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
     : dir_(dir), sentence_(sentence_config_of(dir)), opts_(opts) {
   const std::string& tdir = sentence_.transformer_dir;
   if (is_gguf_file(dir)) {
-    // A BERT GGUF (llama.cpp's converter): no sentence-transformers files,
-    // so the pooling is bert.pooling_type's and the vectors are
+    // A BERT or NomicBERT GGUF (llama.cpp's converter): no
+    // sentence-transformers files, so the pooling is <arch>.pooling_type's and the vectors are
     // L2-normalized, as llama.cpp's embedding example and server do by
     // default (EmbedderOptions::normalize overrides it).
     auto w = std::make_unique<BertGguf>(dir);
@@ -209,8 +210,9 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
     tokenizer_ = load_gguf_embedding_tokenizer(w->file());
     const std::optional<Pooling> pooling = bert_pooling_from_gguf(w->file());
     RLX_CHECK(pooling || opts.pooling != PoolingMode::Model,
-              "embedder: '" << dir << "': bert.pooling_type is absent or 0 (none: token vectors); choose a pooling "
-                            "(EmbedderOptions::pooling, --pooling)");
+              "embedder: '" << dir << "': " << w->file().get_string("general.architecture")
+                            << ".pooling_type is absent or 0 (none: token vectors); choose a pooling "
+                               "(EmbedderOptions::pooling, --pooling)");
     sentence_.pooling = pooling.value_or(Pooling::Mean);
     sentence_.normalize = true;
     weights_ = std::move(w);

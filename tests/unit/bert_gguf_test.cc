@@ -32,12 +32,14 @@ namespace fs = std::filesystem;
 using test::error_of;
 
 const std::string kData = std::string(RLX_SOURCE_DIR) + "/tests/data/bert_gguf";
-const std::string kF32 = kData + "/bert-f32.gguf", kF16 = kData + "/bert-f16.gguf", kDir = kData + "/st";
+const std::string kF32 = kData + "/bert-f32.gguf", kF16 = kData + "/bert-f16.gguf", kDir = kData + "/st",
+                  kNomic = kData + "/nomic-f32.gguf";
 
 struct Case {
   std::string text;
   std::vector<int32_t> ids;
   std::vector<float> embedding;
+  std::vector<float> nomic;  // the NomicBERT's, from a float64 forward
 };
 
 std::vector<Case> reference() {
@@ -47,7 +49,7 @@ std::vector<Case> reference() {
   std::vector<Case> cases;
   for (const auto& c : doc.at("texts"))
     cases.push_back({c.at("text"), c.at("ids").get<std::vector<int32_t>>(),
-                     c.at("embedding").get<std::vector<float>>()});
+                     c.at("embedding").get<std::vector<float>>(), c.at("nomic").get<std::vector<float>>()});
   return cases;
 }
 
@@ -188,8 +190,9 @@ std::string bytes_of(T v) {
   return std::string(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
-fs::path rewrite(const test::TempDir& dir, const Rewrite& w, const std::string& name = "broken.gguf") {
-  const GgufFile f(kF32);
+fs::path rewrite(const test::TempDir& dir, const Rewrite& w, const std::string& name = "broken.gguf",
+                 const std::string& from = kF32) {
+  const GgufFile f(from);
   test::GgufWriter out;
   for (const auto& [key, v] : f.metadata()) {
     if (auto it = w.keys.find(key); it != w.keys.end()) {
@@ -323,8 +326,11 @@ TEST(BertGguf, MetadataIsNamedWhenMissingOrWrong) {
   expect_error(with("bert.block_count", std::pair{kU32, bytes_of(uint32_t(1u << 30))}),
                {"broken.gguf", "bert.block_count"});
   // Another architecture, and pooling rlx does not run.
+  expect_error(with("general.architecture", std::pair{kString, bytes_of(uint64_t(12)) + "jina-bert-v2"}),
+               {"broken.gguf", "general.architecture 'jina-bert-v2'"});
+  // Another encoder's name over BERT's keys: its own keys are missing.
   expect_error(with("general.architecture", std::pair{kString, bytes_of(uint64_t(10)) + "nomic-bert"}),
-               {"broken.gguf", "general.architecture 'nomic-bert'"});
+               {"broken.gguf", "nomic-bert.block_count"});
   expect_error(with("bert.pooling_type", std::pair{kU32, bytes_of(uint32_t(4))}),
                {"broken.gguf", "bert.pooling_type 4"});
   // No pooling in the file: an error unless the caller chooses one.
@@ -339,6 +345,54 @@ TEST(BertGguf, MetadataIsNamedWhenMissingOrWrong) {
   Embedder e(none.string(), o);
   const std::vector<Case> cases = reference();
   EXPECT_GE(cosine(e.embed({cases[2].text})[0], cases[2].embedding), 0.9999);
+}
+
+// nomic-bert: the converter's f32 GGUF of a random NomicBertModel against a
+// float64 forward of it (the texts cut at 64 tokens, as the reference's).
+TEST(BertGguf, NomicBertMatchesAFloat64Forward) {
+  const std::vector<Case> cases = reference();
+  for (int max_batch : {4, 1}) {
+    SCOPED_TRACE("batch " + std::to_string(max_batch));
+    EmbedderOptions o;
+    o.max_batch = max_batch;
+    o.max_len = 64;
+    Embedder e(kNomic, o);
+    EXPECT_EQ(e.info().model_type, "nomic_bert");
+    EXPECT_EQ(e.info().hidden_size, 48);
+    EXPECT_EQ(e.info().num_layers, 2);
+    EXPECT_EQ(e.info().intermediate_size, 100);
+    EXPECT_EQ(e.info().max_position_embeddings, 2048);  // the converter's, for n_positions 8192
+    EXPECT_EQ(e.info().pooling, "mean");
+    EXPECT_TRUE(e.normalizes());
+    for (const Case& c : cases) EXPECT_EQ(e.tokenizer().encode(c.text, e.max_len()).ids, c.ids) << c.text;
+    const auto got = e.embed(texts_of(cases));
+    for (size_t i = 0; i < cases.size(); ++i) {
+      EXPECT_GE(cosine(got[i], cases[i].nomic), 0.99999) << "text " << i;
+      EXPECT_LE(max_diff(got[i], cases[i].nomic), 1e-5) << "text " << i;
+    }
+  }
+}
+
+TEST(BertGguf, NomicBertTensorsAreNamed) {
+  test::TempDir dir;
+  for (const char* t : {"blk.1.ffn_gate.weight", "blk.0.attn_qkv.weight", "token_embd_norm.bias"}) {
+    Rewrite w;
+    w.drop = {t};
+    expect_error(embedder_error(rewrite(dir, w, "nomic.gguf", kNomic)),
+                 {"nomic.gguf", std::string("has no tensor '") + t + "'"});
+  }
+  Rewrite w;
+  w.reshape = {{"blk.0.attn_qkv.weight", {143, 48}}};
+  expect_error(embedder_error(rewrite(dir, w, "nomic.gguf", kNomic)),
+               {"nomic.gguf", "tensor 'blk.0.attn_qkv.weight' has shape [143, 48]"});
+  // A position table is no NomicBERT's.
+  w = {};
+  w.add = {{"position_embd.weight", std::vector<float>(48, 0.f)}};
+  expect_error(embedder_error(rewrite(dir, w, "nomic.gguf", kNomic)),
+               {"nomic.gguf", "tensor 'position_embd.weight' is not used by the nomic_bert config"});
+  w = {};
+  w.keys["nomic-bert.attention.head_count"] = std::pair{kU32, bytes_of(uint32_t(16))};  // a head of 3
+  expect_error(embedder_error(rewrite(dir, w, "nomic.gguf", kNomic)), {"nomic.gguf", "even head size"});
 }
 
 TEST(BertGguf, ACutOrForeignFileIsAnError) {
@@ -361,17 +415,31 @@ TEST(BertGguf, ACutOrForeignFileIsAnError) {
 }
 
 TEST(BertGguf, TensorNamesMapBothWays) {
-  EXPECT_EQ(bert_gguf_tensor("embeddings.word_embeddings.weight"), "token_embd.weight");
-  EXPECT_EQ(bert_gguf_tensor("embeddings.LayerNorm.bias"), "token_embd_norm.bias");
-  EXPECT_EQ(bert_gguf_tensor("encoder.layer.11.attention.self.query.weight"), "blk.11.attn_q.weight");
-  EXPECT_EQ(bert_gguf_tensor("encoder.layer.0.attention.output.dense.bias"), "blk.0.attn_output.bias");
-  EXPECT_EQ(bert_gguf_tensor("encoder.layer.0.attention.output.LayerNorm.weight"), "blk.0.attn_output_norm.weight");
-  EXPECT_EQ(bert_gguf_tensor("encoder.layer.3.intermediate.dense.weight"), "blk.3.ffn_up.weight");
-  EXPECT_EQ(bert_gguf_tensor("encoder.layer.3.output.dense.weight"), "blk.3.ffn_down.weight");
-  EXPECT_EQ(bert_gguf_tensor("encoder.layer.3.output.LayerNorm.bias"), "blk.3.layer_output_norm.bias");
+  EXPECT_EQ(bert_gguf_tensor(EncoderFamily::Bert, "embeddings.word_embeddings.weight"), "token_embd.weight");
+  EXPECT_EQ(bert_gguf_tensor(EncoderFamily::Bert, "embeddings.LayerNorm.bias"), "token_embd_norm.bias");
+  EXPECT_EQ(bert_gguf_tensor(EncoderFamily::Bert, "encoder.layer.11.attention.self.query.weight"), "blk.11.attn_q.weight");
+  EXPECT_EQ(bert_gguf_tensor(EncoderFamily::Bert, "encoder.layer.0.attention.output.dense.bias"), "blk.0.attn_output.bias");
+  EXPECT_EQ(bert_gguf_tensor(EncoderFamily::Bert, "encoder.layer.0.attention.output.LayerNorm.weight"), "blk.0.attn_output_norm.weight");
+  EXPECT_EQ(bert_gguf_tensor(EncoderFamily::Bert, "encoder.layer.3.intermediate.dense.weight"), "blk.3.ffn_up.weight");
+  EXPECT_EQ(bert_gguf_tensor(EncoderFamily::Bert, "encoder.layer.3.output.dense.weight"), "blk.3.ffn_down.weight");
+  EXPECT_EQ(bert_gguf_tensor(EncoderFamily::Bert, "encoder.layer.3.output.LayerNorm.bias"), "blk.3.layer_output_norm.bias");
+  // nomic's checkpoint names.
+  const EncoderFamily nomic = EncoderFamily::NomicBert;
+  EXPECT_EQ(bert_gguf_tensor(nomic, "embeddings.word_embeddings.weight"), "token_embd.weight");
+  EXPECT_EQ(bert_gguf_tensor(nomic, "embeddings.token_type_embeddings.weight"), "token_types.weight");
+  EXPECT_EQ(bert_gguf_tensor(nomic, "emb_ln.bias"), "token_embd_norm.bias");
+  EXPECT_EQ(bert_gguf_tensor(nomic, "encoder.layers.1.attn.Wqkv.weight"), "blk.1.attn_qkv.weight");
+  EXPECT_EQ(bert_gguf_tensor(nomic, "encoder.layers.1.attn.out_proj.weight"), "blk.1.attn_output.weight");
+  EXPECT_EQ(bert_gguf_tensor(nomic, "encoder.layers.0.mlp.fc11.weight"), "blk.0.ffn_up.weight");
+  EXPECT_EQ(bert_gguf_tensor(nomic, "encoder.layers.0.mlp.fc12.weight"), "blk.0.ffn_gate.weight");
+  EXPECT_EQ(bert_gguf_tensor(nomic, "encoder.layers.0.mlp.fc2.bias"), "blk.0.ffn_down.bias");
+  EXPECT_EQ(bert_gguf_tensor(nomic, "encoder.layers.0.norm1.weight"), "blk.0.attn_output_norm.weight");
+  EXPECT_EQ(bert_gguf_tensor(nomic, "encoder.layers.0.norm2.weight"), "blk.0.layer_output_norm.weight");
+  EXPECT_EQ(bert_gguf_tensor(nomic, "encoder.layer.0.attention.self.query.weight"), "");
+  EXPECT_EQ(bert_gguf_tensor(nomic, "embeddings.position_embeddings.weight"), "");
   for (const char* unknown : {"pooler.dense.weight", "encoder.layer.x.output.dense.weight", "encoder.layer.1",
                               "embeddings.word_embeddings.scale", "classifier.weight"})
-    EXPECT_EQ(bert_gguf_tensor(unknown), "") << unknown;
+    EXPECT_EQ(bert_gguf_tensor(EncoderFamily::Bert, unknown), "") << unknown;
 }
 
 }  // namespace
