@@ -23,6 +23,7 @@
 #include "models/gguf.h"
 #include "models/gguf_writer.h"  // tests/models
 #include "models/test_files.h"
+#include "rlx/dtype.h"
 #include "test_util.h"
 
 namespace rlx {
@@ -179,7 +180,7 @@ TEST(BertGguf, TheCommandLineTakesTheFile) {
 // The fixture rewritten: metadata keys replaced (a value) or dropped
 // (nullopt), tensors dropped, renamed or reshaped; every tensor f32.
 struct Rewrite {
-  std::map<std::string, std::optional<std::pair<uint32_t, std::string>>> keys;
+  std::map<std::string, std::optional<std::pair<uint32_t, std::string>>> keys;  // Keys
   std::set<std::string> drop;
   std::map<std::string, std::vector<float>> add;  // 1-D tensors
   std::map<std::string, Shape> reshape;           // with zeros
@@ -190,12 +191,13 @@ std::string bytes_of(T v) {
   return std::string(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
-fs::path rewrite(const test::TempDir& dir, const Rewrite& w, const std::string& name = "broken.gguf",
-                 const std::string& from = kF32) {
-  const GgufFile f(from);
-  test::GgufWriter out;
+using Keys = std::map<std::string, std::optional<std::pair<uint32_t, std::string>>>;
+
+// f's metadata into out, with the keys of `keys` replaced (a value) or
+// dropped (nullopt); keys that f lacks are added.
+void copy_metadata(const GgufFile& f, test::GgufWriter& out, const Keys& keys) {
   for (const auto& [key, v] : f.metadata()) {
-    if (auto it = w.keys.find(key); it != w.keys.end()) {
+    if (auto it = keys.find(key); it != keys.end()) {
       if (it->second) out.value(key, it->second->first, it->second->second);
       continue;
     }
@@ -226,8 +228,15 @@ fs::path rewrite(const test::TempDir& dir, const Rewrite& w, const std::string& 
       }
     }
   }
-  for (const auto& [key, v] : w.keys)
+  for (const auto& [key, v] : keys)
     if (v && !f.has(key)) out.value(key, v->first, v->second);
+}
+
+fs::path rewrite(const test::TempDir& dir, const Rewrite& w, const std::string& name = "broken.gguf",
+                 const std::string& from = kF32) {
+  const GgufFile f(from);
+  test::GgufWriter out;
+  copy_metadata(f, out, w.keys);
   for (const GgufTensorInfo& t : f.tensors()) {
     if (w.drop.count(t.name)) continue;
     if (auto it = w.reshape.find(t.name); it != w.reshape.end()) {
@@ -345,6 +354,108 @@ TEST(BertGguf, MetadataIsNamedWhenMissingOrWrong) {
   Embedder e(none.string(), o);
   const std::vector<Case> cases = reference();
   EXPECT_GE(cosine(e.embed({cases[2].text})[0], cases[2].embedding), 0.9999);
+}
+
+// llama.cpp's Q8_0 and Q4_0 blocks of 32 values (an f16 scale, then the
+// values), rounded as its reference quantizers round.
+std::string quantize_blocks(GgmlType type, const std::vector<float>& x) {
+  std::string out;
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0, max = 0;
+    for (size_t j = 0; j < 32; ++j)
+      if (std::fabs(x[b + j]) > amax) amax = std::fabs(x[b + j]), max = x[b + j];
+    const float d = type == GgmlType::Q8_0 ? amax / 127.f : max / -8.f;
+    const float id = d != 0.f ? 1.f / d : 0.f;
+    const uint16_t h = float_to_half(d);
+    out.append(reinterpret_cast<const char*>(&h), 2);
+    if (type == GgmlType::Q8_0) {
+      for (size_t j = 0; j < 32; ++j) out += char(int8_t(std::lround(x[b + j] * id)));
+    } else {
+      for (size_t j = 0; j < 16; ++j) {
+        auto q = [&](float v) { return uint8_t(std::min(15, int(v * id + 8.5f))); };
+        out += char(q(x[b + j]) | (q(x[b + 16 + j]) << 4));
+      }
+    }
+  }
+  return out;
+}
+
+// A one-layer BERT of hidden 64 (every matrix's rows a whole number of
+// blocks) with the fixture's vocabulary, its matrices stored as `type`, and
+// the same model in f32 holding exactly the values those blocks decode to:
+// both must give the same embeddings (quantized tensors are dequantized at
+// load, the rest of the path is the f32 one).
+std::pair<fs::path, fs::path> quantized_pair(const test::TempDir& dir, GgmlType type) {
+  const GgufFile vocab(kF32);
+  const int64_t H = 64, I = 96, P = 64, V = vocab.tensor("token_embd.weight").shape[0];
+  const Keys keys = {{"bert.block_count", std::pair{kU32, bytes_of(uint32_t(1))}},
+                     {"bert.embedding_length", std::pair{kU32, bytes_of(uint32_t(H))}},
+                     {"bert.feed_forward_length", std::pair{kU32, bytes_of(uint32_t(I))}},
+                     {"bert.attention.head_count", std::pair{kU32, bytes_of(uint32_t(4))}}};
+  test::GgufWriter q, f;
+  copy_metadata(vocab, q, keys);
+  copy_metadata(vocab, f, keys);
+  uint64_t seed = 11;
+  auto add = [&](const std::string& name, const Shape& shape, float lo, float hi) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> v = test::random_floats(size_t(n), ++seed, lo, hi);
+    if (shape.size() == 2 && name != "token_types.weight") {
+      const std::string blocks = quantize_blocks(type, v);
+      q.tensor_bytes(name, shape, uint32_t(type), blocks);
+      dequantize(type, reinterpret_cast<const uint8_t*>(blocks.data()), v.data(), uint64_t(n));
+    } else {
+      q.tensor(name, shape, v);
+    }
+    f.tensor(name, shape, v);
+  };
+  add("token_embd.weight", {V, H}, -1.f, 1.f);
+  add("position_embd.weight", {P, H}, -0.5f, 0.5f);
+  add("token_types.weight", {2, H}, -0.5f, 0.5f);
+  add("token_embd_norm.weight", {H}, 0.8f, 1.2f);
+  add("token_embd_norm.bias", {H}, -0.2f, 0.2f);
+  for (const char* m : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
+    add(std::string("blk.0.") + m + ".weight", {H, H}, -0.3f, 0.3f);
+    add(std::string("blk.0.") + m + ".bias", {H}, -0.2f, 0.2f);
+  }
+  add("blk.0.ffn_up.weight", {I, H}, -0.3f, 0.3f);
+  add("blk.0.ffn_up.bias", {I}, -0.2f, 0.2f);
+  add("blk.0.ffn_down.weight", {H, I}, -0.3f, 0.3f);
+  add("blk.0.ffn_down.bias", {H}, -0.2f, 0.2f);
+  for (const char* n : {"attn_output_norm", "layer_output_norm"}) {
+    add(std::string("blk.0.") + n + ".weight", {H}, 0.8f, 1.2f);
+    add(std::string("blk.0.") + n + ".bias", {H}, -0.2f, 0.2f);
+  }
+  const std::string tag = ggml_type_name(type);
+  const fs::path pq = dir.path() / ("bert-" + tag + ".gguf"), pf = dir.path() / ("bert-" + tag + "-as-f32.gguf");
+  q.write(pq);
+  f.write(pf);
+  return {pq, pf};
+}
+
+TEST(BertGguf, QuantizedTensorsAreDequantizedAtLoad) {
+  const std::vector<Case> cases = reference();
+  test::TempDir dir;
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+    SCOPED_TRACE(ggml_type_name(type));
+    const auto [quantized, plain] = quantized_pair(dir, type);
+    {
+      const GgufFile file(quantized.string());
+      ASSERT_EQ(file.tensor("blk.0.ffn_down.weight").type, type);
+      ASSERT_EQ(file.tensor("token_embd.weight").type, type);
+    }
+    Embedder a(quantized.string()), b(plain.string());
+    EXPECT_EQ(a.dim(), 64);
+    const auto x = a.embed(texts_of(cases)), y = b.embed(texts_of(cases));
+    for (size_t i = 0; i < cases.size(); ++i) {
+      EXPECT_LE(max_diff(x[i], y[i]), 1e-6) << "text " << i;
+      double norm = 0;
+      for (float v : x[i]) norm += double(v) * v;
+      EXPECT_NEAR(norm, 1.0, 1e-5) << "text " << i;
+    }
+    // Not all texts give one vector: the model is not degenerate.
+    EXPECT_LT(cosine(x[0], x[3]), 0.99);
+  }
 }
 
 // nomic-bert: the converter's f32 GGUF of a random NomicBertModel against a
