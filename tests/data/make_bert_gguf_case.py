@@ -6,7 +6,7 @@ llama.cpp's converter, and what sentence-transformers computes with it.
   st/              BertModel (hidden 48, 3 heads, 2 layers, intermediate 100,
                    64 positions, 2 token types, layer_norm_eps 1e-5) with
                    mean Pooling and Normalize; a WordPiece vocabulary
-                   trained here (lowercasing, accents stripped).
+                   made here from a small corpus (lowercasing, accents stripped).
   bert-f32.gguf    llama.cpp's convert_hf_to_gguf.py --outtype f32 of st/
   bert-f16.gguf    the same with --outtype f16 (matrices f16, norms and
                    biases f32, as the converter writes them)
@@ -23,15 +23,14 @@ llama.cpp's converter, and what sentence-transformers computes with it.
                    forward of nomic/ written out below (mean, normalized;
                    sentence-transformers would need nomic's remote code).
 
-The converter recognises a BERT vocabulary by hashing how it tokenizes a
-fixed text, which it knows only for published vocabularies; for the small
-vocabulary trained here its answer (the tokenizer.ggml.pre name, which
-WordPiece does not use) is given as "bert-bge", what it writes for
-bge-small-en-v1.5 and all-MiniLM-L6-v2. Nothing else of the converter is
-changed. transformers 5 reads model_type nomic_bert as its own
-NomicBertConfig, which has none of nomic's keys, so for nomic/ the
-converter is given config.json as written, as it is when AutoConfig cannot
-read a config.
+The converter runs as it is but for two answers it is given. It recognises
+a BERT vocabulary by hashing how it tokenizes a fixed text, which it knows
+only for published vocabularies; for the small vocabulary made here its
+answer (the tokenizer.ggml.pre name, which WordPiece does not use) is given
+as "bert-bge", what it writes for bge-small-en-v1.5 and all-MiniLM-L6-v2.
+And transformers 5 reads model_type nomic_bert as its own NomicBertConfig,
+which has none of nomic's keys, so for nomic/ the converter reads
+config.json as written, as it does when AutoConfig cannot read a config.
 
     python3 tests/data/make_bert_gguf_case.py --out tests/data/bert_gguf \
         --llama-cpp /path/to/llama.cpp   # holds convert_hf_to_gguf.py, conversion/ and gguf-py/
