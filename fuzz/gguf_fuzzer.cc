@@ -1,19 +1,23 @@
 // libFuzzer: any bytes as a .gguf file. Opening either fails with rlx::Error
 // or gives metadata and tensors whose bytes all lie inside the file, and
 // every dequantizable tensor dequantizes to its element count. The LLaMA
-// metadata reader and the GGUF tokenizer loaders then read the same file:
-// each fails with rlx::Error or gives sizes inside LlamaLimits and a
-// tokenizer whose ids lie inside its vocabulary.
+// metadata reader, the BERT encoder's (config, pooling, tensor checks
+// against its graph) and the GGUF tokenizer loaders then read the same
+// file: each fails with rlx::Error or gives sizes inside LlamaLimits /
+// BertLimits and a tokenizer whose ids lie inside its vocabulary.
 #include <cmath>
 #include <cstdlib>
 
 #include "fuzz_files.h"
+#include "models/bert.h"
+#include "models/bert_gguf.h"
 #include "models/gguf.h"
 #include "models/llama.h"
 #include "models/llama_limits.h"
 #include "rlx/error.h"
 #include "tokenizers/bpe.h"
 #include "tokenizers/spm.h"
+#include "tokenizers/wordpiece_text.h"
 
 namespace {
 
@@ -26,6 +30,25 @@ void check_llama_config(const rlx::GgufFile& f) {
       c.max_positions < 1 || c.max_positions > L.positions || !(c.rms_eps > 0.f && c.rms_eps < 1.f) ||
       !(c.rope_theta > 0.f) || !std::isfinite(c.rope_theta))
     std::abort();
+}
+
+// A "bert" GGUF: its config within BertLimits, its pooling, and its
+// tensors checked against the graph the config builds (small configs only:
+// a graph of the largest sizes takes too long to build per input).
+void check_bert(const std::string& path) {
+  rlx::BertGguf w(path);
+  const rlx::BertConfig& c = w.config();
+  const rlx::BertLimits L;
+  if (c.num_hidden_layers < 1 || c.num_hidden_layers > L.layers || c.hidden_size < 1 || c.hidden_size > L.hidden ||
+      c.num_attention_heads < 1 || c.hidden_size % c.num_attention_heads != 0 || c.vocab_size < 1 ||
+      c.vocab_size > L.vocab || c.intermediate_size < 1 || c.intermediate_size > L.intermediate ||
+      c.max_position_embeddings < 1 || c.max_position_embeddings > L.positions || c.type_vocab_size < 0 ||
+      !(c.layer_norm_eps > 0.f && c.layer_norm_eps <= 1.f))
+    std::abort();
+  (void)rlx::bert_pooling_from_gguf(w.file());
+  w.check_sizes(c);
+  if (c.num_hidden_layers <= 8 && c.max_position_embeddings >= 2)
+    w.validate(rlx::build_bert_graph(c, rlx::Pooling::Mean, 1, 2, rlx::DType::F32));
 }
 
 template <class Tokenizer>
@@ -77,7 +100,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const rlx::Error&) {
     }
     try {
-      if (f.get_string("tokenizer.ggml.model", "") == "llama") check_tokenizer(rlx::SpmTokenizer::from_gguf(f));
+      if (f.get_string("general.architecture", "") == "bert") check_bert(path.string());
+    } catch (const rlx::Error&) {
+    }
+    try {
+      const std::string model = f.get_string("tokenizer.ggml.model", "");
+      if (model == "bert") {
+        check_tokenizer(rlx::WordPieceText::from_gguf(f));
+        const rlx::WordPiece wp = rlx::WordPieceText::wordpiece_from_gguf(f);
+        for (int32_t id : wp.encode(" a\tb\n\xc3\xa9! [MASK] hello", 16).ids)
+          if (id < 0 || id > wp.max_id()) std::abort();
+      } else if (model == "llama") check_tokenizer(rlx::SpmTokenizer::from_gguf(f));
       else check_tokenizer(rlx::BpeTokenizer::from_gguf(f));
     } catch (const rlx::Error&) {
     }

@@ -185,6 +185,56 @@ def small_llama_seeds(out):
     write(out, "gguf_fuzzer", "seed-llama-spm", gguf_bytes(meta(spm), spm_tensors))
 
 
+def small_bert_seed(out):
+    """One-layer BERT and NomicBERT GGUFs of a few KB as llama.cpp's converter lays them out
+    (bert.* keys, phantom-space WordPiece vocabulary, llama.cpp's tensor
+    names), so that mutations reach the encoder's GGUF reader; the committed
+    tests/data/bert_gguf files are past the fuzzers' -max_len."""
+    def u32(v):
+        return struct.pack("<I", v)
+
+    def s(v):
+        b = v.encode()
+        return struct.pack("<Q", len(b)) + b
+
+    def arr(typ, items):
+        return struct.pack("<IQ", typ, len(items)) + b"".join(items)
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "\u2581hello", "\u2581a", "\u2581b", "llo", "\u2581!"]
+    types = [3, 3, 3, 3, 3, 1, 1, 1, 1, 1]
+    H, F, V, P = 8, 12, len(tokens), 16
+    def ramp(count):
+        return [((i * 37) % 17 - 8) / 16.0 for i in range(count)]
+    kv = [("general.architecture", 8, s("bert")), ("bert.context_length", 4, u32(P)),
+          ("bert.embedding_length", 4, u32(H)), ("bert.feed_forward_length", 4, u32(F)),
+          ("bert.block_count", 4, u32(1)), ("bert.attention.head_count", 4, u32(2)),
+          ("bert.attention.layer_norm_epsilon", 6, struct.pack("<f", 1e-12)), ("bert.pooling_type", 4, u32(1)),
+          ("tokenizer.ggml.model", 8, s("bert")), ("tokenizer.ggml.tokens", 9, arr(8, [s(t) for t in tokens])),
+          ("tokenizer.ggml.token_type", 9, arr(5, [struct.pack("<i", t) for t in types])),
+          ("tokenizer.ggml.unknown_token_id", 4, u32(1)), ("tokenizer.ggml.seperator_token_id", 4, u32(3)),
+          ("tokenizer.ggml.padding_token_id", 4, u32(0))]
+    tensors = [("token_embd.weight", [H, V], ramp(H * V)), ("position_embd.weight", [H, P], ramp(H * P)),
+               ("token_types.weight", [H, 2], ramp(H * 2)), ("token_embd_norm.weight", [H], [1.0] * H),
+               ("token_embd_norm.bias", [H], [0.0] * H)]
+    for name, ne in (("attn_q", [H, H]), ("attn_k", [H, H]), ("attn_v", [H, H]), ("attn_output", [H, H]),
+                     ("ffn_up", [H, F]), ("ffn_down", [F, H])):
+        tensors += [("blk.0.%s.weight" % name, ne, ramp(ne[0] * ne[1])), ("blk.0.%s.bias" % name, [ne[1]], ramp(ne[1]))]
+    for name in ("attn_output_norm", "layer_output_norm"):
+        tensors += [("blk.0.%s.weight" % name, [H], [1.0] * H), ("blk.0.%s.bias" % name, [H], [0.0] * H)]
+    write(out, "gguf_fuzzer", "seed-bert", gguf_bytes(kv, tensors))
+    # NomicBERT: the same keys under nomic-bert.*, rotary positions (no
+    # position table), a fused attn_qkv and a gated MLP, no biases.
+    nkv = [(k.replace("bert.", "nomic-bert.", 1) if k.startswith("bert.") else k, t, v) for k, t, v in kv]
+    nkv[0] = ("general.architecture", 8, s("nomic-bert"))
+    nkv.append(("nomic-bert.rope.freq_base", 6, struct.pack("<f", 1000.0)))
+    ntensors = [t for t in tensors[:5] if t[0] != "position_embd.weight"]
+    for name, ne in (("attn_qkv", [H, 3 * H]), ("attn_output", [H, H]), ("ffn_up", [H, F]), ("ffn_gate", [H, F]),
+                     ("ffn_down", [F, H])):
+        ntensors.append(("blk.0.%s.weight" % name, ne, ramp(ne[0] * ne[1])))
+    ntensors += [t for t in tensors if "_norm." in t[0] and t[0].startswith("blk.")]
+    write(out, "gguf_fuzzer", "seed-nomic-bert", gguf_bytes(nkv, ntensors))
+
+
 def llama_config_seeds(out):
     """config.json of each decoder family rlx reads, with the fields it checks."""
     base = {"vocab_size": 640, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
@@ -209,6 +259,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     gguf_seeds(os.path.join(here, "..", "tests", "data"), out)
     small_llama_seeds(out)
+    small_bert_seed(out)
     llama_config_seeds(out)
     safetensors_seeds(model, out)
     config_seeds(model, out)

@@ -87,9 +87,10 @@ void run_embed(const EmbedArgs& a) {
   // The CLI checks truncation itself, to name the line and keep the rows before it.
   o.truncate = true;
   const std::string dir = a.model.empty() ? default_embed_model_dir() : rlx::resolve_model_dir(a.model);
-  RLX_CHECK(fs::is_directory(dir), "--model '" << dir << "' is not a directory (expected a Hugging Face "
-                                                   "model directory with config.json and model.safetensors, "
-                                                   "or a Hub id such as sentence-transformers/all-MiniLM-L6-v2)");
+  RLX_CHECK(fs::is_directory(dir) || fs::is_regular_file(dir),
+            "--model '" << dir << "' is not a directory (expected a Hugging Face model directory with config.json "
+                                  "and model.safetensors, a BERT .gguf file, or a Hub id such as "
+                                  "sentence-transformers/all-MiniLM-L6-v2)");
   rlx::Embedder embedder(dir, o);
   RLX_CHECK(!embedder.is_cross_encoder(), "--model '" << dir << "' is a cross-encoder ("
                                                       << embedder.info().architecture
@@ -155,7 +156,8 @@ void add_embed_command(CLI::App& app) {
   auto a = std::make_shared<EmbedArgs>();
   cmd->add_option("sentences", a->sentences, "sentences to embed ('-' reads lines from stdin)");
   cmd->add_option("--model", a->model,
-                  "model directory or Hub id in the Hugging Face cache (default: $RLX_MODEL_DIR, else "
+                  "model directory, BERT .gguf file (llama.cpp's converter) or Hub id in the Hugging Face "
+                  "cache (default: $RLX_MODEL_DIR, else "
                   "models/all-MiniLM-L6-v2 next to the binary or in the working directory)");
   cmd->add_option("--device", a->device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));

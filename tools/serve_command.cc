@@ -27,7 +27,7 @@ void add_serve_command(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand("serve", "Serve a decoder and/or an embedding model over HTTP (OpenAI and TEI routes)");
   cmd->add_option("--model", a->model, "decoder: a .gguf file, a directory holding one, or a Hugging Face directory");
-  cmd->add_option("--embedding-model", a->embedding_model, "a Hugging Face directory or cached Hub id: an embedding model, or a cross-encoder for /rerank");
+  cmd->add_option("--embedding-model", a->embedding_model, "a Hugging Face directory, cached Hub id or BERT/NomicBERT .gguf file: an embedding model, or a cross-encoder for /rerank");
   cmd->add_option("--model-name", a->model_name, "the decoder's id in /v1/models (default: the file's name)");
   cmd->add_option("--embedding-model-name", a->embedding_model_name, "the embedding model's id (default: the directory's name)");
   cmd->add_option("--host", a->host, "address to listen on");

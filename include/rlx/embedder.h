@@ -2,8 +2,12 @@
 // directory (config.json, tokenizer files, model.safetensors,
 // sentence-transformers modules) of a BERT-family encoder or, as an
 // embedder, of a decoder family rlx generates with (Qwen3-Embedding,
-// gte-Qwen2: last-token pooling, instruction prompts): the tokenizer and the
-// model, compiled per (batch, seq) bucket on first use.
+// gte-Qwen2: last-token pooling, instruction prompts), or from a GGUF file
+// of a BERT embedder (general.architecture "bert", as llama.cpp's
+// convert_hf_to_gguf.py writes bge-small or all-MiniLM: pooling from
+// bert.pooling_type, L2-normalized unless EmbedderOptions::normalize says
+// Off): the tokenizer and the model, compiled per (batch, seq) bucket on
+// first use.
 #pragma once
 #include <compare>
 #include <cstdint>
@@ -171,7 +175,7 @@ void l2_normalize(std::vector<float>& v);
 // A model directory, or a Hub id ("org/name", "org/name@revision") resolved
 // in the local Hugging Face cache (HF_HUB_CACHE, else $HF_HOME/hub, else
 // ~/.cache/huggingface/hub): the snapshot that refs/<revision> names. An
-// existing directory, or a string that is no Hub id, comes back unchanged;
+// existing directory or file (a .gguf), or a string that is no Hub id, comes back unchanged;
 // an id that is not cached is an error listing the places looked in.
 std::string resolve_model_dir(const std::string& path_or_hub_id);
 bool is_hub_id(const std::string& s);

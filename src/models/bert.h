@@ -46,17 +46,28 @@ struct BertGraphParts {
 Graph build_bert_graph(const BertConfig& cfg, Pooling pooling, int64_t batch, int64_t seq, DType dt,
                        const BertGraphParts& parts = {});
 
+// An encoder's weights, wherever they are stored: model.safetensors
+// (BertWeights) or a GGUF file (BertGguf, bert_gguf.h). The graph's params
+// keep the Hugging Face names either way.
+class EncoderWeights {
+ public:
+  virtual ~EncoderWeights() = default;
+  // The sizes of the config agree with the file's embeddings and layers:
+  // cheap, so it runs before any graph is built for the config.
+  virtual void check_sizes(const BertConfig& cfg) const = 0;
+  // Every param of g exists with its shape, else rlx::Error naming file + tensor.
+  virtual void validate(const Graph& g) const = 0;
+  virtual void load_into(Executable& exe, const Graph& g) const = 0;
+};
+
 // The name a graph param has in the file ("bert." prefixed checkpoints too).
-class BertWeights {
+class BertWeights : public EncoderWeights {
  public:
   explicit BertWeights(const std::string& safetensors_path);
   const SafetensorsFile& file() const { return file_; }
-  // The sizes of the config agree with the file's embeddings and layers:
-  // cheap, so it runs before any graph is built for the config.
-  void check_sizes(const BertConfig& cfg) const;
-  // Every param of g exists with its shape, else rlx::Error naming file + tensor.
-  void validate(const Graph& g) const;
-  void load_into(Executable& exe, const Graph& g) const;
+  void check_sizes(const BertConfig& cfg) const override;
+  void validate(const Graph& g) const override;
+  void load_into(Executable& exe, const Graph& g) const override;
 
  private:
   std::string file_name(const std::string& param) const;

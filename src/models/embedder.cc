@@ -13,8 +13,10 @@
 
 #include "backends/backend.h"
 #include "models/bert.h"
+#include "models/bert_gguf.h"
 #include "models/bucket_cache.h"
 #include "models/embedding_tokenizer.h"
+#include "models/gguf.h"
 #include "models/hf_config.h"
 #include "models/json_read.h"
 #include "models/llama_hf.h"
@@ -63,7 +65,7 @@ struct Embedder::Impl {
   std::unique_ptr<LlamaSafetensors> decoder_;
   BertConfig cfg_;
   std::unique_ptr<EmbeddingTokenizer> tokenizer_;
-  std::optional<BertWeights> weights_;  // an encoder's
+  std::unique_ptr<EncoderWeights> weights_;  // an encoder's: model.safetensors or a GGUF file
   EmbedderOptions opts_;
   std::vector<SentenceDense> dense_;  // after pooling, before Normalize
   int pooled_dim_ = 0;                // values per embedding before truncate_dim
@@ -113,6 +115,16 @@ std::string model_type_of(const std::string& dir) {
   JsonField j(doc, file.string());
   j.object();
   return j.string_or("model_type", "");
+}
+
+// The sentence-transformers files of a model directory; a GGUF file has none.
+SentenceConfig sentence_config_of(const std::string& path) {
+  if (is_gguf_file(path)) return {};
+  std::error_code ec;
+  RLX_CHECK(!std::filesystem::is_regular_file(path, ec) && !std::filesystem::is_fifo(path, ec),
+            "embedder: '" << path << "' is a file but not a GGUF file (a model is a Hugging Face directory or a "
+                                     "BERT .gguf)");
+  return load_sentence_config(path);
 }
 
 // A decoder as a Transformer module: its config (load_llama_config), and
@@ -186,15 +198,31 @@ std::string strip_spaces(std::string_view s) {
 }  // namespace
 
 Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
-    : dir_(dir), sentence_(load_sentence_config(dir)), opts_(opts) {
+    : dir_(dir), sentence_(sentence_config_of(dir)), opts_(opts) {
   const std::string& tdir = sentence_.transformer_dir;
-  if (is_llama_hf_model_type(model_type_of(tdir))) {
+  if (is_gguf_file(dir)) {
+    // A BERT or NomicBERT GGUF (llama.cpp's converter): no
+    // sentence-transformers files, so the pooling is <arch>.pooling_type's and the vectors are
+    // L2-normalized, as llama.cpp's embedding example and server do by
+    // default (EmbedderOptions::normalize overrides it).
+    auto w = std::make_unique<BertGguf>(dir);
+    cfg_ = w->config();
+    tokenizer_ = load_gguf_embedding_tokenizer(w->file());
+    const std::optional<Pooling> pooling = bert_pooling_from_gguf(w->file());
+    RLX_CHECK(pooling || opts.pooling != PoolingMode::Model,
+              "embedder: '" << dir << "': " << w->file().get_string("general.architecture")
+                            << ".pooling_type is absent or 0 (none: token vectors); choose a pooling "
+                               "(EmbedderOptions::pooling, --pooling)");
+    sentence_.pooling = pooling.value_or(Pooling::Mean);
+    sentence_.normalize = true;
+    weights_ = std::move(w);
+  } else if (is_llama_hf_model_type(model_type_of(tdir))) {
     decoder_ = open_decoder(tdir, cfg_);
     tokenizer_ = load_decoder_embedding_tokenizer(tdir);
   } else {
     cfg_ = load_bert_config(tdir);
     tokenizer_ = load_embedding_tokenizer(tdir, cfg_.family);
-    weights_.emplace((std::filesystem::path(tdir) / "model.safetensors").string());
+    weights_ = std::make_unique<BertWeights>((std::filesystem::path(tdir) / "model.safetensors").string());
   }
   RLX_CHECK(opts_.max_batch >= 1 && opts_.max_batch <= EmbedderOptions::kMaxBatch &&
                 (opts_.max_batch & (opts_.max_batch - 1)) == 0,
@@ -202,7 +230,7 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
                                    << EmbedderOptions::kMaxBatch << "]");
   RLX_CHECK(int64_t(tokenizer_->vocab_size()) <= cfg_.vocab_size,
             "embedder: '" << dir << "': the tokenizer gives ids up to " << tokenizer_->vocab_size() - 1
-                          << " but config.json's vocab_size is " << cfg_.vocab_size);
+                          << " but the model's vocab_size is " << cfg_.vocab_size);
   pooled_dim_ = cfg_.hidden_size;
   for (const std::string& d : sentence_.dense_dirs) {
     dense_.emplace_back(d);

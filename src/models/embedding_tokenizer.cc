@@ -12,6 +12,7 @@
 #include "tokenizers/pair_truncation.h"
 #include "tokenizers/spm_json.h"
 #include "tokenizers/wordpiece.h"
+#include "tokenizers/wordpiece_text.h"
 
 namespace rlx {
 namespace {
@@ -157,6 +158,10 @@ std::unique_ptr<EmbeddingTokenizer> load_decoder_embedding_tokenizer(const std::
   std::vector<int32_t> specials = t.special_ids();
   const int32_t pad = specials.empty() ? 0 : specials.back();
   return std::make_unique<TemplateEmbeddingTokenizer<BpeTokenizer>>("bpe", std::move(bpe), std::move(t), pad);
+}
+
+std::unique_ptr<EmbeddingTokenizer> load_gguf_embedding_tokenizer(const GgufFile& f) {
+  return std::make_unique<WordPieceTokenizer>(WordPieceText::wordpiece_from_gguf(f));
 }
 
 std::unique_ptr<EmbeddingTokenizer> load_embedding_tokenizer(const std::string& dir, EncoderFamily family) {

@@ -9,6 +9,8 @@
 
 namespace rlx {
 
+class GgufFile;
+
 // BERT and DistilBERT: WordPiece from tokenizer.json or vocab.txt (+
 // tokenizer_config.json). RoBERTa: byte-level BPE from tokenizer.json with
 // its RobertaProcessing special tokens (<s> a </s></s> b </s>). Any family
@@ -22,5 +24,10 @@ std::unique_ptr<EmbeddingTokenizer> load_embedding_tokenizer(const std::string& 
 // text (right padding), where a causal mask keeps them from every real
 // token, so their id changes nothing.
 std::unique_ptr<EmbeddingTokenizer> load_decoder_embedding_tokenizer(const std::string& dir);
+
+// A BERT GGUF's (tokenizer.ggml.model "bert"): WordPiece mapped back to the
+// Hugging Face vocabulary (WordPieceText::wordpiece_from_gguf), [CLS] ...
+// [SEP] as the Hugging Face tokenizer the file was converted from.
+std::unique_ptr<EmbeddingTokenizer> load_gguf_embedding_tokenizer(const GgufFile& f);
 
 }  // namespace rlx

@@ -46,7 +46,7 @@ bool is_hub_id(const std::string& s) {
 
 std::string resolve_model_dir(const std::string& m) {
   std::error_code ec;
-  if (fs::is_directory(m, ec) || !is_hub_id(m)) return m;
+  if (fs::is_directory(m, ec) || fs::is_regular_file(m, ec) || !is_hub_id(m)) return m;
   std::string id = m, revision = "main";
   if (auto at = m.find('@'); at != std::string::npos) {
     id = m.substr(0, at);

@@ -13,9 +13,15 @@ const std::string kSpace = "\xe2\x96\x81";  // U+2581
 
 bool bracketed(const std::string& t) { return t.size() >= 2 && t.front() == '[' && t.back() == ']'; }
 
-}  // namespace
+// A GGUF's WordPiece vocabulary in Hugging Face's spelling.
+struct GgufWordPiece {
+  std::vector<std::string> tokens;  // as the file spells them
+  std::unordered_map<std::string, int32_t> vocab;
+  std::vector<std::string> controls;
+  WordPieceOptions options;
+};
 
-WordPieceText WordPieceText::from_gguf(const GgufFile& f) {
+GgufWordPiece read_gguf_wordpiece(const GgufFile& f) {
   const std::string where = "wordpiece: '" + f.path() + "'";
   const std::string model = f.get_string("tokenizer.ggml.model");
   RLX_CHECK(model == "bert", where << ": tokenizer.ggml.model is '" << model << "', not 'bert'");
@@ -49,7 +55,21 @@ WordPieceText WordPieceText::from_gguf(const GgufFile& f) {
   // llama.cpp's BertNormalizer options: lowercase, and strip accents as lowercase says.
   o.lowercase = f.get_bool("tokenizer.ggml.normalizer.lowercase", true);
   o.strip_accents = f.get_bool("tokenizer.ggml.normalizer.strip_accents", o.lowercase);
-  WordPiece with(vocab, o, controls), plain(std::move(vocab), o, {});
+  return {std::move(tokens), std::move(vocab), std::move(controls), std::move(o)};
+}
+
+}  // namespace
+
+WordPiece WordPieceText::wordpiece_from_gguf(const GgufFile& f) {
+  GgufWordPiece p = read_gguf_wordpiece(f);
+  return WordPiece(std::move(p.vocab), p.options, p.controls);
+}
+
+WordPieceText WordPieceText::from_gguf(const GgufFile& f) {
+  GgufWordPiece p = read_gguf_wordpiece(f);
+  std::vector<std::string>& tokens = p.tokens;
+  const WordPieceOptions& o = p.options;
+  WordPiece with(p.vocab, o, p.controls), plain(std::move(p.vocab), o, {});
   const int32_t cls = with.id_of(o.cls), sep = with.id_of(o.sep);
   WordPieceText t(std::move(tokens), std::move(with), std::move(plain), cls, sep);
   t.gguf_spelling_ = true;

@@ -18,6 +18,10 @@ class GgufFile;
 class WordPieceText : public TextTokenizer {
  public:
   static WordPieceText from_gguf(const GgufFile& f);
+  // The same vocabulary as a Hugging Face WordPiece (control tokens matched
+  // in the text, as BertTokenizerFast matches its special tokens): what an
+  // embedder reads from a BERT GGUF. Its encode() always gives [CLS] ... [SEP].
+  static WordPiece wordpiece_from_gguf(const GgufFile& f);
   // tokenizer.json, or vocab.txt + tokenizer_config.json (WordPiece::from_dir).
   static WordPieceText from_dir(const std::string& dir);
 

@@ -50,6 +50,16 @@ class GgufWriter {
     ++n_tensors_;
     return *this;
   }
+  // A tensor of any ggml type, as its bytes (quantized blocks).
+  GgufWriter& tensor_bytes(const std::string& name, const Shape& shape, uint32_t type, const std::string& bytes) {
+    while (data_.size() % 32) data_ += '\0';
+    text(infos_, name).raw(infos_, uint32_t(shape.size()));
+    for (size_t i = shape.size(); i-- > 0;) raw(infos_, uint64_t(shape[i]));
+    raw(infos_, type).raw(infos_, uint64_t(data_.size()));
+    data_ += bytes;
+    ++n_tensors_;
+    return *this;
+  }
   void write(const std::filesystem::path& p) const {
     std::string h;
     raw(h, uint32_t(0x46554747)).raw(h, uint32_t(3)).raw(h, n_tensors_).raw(h, n_kv_);
