@@ -19,6 +19,7 @@
 
 #include "cli_run.h"
 #include "models/bert_gguf.h"
+#include "models/bert_gguf_fixture.h"  // tests/models
 #include "models/embedder.h"
 #include "models/gguf.h"
 #include "models/gguf_writer.h"  // tests/models
@@ -32,49 +33,16 @@ namespace {
 namespace fs = std::filesystem;
 using test::error_of;
 
-const std::string kData = std::string(RLX_SOURCE_DIR) + "/tests/data/bert_gguf";
-const std::string kF32 = kData + "/bert-f32.gguf", kF16 = kData + "/bert-f16.gguf", kDir = kData + "/st",
-                  kNomic = kData + "/nomic-f32.gguf";
-
-struct Case {
-  std::string text;
-  std::vector<int32_t> ids;
-  std::vector<float> embedding;
-  std::vector<float> nomic;  // the NomicBERT's, from a float64 forward
-};
-
-std::vector<Case> reference() {
-  std::ifstream in(kData + "/reference.json");
-  EXPECT_TRUE(in) << kData << "/reference.json is missing";
-  const nlohmann::json doc = nlohmann::json::parse(in);
-  std::vector<Case> cases;
-  for (const auto& c : doc.at("texts"))
-    cases.push_back({c.at("text"), c.at("ids").get<std::vector<int32_t>>(),
-                     c.at("embedding").get<std::vector<float>>(), c.at("nomic").get<std::vector<float>>()});
-  return cases;
-}
-
-std::vector<std::string> texts_of(const std::vector<Case>& cases) {
-  std::vector<std::string> t;
-  for (const Case& c : cases) t.push_back(c.text);
-  return t;
-}
-
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ab += double(a[i]) * b[i];
-    aa += double(a[i]) * a[i];
-    bb += double(b[i]) * b[i];
-  }
-  return ab / std::sqrt(std::max(aa * bb, 1e-300));
-}
-
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = a.size() == b.size() ? 0 : INFINITY;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) d = std::max(d, std::fabs(double(a[i]) - b[i]));
-  return d;
-}
+using test::Case;
+using test::cosine;
+using test::kData;
+using test::kDir;
+using test::kF16;
+using test::kF32;
+using test::kNomic;
+using test::max_diff;
+using test::reference;
+using test::texts_of;
 
 TEST(BertGguf, EmbeddingsMatchSentenceTransformers) {
   const std::vector<Case> cases = reference();
