@@ -93,6 +93,17 @@ inline std::vector<float> quantize(const std::vector<float>& v, DType dt) {
 
 inline std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
+// The cosine of two vectors, summed in double (0 where either is zero).
+inline double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ab += double(a[i]) * b[i];
+    aa += double(a[i]) * a[i];
+    bb += double(b[i]) * b[i];
+  }
+  return ab / std::sqrt(std::max(aa * bb, 1e-300));
+}
+
 // n elements of dt filled with NaN (for i32: the bit pattern of a float NaN),
 // written over outputs before a run so unwritten elements are caught.
 inline std::vector<uint8_t> nan_bytes(size_t n, DType dt) {

@@ -12,19 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "models/embedder.h"
+#include "test_util.h"  // tests/
 
 namespace rlx {
 namespace {
 
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ab += double(a[i]) * b[i];
-    aa += double(a[i]) * a[i];
-    bb += double(b[i]) * b[i];
-  }
-  return ab / std::sqrt(std::max(aa * bb, 1e-300));
-}
+using test::cosine;
 
 // RLX_EXEC for the executables compiled while it lives (the embedder asks for auto).
 struct ExecEnv {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"  // tests/
+
 namespace rlx::test {
 
 inline const std::string kData = std::string(RLX_SOURCE_DIR) + "/tests/data/bert_gguf";
@@ -39,16 +41,6 @@ inline std::vector<std::string> texts_of(const std::vector<Case>& cases) {
   std::vector<std::string> t;
   for (const Case& c : cases) t.push_back(c.text);
   return t;
-}
-
-inline double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ab += double(a[i]) * b[i];
-    aa += double(a[i]) * a[i];
-    bb += double(b[i]) * b[i];
-  }
-  return ab / std::sqrt(std::max(aa * bb, 1e-300));
 }
 
 inline double max_diff(const std::vector<float>& a, const std::vector<float>& b) {

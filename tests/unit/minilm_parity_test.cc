@@ -8,19 +8,12 @@
 
 #include "models/embedder.h"
 #include "models/test_files.h"  // tests/models
+#include "test_util.h"  // tests/
 
 namespace rlx {
 namespace {
 
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ab += double(a[i]) * b[i];
-    aa += double(a[i]) * a[i];
-    bb += double(b[i]) * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
-}
+using test::cosine;
 
 TEST(MiniLMParity, CpuMatchesSentenceTransformers) {
   ASSERT_TRUE(test::minilm_present());

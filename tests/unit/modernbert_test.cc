@@ -19,22 +19,14 @@
 namespace rlx {
 namespace {
 
+using test::cosine;
+
 const std::string kData = std::string(RLX_SOURCE_DIR) + "/tests/data/modernbert";
 
 nlohmann::json reference() {
   std::ifstream in(kData + "/reference.json");
   EXPECT_TRUE(in) << kData << "/reference.json is missing";
   return nlohmann::json::parse(in);
-}
-
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ab += double(a[i]) * b[i];
-    aa += double(a[i]) * a[i];
-    bb += double(b[i]) * b[i];
-  }
-  return ab / std::sqrt(std::max(aa * bb, 1e-300));
 }
 
 struct Mode {
