@@ -2,6 +2,8 @@
 // quants and scales params (thunks/quant_math.h's rounding) and the values
 // they dequantize to, which the references multiply in double.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -54,6 +56,28 @@ inline std::vector<double> quant_product_reference(const std::vector<float>& x, 
       out[size_t(i * w.n + j)] = a;
     }
   return out;
+}
+
+// Row i of x [m, k] dotted with W's row r in double (`want`), and how far
+// an integer kernel may be from it: x quantized per block of 32 to two int8
+// digits is within dx / 256 of x (dx = the block's amax / 127), plus f32
+// rounding.
+inline double two_digit_bound(const std::vector<float>& x, const QuantWeight& w, int64_t i, int64_t r,
+                              double* want) {
+  double acc = 0, err = 0, mag = 0;
+  for (int64_t b = 0; b < w.k / kQuantBlock; ++b) {
+    double amax = 0, wsum = 0;
+    for (int64_t j = b * kQuantBlock; j < (b + 1) * kQuantBlock; ++j) {
+      const double xv = x[size_t(i * w.k + j)], wv = w.values[size_t(r * w.k + j)];
+      acc += xv * wv;
+      amax = std::max(amax, std::fabs(xv));
+      wsum += std::fabs(wv);
+      mag += std::fabs(xv * wv);
+    }
+    err += amax / 127.0 / 256.0 * wsum;
+  }
+  *want = acc;
+  return err * 1.01 + 1e-5 * (mag + std::fabs(acc)) + 1e-6;
 }
 
 }  // namespace rlx::test

@@ -75,19 +75,10 @@ TEST(CpuQuantGemm, TiledPathAgainstTheDequantizedProductAtOddSizes) {
           for (int64_t i = 0; i < m; ++i)
             for (int64_t r = 0; r < n; ++r) {
               // Per block of x, |x - x'| <= dx / 256 (two int8 digits).
-              double acc = fused ? double(bias[size_t(r)]) + residual[size_t(i * n + r)] : 0.0, err = 0, mag = 0;
-              for (int64_t b = 0; b < blocks; ++b) {
-                double amax = 0, wsum = 0;
-                for (int64_t j = b * kQuantBlock; j < (b + 1) * kQuantBlock; ++j) {
-                  const double xv = x[size_t(i * k + j)], wv = w.values[size_t(r * k + j)];
-                  acc += xv * wv;
-                  amax = std::max(amax, std::fabs(xv));
-                  wsum += std::fabs(wv);
-                  mag += std::fabs(xv * wv);
-                }
-                err += amax / 127.0 / 256.0 * wsum;
-              }
-              const double bound = err * 1.01 + 1e-5 * (mag + std::fabs(acc)) + 1e-6;
+              double want = 0;
+              double bound = test::two_digit_bound(x, w, i, r, &want);
+              const double acc = want + (fused ? double(bias[size_t(r)]) + residual[size_t(i * n + r)] : 0.0);
+              bound += 1e-5 * (std::fabs(acc) - std::fabs(want));  // the f32 part on the sum with bias and residual
               const float v = got[size_t(i * n + r)];
               if (!(std::fabs(v - acc) <= bound) && bad++ == 0)
                 ADD_FAILURE() << what << ": row " << i << " col " << r << " got " << v << " want " << acc

@@ -5,8 +5,10 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_parallel.h"
+#include "backends/cpu/cpu_quant_rows16.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
+#include "backends/cpu/cpu_weight_packs.h"
 #include "thunks/quant_math.h"
 
 namespace rlx::cpu {
@@ -28,9 +30,13 @@ void gather(const GatherParams& p, CpuContext& ctx) {
 }
 
 // Each row dequantized by the host reference (thunks/quant_math.h), the
-// values the loader's f32 table held: d * q (+ m), one f32 rounding.
+// values the loader's f32 table held: d * q (+ m), one f32 rounding. A
+// tied LM head's table may be interleaved for its product
+// (cpu_quant_rows16.h): its rows' blocks are then read from there.
 template <class T> void gather_q(const GatherQParams& p, CpuContext& ctx) {
   uint8_t* arena = ctx.arena();
+  WeightPacks* packs = ctx.weight_packs();
+  const int64_t rows16 = packs && packs->quant_rows16_as(p.quants, p.vocab, p.row, arena) ? rows16_rows(p.vocab) : 0;
   const uint8_t* quants = arena + p.quants;
   const uint16_t* scales = at<uint16_t>(arena, p.scales);
   const int32_t* ids = at<int32_t>(arena, p.ids);
@@ -45,9 +51,16 @@ template <class T> void gather_q(const GatherQParams& p, CpuContext& ctx) {
       return;
     }
     float block[kQuantBlock];
+    uint8_t q[32];
+    uint16_t s[2];
     for (int64_t c = 0; c < p.row / kQuantBlock; ++c) {
-      dequantize_row(p.quant, quants + id * row_bytes + c * quant_block_bytes(p.quant),
-                     scales + id * row_scales + c * quant_scales_per_block(p.quant), kQuantBlock, block);
+      if (id < rows16) {
+        rows16_block(p.quant, quants, scales, p.row, id, c, q, s);
+        dequantize_row(p.quant, q, s, kQuantBlock, block);
+      } else {
+        dequantize_row(p.quant, quants + id * row_bytes + c * quant_block_bytes(p.quant),
+                       scales + id * row_scales + c * quant_scales_per_block(p.quant), kQuantBlock, block);
+      }
       for (int64_t j = 0; j < kQuantBlock; ++j) o[c * kQuantBlock + j] = from_f32<T>(block[j]);
     }
   });

@@ -4,6 +4,10 @@
 // kQuantGemmRows on, tiled: cpu_quant_gemm.h): a row's result is the same
 // in a prefill as in a decode step.
 //
+// With AVX512-VNNI, weights that no thunk writes are interleaved 16 rows at
+// a time in place on their first product (cpu_quant_rows16.h); the other
+// kernels put them back in the row layout first.
+//
 // The f32 kernel (RLX_CPU_QUANT_KERNEL=f32), the reference the other
 // backends are held to: each weight row is dequantized a block at a time
 // (f32) and dotted with up to kMatMulQVectorRows rows of x at once; a graph
@@ -17,8 +21,10 @@
 #include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_quant_dot.h"
 #include "backends/cpu/cpu_quant_gemm.h"
+#include "backends/cpu/cpu_quant_rows16.h"
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_storage.h"
+#include "backends/cpu/cpu_weight_packs.h"
 #include "rlx/graph.h"
 #include "thunks/quant_math.h"
 
@@ -26,7 +32,8 @@ namespace rlx::cpu {
 namespace {
 
 // x's rows quantized per block, then one integer dot per (row of W, row of x).
-template <class T> void matmul_q_int8(const MatMulQParams& p, CpuContext& ctx, QuantKernel kernel) {
+// rows16: W interleaved (its first rows16_rows(n) rows).
+template <class T> void matmul_q_int8(const MatMulQParams& p, CpuContext& ctx, QuantKernel kernel, bool rows16) {
   uint8_t* arena = ctx.arena();
   const uint8_t* quants = arena + p.quants;
   const uint16_t* scales = at<uint16_t>(arena, p.scales);
@@ -70,7 +77,24 @@ template <class T> void matmul_q_int8(const MatMulQParams& p, CpuContext& ctx, Q
       }
     }
   };
-  if (kernel == QuantKernel::Avx512Vnni && p.m >= kQuantGemmRows) {
+  if (rows16) {
+    // 16-row groups, then the rows past them (row layout, one-row kernel:
+    // its bits for any number of rows of x) as one more unit of work.
+    count_rows16_call();
+    const int64_t n16 = rows16_rows(p.n), groups = n16 / 16;
+    const QuantProduct product = quant_product(p.quant, kernel);
+    parallel_ranges(groups + (n16 < p.n ? 1 : 0), threads, [&](int64_t lo, int64_t hi, int) {
+      const int64_t g1 = std::min(hi, groups);
+      if (lo < g1) {
+        product_rows16(p.quant, w, lo, g1, a, y, p.n);
+        if (!glu) finish(lo * 16, g1 * 16);
+      }
+      if (hi > groups) {
+        product(w, n16, p.n, a, y, p.n);
+        if (!glu) finish(n16, p.n);
+      }
+    });
+  } else if (kernel == QuantKernel::Avx512Vnni && p.m >= kQuantGemmRows) {
     // Many rows (a prompt): the tiled kernel, whose results are the one-row
     // kernel's bits (cpu_quant_gemm.h).
     count_quant_gemm_call();
@@ -95,8 +119,12 @@ template <class T> void matmul_q_int8(const MatMulQParams& p, CpuContext& ctx, Q
 template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {
   const QuantKernel kernel = quant_kernel();
   count_quant_kernel_call(kernel);
-  if (kernel != QuantKernel::F32) return matmul_q_int8<T>(p, ctx, kernel);
   uint8_t* arena = ctx.arena();
+  WeightPacks* packs = ctx.weight_packs();
+  const bool rows16 = packs && kernel == QuantKernel::Avx512Vnni && p.weights_constant && rows16_rows(p.n) > 0;
+  if (rows16) packs->quant_rows16(p, arena);
+  else if (packs) packs->quant_plain(p.quants, arena);
+  if (kernel != QuantKernel::F32) return matmul_q_int8<T>(p, ctx, kernel, rows16);
   const uint8_t* quants = arena + p.quants;
   const uint16_t* scales = at<uint16_t>(arena, p.scales);
   const int64_t blocks = p.k / kQuantBlock, row_bytes = blocks * quant_block_bytes(p.quant);

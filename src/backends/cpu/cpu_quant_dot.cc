@@ -342,8 +342,10 @@ namespace {
 
 // Block b's per-lane copies and, for its row's last group, the padding past
 // the last block: every byte of a row's arrays is written, none zeroed first.
-inline void block_lanes(bool four_bit, int64_t b, float unit, int32_t sum, float* d, float* s, float* dl, float* sl) {
+inline void block_lanes(bool four_bit, int64_t b, float unit, int32_t sum, float* d, float* s, float* dl, float* sl,
+                        int32_t* c) {
   d[b] = unit;
+  c[b] = sum;
   s[b] = unit * float(sum);
   const int64_t g = b / kGroup, t = b % kGroup;
   if (four_bit) {
@@ -358,6 +360,7 @@ struct RowOut {
   int8_t *q, *q2;
   float *d, *s, *dl, *sl;
   int32_t* zl;  // Q8_0 only
+  int32_t* c;
 };
 
 RowOut row_out(Q8Activations& a, int64_t i) {
@@ -365,7 +368,7 @@ RowOut row_out(Q8Activations& a, int64_t i) {
   return {a.q.data() + i * a.groups * kGroupBytes, a.r.data() + i * a.groups * kGroupBytes,
           a.d.data() + i * a.groups * kGroup,      a.s.data() + i * a.groups * kGroup,
           a.dl.data() + i * a.groups * 32,         a.sl.data() + i * a.groups * 16,
-          four_bit ? nullptr : a.zl.data() + i * a.groups * 32};
+          four_bit ? nullptr : a.zl.data() + i * a.groups * 32, a.c.data() + i * a.groups * kGroup};
 }
 
 // Zeros for blocks [blocks, groups * 4) of a row: the last group's padding.
@@ -378,7 +381,7 @@ void pad_row(const Q8Activations& a, bool four_bit, const RowOut& o) {
     }
     if (o.zl)
       for (int l = 0; l < 8; ++l) o.zl[g * 32 + t * 8 + l] = 0;
-    block_lanes(four_bit, b, 0.f, 0, o.d, o.s, o.dl, o.sl);
+    block_lanes(four_bit, b, 0.f, 0, o.d, o.s, o.dl, o.sl, o.c);
   }
 }
 
@@ -413,7 +416,7 @@ void quantize_row_scalar(const float* x, const Q8Activations& a, bool four_bit, 
       sum += v * kDigit + v2;
       if (zb) zb[j / 4] -= v * kDigit + v2;
     }
-    block_lanes(four_bit, b, unit, sum, o.d, o.s, o.dl, o.sl);
+    block_lanes(four_bit, b, unit, sum, o.d, o.s, o.dl, o.sl, o.c);
   }
 }
 
@@ -459,7 +462,7 @@ RLX_TARGET_VNNI void quantize_row_avx512(const float* x, const Q8Activations& a,
       int32_t* zb = o.zl + g * 32 + t * 8;
       for (int l = 0; l < 8; ++l) zb[l] = -(c[4 * l] + c[4 * l + 1] + c[4 * l + 2] + c[4 * l + 3]);
     }
-    block_lanes(four_bit, b, unit, sum, o.d, o.s, o.dl, o.sl);
+    block_lanes(four_bit, b, unit, sum, o.d, o.s, o.dl, o.sl, o.c);
   }
 }
 #endif
@@ -479,6 +482,7 @@ void size_activations(int64_t m, int64_t k, QuantType weights, Q8Activations& a)
   a.dl.resize(size_t(m * a.groups * 32));
   a.sl.resize(size_t(m * a.groups * 16));
   a.zl.resize(quant_is_4bit(weights) ? 0 : size_t(m * a.groups * 32));
+  a.c.resize(size_t(m * a.groups * kGroup));
 }
 
 void quantize_activation_rows(const float* x, int64_t i0, int64_t i1, Q8Activations& a) {

@@ -66,6 +66,9 @@ struct Q8Activations {
   // Q8_0 only, for the tiled path (cpu_quant_gemm.h): [m, groups * 32]
   // -(128 sum(q) + sum(r)) over each int32 lane's 4 values.
   std::vector<int32_t> zl;
+  // [m, groups * 4]: 128 sum(q) + sum(r) per block, the block's integer sum
+  // (the interleaved Q8_0 kernel's correction, cpu_quant_rows16.h).
+  std::vector<int32_t> c;
 
   const int8_t* row_q(int64_t i) const { return q.data() + i * groups * 128; }
   const int8_t* row_r(int64_t i) const { return r.data() + i * groups * 128; }
@@ -74,6 +77,7 @@ struct Q8Activations {
   const float* row_dl(int64_t i) const { return dl.data() + i * groups * 32; }
   const float* row_sl(int64_t i) const { return sl.data() + i * groups * 16; }
   const int32_t* row_zl(int64_t i) const { return zl.data() + i * groups * 32; }
+  const int32_t* row_c(int64_t i) const { return c.data() + i * groups * 4; }
 };
 
 void quantize_activations(const float* x, int64_t m, int64_t k, QuantType weights, Q8Activations& out);

@@ -32,6 +32,8 @@ class CpuContext {
   void set_packed_weights(WeightPacks* packs, std::vector<uint64_t> b_offsets);
   // The packed op(B) of p when p takes the packed path, else null.
   const float* packed_weights(const MatMulParams& p);
+  // The arena's packed-weights set (null in a context made without one).
+  WeightPacks* weight_packs() const { return packs_; }
   // Matmul runs (batch entries) by path, for tests and the summary.
   void count(GemmPath path, uint64_t n) { runs_[size_t(path)] += n; }
   uint64_t runs(GemmPath path) const { return runs_[size_t(path)]; }

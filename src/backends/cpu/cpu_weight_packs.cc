@@ -1,7 +1,9 @@
 #include "backends/cpu/cpu_weight_packs.h"
 
 #include "backends/cpu/cpu_gemm_packed.h"
+#include "backends/cpu/cpu_quant_rows16.h"
 #include "backends/cpu/cpu_storage.h"
+#include "rlx/error.h"
 
 namespace rlx::cpu {
 
@@ -59,6 +61,49 @@ void WeightPacks::invalidate(uint64_t offset, uint64_t size) {
   std::lock_guard<std::mutex> lock(mu_);
   for (Entry& e : entries_)
     if (offset < e.hi && e.lo < offset + size) e.valid = false;
+  for (auto& [quants, e] : quant_) {
+    if (!e.rows16) continue;
+    const uint64_t qbytes = uint64_t(e.n * (e.k / kQuantBlock) * quant_block_bytes(e.quant));
+    const uint64_t sbytes = uint64_t(e.n * (e.k / kQuantBlock) * quant_scales_per_block(e.quant)) * 2;
+    const bool hit = (offset < quants + qbytes && quants < offset + size) ||
+                     (offset < e.scales + sbytes && e.scales < offset + size);
+    if (hit) put_back(quants, e, quant_arena_);
+  }
+}
+
+void WeightPacks::put_back(uint64_t quants, QuantEntry& e, uint8_t* arena) {
+  unpack_rows16(e.quant, arena + quants, reinterpret_cast<uint16_t*>(arena + e.scales), e.n, e.k);
+  e.rows16 = false;
+}
+
+void WeightPacks::quant_rows16(const MatMulQParams& p, uint8_t* arena) {
+  std::lock_guard<std::mutex> lock(mu_);
+  quant_arena_ = arena;
+  QuantEntry& e = quant_[p.quants];
+  if (e.rows16) {
+    RLX_CHECK(e.scales == p.scales && e.n == p.n && e.k == p.k && e.quant == p.quant,
+              "cpu: the quantized weight at offset " << p.quants << " is read as two different matrices");
+    return;
+  }
+  e.scales = p.scales, e.n = p.n, e.k = p.k, e.quant = p.quant;
+  pack_rows16(p.quant, arena + p.quants, reinterpret_cast<uint16_t*>(arena + p.scales), p.n, p.k);
+  e.rows16 = true;
+  ++quant_packs_made_;
+}
+
+void WeightPacks::quant_plain(uint64_t quants, uint8_t* arena) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = quant_.find(quants);
+  if (it != quant_.end() && it->second.rows16) put_back(quants, it->second, arena);
+}
+
+bool WeightPacks::quant_rows16_as(uint64_t quants, int64_t n, int64_t k, uint8_t* arena) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = quant_.find(quants);
+  if (it == quant_.end() || !it->second.rows16) return false;
+  if (it->second.n == n && it->second.k == k) return true;
+  put_back(quants, it->second, arena);
+  return false;
 }
 
 uint64_t WeightPacks::bytes() const {

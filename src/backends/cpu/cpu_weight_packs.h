@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "thunks/params.h"
@@ -21,9 +22,23 @@ class WeightPacks {
   // there is none for this operand or its bytes were written since. f32, or
   // bf16 pairs (uint32_t words) where packs_bf16_pairs(p.dtype).
   const float* get(const MatMulParams& p, const uint8_t* arena);
-  // The arena's bytes [offset, offset + size) changed: packs read from any
-  // of them are stale.
+  // The arena's bytes [offset, offset + size) are about to be written: packs
+  // read from any of them are stale, and interleaved quantized weights among
+  // them are put back in the row layout first (the write may cover part).
   void invalidate(uint64_t offset, uint64_t size);
+
+  // matmul_q's weights W [n, k] at p.quants / p.scales interleaved in place
+  // (cpu_quant_rows16.h), now if they are not yet.
+  void quant_rows16(const MatMulQParams& p, uint8_t* arena);
+  // The weights whose quants start at `quants` in the row layout, put back
+  // now if they were interleaved (for the kernels that read rows).
+  void quant_plain(uint64_t quants, uint8_t* arena);
+  // Whether the weights whose quants start at `quants` are interleaved now
+  // as an [n, k] weight (interleaved as another shape: put back, false).
+  // The answer holds until the next quant_plain or invalidate: callers run
+  // on the thread that runs the executables sharing this arena.
+  bool quant_rows16_as(uint64_t quants, int64_t n, int64_t k, uint8_t* arena);
+  uint64_t quant_packs_made() const { return quant_packs_made_; }
   uint64_t packs_made() const { return packs_made_; }
   uint64_t bytes() const;
 
@@ -39,9 +54,19 @@ class WeightPacks {
     std::unique_ptr<float, Free> data;
     bool valid = false;
   };
+  // Quantized weights interleaved in place, by their quants' offset.
+  struct QuantEntry {
+    uint64_t scales = 0;
+    int64_t n = 0, k = 0;
+    QuantType quant = QuantType::Q8_0;
+    bool rows16 = false;
+  };
+  void put_back(uint64_t quants, QuantEntry& e, uint8_t* arena);
   mutable std::mutex mu_;
   std::vector<Entry> entries_;
-  uint64_t packs_made_ = 0;
+  std::unordered_map<uint64_t, QuantEntry> quant_;
+  uint8_t* quant_arena_ = nullptr;  // where quant_ lives (one arena per set)
+  uint64_t packs_made_ = 0, quant_packs_made_ = 0;
 };
 
 // Bytes of the arena that op(B) of p spans for batch entry 0: [lo, hi).
