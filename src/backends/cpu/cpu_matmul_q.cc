@@ -80,7 +80,7 @@ template <class T> void matmul_q_int8(const MatMulQParams& p, CpuContext& ctx, Q
   if (rows16) {
     // 16-row groups, then the rows past them (row layout, one-row kernel:
     // its bits for any number of rows of x) as one more unit of work.
-    count_rows16_call();
+    count_rows16_call(p.m);
     const int64_t n16 = rows16_rows(p.n), groups = n16 / 16;
     const QuantProduct product = quant_product(p.quant, kernel);
     parallel_ranges(groups + (n16 < p.n ? 1 : 0), threads, [&](int64_t lo, int64_t hi, int) {

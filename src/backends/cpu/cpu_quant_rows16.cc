@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/cpu_quant_gemm.h"
 #include "rlx/error.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -21,7 +22,7 @@
 namespace rlx::cpu {
 namespace {
 
-std::atomic<uint64_t> g_rows16_calls{0};
+std::atomic<uint64_t> g_rows16_calls{0}, g_rows16_many{0};
 
 constexpr int64_t kLanes = 16;        // weight rows a group
 constexpr int64_t kGroupBytes = 128;  // activation bytes per group of 4 blocks (cpu_quant_dot.h)
@@ -229,6 +230,10 @@ void product_rows16(QuantType t, const QuantRows& w, int64_t g0, int64_t g1, con
 }
 
 uint64_t rows16_calls() { return g_rows16_calls.load(); }
-void count_rows16_call() { g_rows16_calls.fetch_add(1, std::memory_order_relaxed); }
+uint64_t rows16_many_row_calls() { return g_rows16_many.load(); }
+void count_rows16_call(int64_t m) {
+  g_rows16_calls.fetch_add(1, std::memory_order_relaxed);
+  if (m >= kQuantGemmRows) g_rows16_many.fetch_add(1, std::memory_order_relaxed);
+}
 
 }  // namespace rlx::cpu

@@ -50,8 +50,10 @@ void rows16_block(QuantType t, const uint8_t* quants, const uint16_t* scales, in
 void product_rows16(QuantType t, const QuantRows& w, int64_t g0, int64_t g1, const Q8Activations& a, float* y,
                     int64_t ldy);
 
-// Products run on interleaved weights so far (tests: which path ran).
+// Products run on interleaved weights so far, and those of them with at
+// least kQuantGemmRows rows of x (a prompt or a batch; tests: which path ran).
 uint64_t rows16_calls();
-void count_rows16_call();
+uint64_t rows16_many_row_calls();
+void count_rows16_call(int64_t m);
 
 }  // namespace rlx::cpu
