@@ -1,4 +1,6 @@
-// matmul_q's many-row path on AVX512-VNNI (a prompt's products): tiles of
+// matmul_q's many-row path on AVX512-VNNI for weights in the row layout
+// (weights no thunk writes are interleaved instead, cpu_quant_rows16.h, and
+// take that kernel for any number of rows): tiles of
 // weight rows x rows of x (1 x 8 for 4-bit weights, 2 x 4 for Q8_0)
 // accumulated in registers, the tile of x staying in L1 while the weight
 // rows stream past it. The one-row kernel (cpu_quant_dot.cc) shares each
