@@ -9,7 +9,7 @@
 # Environment:
 #   RLX=build/rlx          the binary measured
 #   RLX_BASE=path          a second rlx (e.g. an older build) run alternately
-#   LLAMA_BENCH=path       llama.cpp's llama-bench, run alternately (-p 128 -n 64)
+#   LLAMA_BENCH=path       llama.cpp's llama-bench, run alternately (-p 128; -n 64 -d 128)
 #   ROUNDS=3 THREADS="1 2"
 #   RLX_WARMUP=--warmup    an untimed run of the prompt first (llama-bench warms up too); '' for an rlx without the flag
 #   RLX_CPU_QUANT_KERNEL=f32   the f32 kernel instead of the integer ones (the default, auto)
@@ -50,10 +50,18 @@ run_rlx() {  # binary threads -> "prefill_tok_s decode_tok_s"
   "$1" generate --model "$MODEL" --device cpu --threads "$2" --prompt-ids "$IDS" -n 64 --ignore-eos ${RLX_WARMUP---warmup} 2>&1 >/dev/null |
     sed -n 's/.*prompt [0-9]* tokens, \([0-9.]*\) tok\/s; decode [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1 \2/p'
 }
-run_llama() {  # threads -> "prefill_tok_s decode_tok_s"
-  "$LLAMA_BENCH" -m "$MODEL" -t "$1" -p 128 -n 64 -r 1 -o csv 2>/dev/null |
+# llama.cpp's prefill from an empty context (pp128), its decode after a
+# 128-token context (tg64 at -d 128): positions 128-192, the ones rlx's 64
+# decode steps after the 128-token prompt take.
+llama_rate() {  # threads args... -> tokens/s of the one test
+  local t=$1
+  shift
+  "$LLAMA_BENCH" -m "$MODEL" -t "$t" -r 1 -o csv "$@" 2>/dev/null |
     awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i ~ /avg_ts/) c = i; next }
-             { gsub(/"/, ""); v[NR] = $c } END { printf "%s %s\n", v[2], v[3] }'
+             { gsub(/"/, ""); v = $c } END { print v }'
+}
+run_llama() {  # threads -> "prefill_tok_s decode_tok_s"
+  echo "$(llama_rate "$1" -p 128 -n 0) $(llama_rate "$1" -p 0 -n 64 -d 128)"
 }
 
 printf '%-8s %-7s %-5s %14s %14s\n' what threads round "prefill tok/s" "decode tok/s"
