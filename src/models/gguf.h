@@ -57,6 +57,9 @@ bool ggml_type_layout(GgmlType t, uint64_t& block_elems, uint64_t& block_bytes);
 bool ggml_type_dequantizable(GgmlType t);
 // Dequantizes n elements (a multiple of the type's block) from src to f32.
 void dequantize(GgmlType t, const uint8_t* src, float* dst, uint64_t n);
+// Q4_K/Q5_K: the 6-bit scale and min of sub-block j (0-7) from the
+// super-block's 12 bytes of packed scales.
+void ggml_scale_min_k4(int j, const uint8_t* scales, uint8_t& sc, uint8_t& m);
 
 struct GgufTensorInfo {
   std::string name;

@@ -116,17 +116,6 @@ void dequant_q3_k(const uint8_t* b, float* y) {
   }
 }
 
-// Q4_K's 6-bit scale and min of sub-block j, packed into 12 bytes.
-void scale_min_k4(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    sc = uint8_t((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    m = uint8_t((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
-}
-
 // Q4_K: d, dmin (f16), 12 bytes of scales/mins, 128 bytes of nibbles; eight
 // sub-blocks of 32; each 32 bytes of nibbles hold two sub-blocks (low, high).
 void dequant_q4_k(const uint8_t* b, float* y) {
@@ -135,9 +124,9 @@ void dequant_q4_k(const uint8_t* b, float* y) {
   const uint8_t* q = b + 16;
   for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
     uint8_t sc, m;
-    scale_min_k4(is, scales, sc, m);
+    ggml_scale_min_k4(is, scales, sc, m);
     const float d1 = d * sc, m1 = dmin * m;
-    scale_min_k4(is + 1, scales, sc, m);
+    ggml_scale_min_k4(is + 1, scales, sc, m);
     const float d2 = d * sc, m2 = dmin * m;
     for (int l = 0; l < 32; ++l) y[j + l] = d1 * float(q[l] & 0xF) - m1;
     for (int l = 0; l < 32; ++l) y[j + 32 + l] = d2 * float(q[l] >> 4) - m2;
@@ -154,9 +143,9 @@ void dequant_q5_k(const uint8_t* b, float* y) {
   uint8_t u1 = 1, u2 = 2;
   for (int j = 0, is = 0; j < 256; j += 64, is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
     uint8_t sc, m;
-    scale_min_k4(is, scales, sc, m);
+    ggml_scale_min_k4(is, scales, sc, m);
     const float d1 = d * sc, m1 = dmin * m;
-    scale_min_k4(is + 1, scales, sc, m);
+    ggml_scale_min_k4(is + 1, scales, sc, m);
     const float d2 = d * sc, m2 = dmin * m;
     for (int l = 0; l < 32; ++l) y[j + l] = d1 * float((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
     for (int l = 0; l < 32; ++l) y[j + 32 + l] = d2 * float((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
@@ -186,6 +175,16 @@ void dequant_q6_k(const uint8_t* b, float* y) {
 }
 
 }  // namespace
+
+void ggml_scale_min_k4(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = uint8_t((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    m = uint8_t((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
 
 const char* ggml_type_name(GgmlType t) {
   switch (t) {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "models/gguf.h"
+#include "models/gguf_held_quant.h"
 #include "models/moe.h"
 #include "models/rope_scaling.h"
 #include "rlx/error.h"
@@ -314,19 +315,20 @@ void LlamaGguf::validate(const Graph& g) const {
 
 std::optional<QuantType> LlamaGguf::stored_quant(const std::string& tensor) const {
   if (!file_->has_tensor(tensor)) return std::nullopt;
-  switch (file_->tensor(tensor).type) {
-    case GgmlType::Q8_0: return QuantType::Q8_0;
-    case GgmlType::Q4_0: return QuantType::Q4_0;
-    case GgmlType::Q4_1: return QuantType::Q4_1;
-    default: return std::nullopt;
-  }
+  return held_quant_type(file_->tensor(tensor).type);
 }
 
 void LlamaGguf::load_into(Executable& exe, const Graph& g) const {
   for (const LlamaParamSource& s : llama_param_sources(g)) {
     if (s.quant && stored_quant(s.tensor) == s.quant) {
-      set_quantized_weight_blocks(exe, s, file_->bytes(s.tensor));
-      file_->release_pages(file_->bytes(s.tensor));  // each tensor as it is copied: the peak stays low
+      // The file's blocks as they are, converted block by block, or (Q5_1,
+      // Q5_K, Q6_K) requantized from their values (gguf_held_quant.h).
+      const GgmlType type = file_->tensor(s.tensor).type;
+      const std::span<const uint8_t> b = file_->bytes(s.tensor);
+      if (held_from_blocks(type)) set_quantized_weight_blocks(exe, s, held_blocks(type, b));
+      else if (held_as_stored(type)) set_quantized_weight_blocks(exe, s, b);
+      else set_quantized_weight(exe, s, file_->to_f32(s.tensor));
+      file_->release_pages(b);  // each tensor as it is copied: the peak stays low
       continue;
     }
     // Float tensors go from the mapped file to the param as they are (or

@@ -181,7 +181,8 @@ class LlamaWeights {
   virtual void load_into(Executable& exe, const Graph& g) const = 0;
   // Limits the logits to the first n rows (the tokenizer's), 0 < n <= vocab_size.
   virtual void set_output_vocab(int n) = 0;
-  // The format the file stores a tensor in, where it is Q8_0 or Q4_0.
+  // The format rlx holds a file tensor in where it stays quantized
+  // (GGUF: gguf_held_quant.h), else nullopt.
   virtual std::optional<QuantType> stored_quant(const std::string&) const { return std::nullopt; }
 };
 
