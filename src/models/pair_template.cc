@@ -1,5 +1,6 @@
 #include "models/pair_template.h"
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <set>
@@ -184,10 +185,11 @@ struct PairTemplate::Node {
 
 namespace {
 
-// The names an expression reads.
-void names_of(const Expr& e, std::set<std::string>& out) {
-  if (e.kind == Expr::Kind::Name) out.insert(e.text);
-  for (const Expr& a : e.args) names_of(a, out);
+// The names an expression reads, and the filters it applies.
+void names_of(const Expr& e, std::set<std::string>& names, std::set<std::string>& filters) {
+  if (e.kind == Expr::Kind::Name) names.insert(e.text);
+  if (e.kind == Expr::Kind::Filter) filters.insert(e.text);
+  for (const Expr& a : e.args) names_of(a, names, filters);
 }
 
 class Renderer {
@@ -272,18 +274,18 @@ class Renderer {
       for (const ChatMessage& m : in.messages) out.strings.push_back(attr == "role" ? m.role : m.content);
       return out;
     }
-    if (f == "first" || f == "last") {
+    if (f == "first") {
       if (!args.empty()) fail("takes no arguments");
       Value out;
       if (in.kind == Value::Kind::Messages) {
         if (!in.messages.empty()) {
           out.kind = Value::Kind::Message;
-          out.message = f == "first" ? in.messages.front() : in.messages.back();
+          out.message = in.messages.front();
         }
       } else if (in.kind == Value::Kind::Strings) {
         if (!in.strings.empty()) {
           out.kind = Value::Kind::Str;
-          out.s = f == "first" ? in.strings.front() : in.strings.back();
+          out.s = in.strings.front();
         }
       } else {
         fail(std::string("is not supported on ") + kind_name(in.kind));
@@ -300,7 +302,7 @@ class Renderer {
       const bool use = in.kind == Value::Kind::Undefined || (boolean && !truthy(in));
       return use ? args[0] : in;
     }
-    return fail("is not supported (selectattr, map, first, last and default are)");
+    return fail("is not supported (selectattr, map, first and default are)");
   }
 
   const std::vector<ChatMessage>& messages_;
@@ -379,6 +381,16 @@ PairTemplate::PairTemplate(const std::string& source, const std::string& where) 
   // Whitespace control: "-" strips all whitespace on its side; statements
   // and comments also take the first newline after them (trim_blocks) and
   // the spaces and tabs before them on their line (lstrip_blocks).
+  // lstrip_blocks looks at the source: the spaces before a tag at a line's
+  // start (after a newline, or at the template's start), also where the
+  // newline before them went with the previous tag (trim_blocks).
+  std::vector<size_t> indent(tags.size(), 0);
+  for (size_t k = 0; k < tags.size(); ++k) {
+    const std::string& before = texts[k];
+    size_t n = before.size();
+    while (n > 0 && (before[n - 1] == ' ' || before[n - 1] == '\t')) --n;
+    if ((n == 0 && k == 0) || (n > 0 && before[n - 1] == '\n')) indent[k] = before.size() - n;
+  }
   for (size_t k = 0; k < tags.size(); ++k) {
     const Tag& t = tags[k];
     std::string& before = texts[k];
@@ -387,10 +399,7 @@ PairTemplate::PairTemplate(const std::string& source, const std::string& where) 
     if (t.strip_before) {
       while (!before.empty() && is_space(before.back())) before.pop_back();
     } else if (block && !t.keep_before) {
-      size_t n = before.size();
-      while (n > 0 && (before[n - 1] == ' ' || before[n - 1] == '\t')) --n;
-      // Only at a line's start: after a newline, or at the template's start.
-      if ((n == 0 && k == 0) || (n > 0 && before[n - 1] == '\n')) before.resize(n);
+      before.resize(before.size() - std::min(indent[k], before.size()));
     }
     if (t.strip_after) {
       size_t n = 0;
@@ -410,8 +419,12 @@ PairTemplate::PairTemplate(const std::string& source, const std::string& where) 
     nodes_.push_back(std::move(n));
   };
   auto check_names = [&](const Expr& e, const std::string& body) {
-    std::set<std::string> used;
-    names_of(e, used);
+    std::set<std::string> used, filters;
+    names_of(e, used, filters);
+    for (const std::string& f : filters)
+      RLX_CHECK(f == "selectattr" || f == "map" || f == "first" || f == "default" || f == "d",
+                where << ": the chat template applies the filter '" << f << "' in '" << body
+                      << "' (rlx renders selectattr, map, first and default)");
     for (const std::string& name : used)
       RLX_CHECK(defined.count(name) || name == "true" || name == "false" || name == "True" || name == "False",
                 where << ": the chat template reads '" << name << "' in '" << body

@@ -14,10 +14,10 @@
 // expression %} and comments, with "-" whitespace control; expressions are
 // names, string literals, attribute access, parentheses and the filters
 // selectattr(attr, "eq"|"equalto"|"==", value), map(attribute=name),
-// first, last, default/d(value[, boolean]) and trim. Anything else (if,
-// for, other filters) is refused when the template is read, naming the
-// file and quoting the construct. An undefined value renders as nothing,
-// as in Jinja.
+// first and default/d(value[, boolean]). Anything else (if, for, macro,
+// other filters, names other than messages and those set) is refused when
+// the template is read, naming the file and quoting the construct. An undefined
+// value renders as nothing, as in Jinja.
 #pragma once
 #include <memory>
 #include <string>

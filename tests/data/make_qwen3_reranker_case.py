@@ -31,7 +31,8 @@ saved as a sentence-transformers CrossEncoder the way sentence-transformers
                (left padding removed), logit("yes") - logit("no") at the last
                token (predict without activation), the sigmoid of it
                (predict's default), and the same with a prompt (the
-               instruction as a system message). Each pair's score is also
+               instruction as a system message), and with max_seq_length
+               SHORT_LEN, which cuts most pairs. Each pair's score is also
                computed alone (batch of 1) and must agree with the batched
                one within 1e-5.
 
@@ -81,6 +82,7 @@ DOCUMENTS = [
 ]
 PROMPT = "Given a question, judge whether the passage answers it"
 MAX_LEN = 160
+SHORT_LEN = 120
 EOS = "<|endoftext|>"
 SPECIAL = [EOS, "<|im_start|>", "<|im_end|>"]
 ADDED = ["<think>", "</think>"]
@@ -213,6 +215,11 @@ def main():
             row[key + "logit"] = float(f"{logits[i]:.8g}")
             row[key + "score"] = float(f"{scores[i]:.8g}")
         ref["pairs"].append(row)
+    ce.max_seq_length = SHORT_LEN
+    ids, logits = ids_of(None), ce.predict(pairs, batch_size=16, activation_fn=torch.nn.Identity())
+    ref["short_max_length"] = SHORT_LEN
+    for i, row in enumerate(ref["pairs"]):
+        row["short_ids"], row["short_logit"] = ids[i], float(f"{logits[i]:.8g}")
     cut = [len(r["ids"]) == MAX_LEN for r in ref["pairs"]]
     assert sum(cut) == 1 and cut[4], [len(r["ids"]) for r in ref["pairs"]]
     with open(os.path.join(a.out, "reference.json"), "w") as f:
