@@ -238,6 +238,12 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
                             << "but config.json's model_type '" << model_type_of(tdir) << "' is no decoder rlx runs ("
                             << llama_hf_model_types() << ")");
     cfg_ = load_bert_config(tdir);
+    // sentence-transformers 4+ saves a CrossEncoder's activation in
+    // config_sentence_transformers.json, which wins over config.json's.
+    if (cfg_.classifier && !sentence_.activation_fn.empty())
+      cfg_.score_activation = parse_score_activation(
+          sentence_.activation_fn,
+          "'" + (std::filesystem::path(dir) / "config_sentence_transformers.json").string() + "': activation_fn: ");
     tokenizer_ = load_embedding_tokenizer(tdir, cfg_.family);
     weights_ = std::make_unique<BertWeights>((std::filesystem::path(tdir) / "model.safetensors").string());
   }
