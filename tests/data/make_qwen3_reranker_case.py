@@ -32,7 +32,8 @@ saved as a sentence-transformers CrossEncoder the way sentence-transformers
                token (predict without activation), the sigmoid of it
                (predict's default), and the same with a prompt (the
                instruction as a system message), and with max_seq_length
-               SHORT_LEN, which cuts most pairs. Each pair's score is also
+               SHORT_LEN, which cuts most pairs, and with the LM head tied to
+               the token embedding (tied_logit). Each pair's score is also
                computed alone (batch of 1) and must agree with the batched
                one within 1e-5.
 
@@ -220,6 +221,14 @@ def main():
     ref["short_max_length"] = SHORT_LEN
     for i, row in enumerate(ref["pairs"]):
         row["short_ids"], row["short_logit"] = ids[i], float(f"{logits[i]:.8g}")
+    # Tied embeddings (Qwen3-Reranker-0.6B's): the LM head is the token
+    # embedding. The same folder with tie_word_embeddings true scores so.
+    ce.max_seq_length = MAX_LEN
+    lm = ce[0].model
+    lm.lm_head.weight = lm.model.embed_tokens.weight
+    logits = ce.predict(pairs, batch_size=16, activation_fn=torch.nn.Identity())
+    for i, row in enumerate(ref["pairs"]):
+        row["tied_logit"] = float(f"{logits[i]:.8g}")
     cut = [len(r["ids"]) == MAX_LEN for r in ref["pairs"]]
     assert sum(cut) == 1 and cut[4], [len(r["ids"]) for r in ref["pairs"]]
     with open(os.path.join(a.out, "reference.json"), "w") as f:

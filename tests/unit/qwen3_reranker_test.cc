@@ -6,8 +6,8 @@
 // of "yes" and "no", max_seq_length 160): the token ids of each pair, its
 // score and logit against CrossEncoder.predict, with a prompt, cut at 160
 // and at 120 tokens, in batches of 1 and more; the chat template renderer
-// against jinja2 as transformers sets it up; NaN weights; the CLI; what is
-// refused.
+// against jinja2 as transformers sets it up; tied embeddings; NaN
+// weights; the CLI; what is refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -40,7 +40,7 @@ nlohmann::json reference() {
 struct Pair {
   std::string document;
   std::vector<int32_t> ids, prompt_ids, short_ids;
-  double logit, score, prompt_logit, prompt_score, short_logit;
+  double logit, score, prompt_logit, prompt_score, short_logit, tied_logit;
 };
 
 std::vector<Pair> pairs() {
@@ -48,7 +48,7 @@ std::vector<Pair> pairs() {
   const nlohmann::json ref = reference();
   for (const auto& p : ref.at("pairs"))
     out.push_back({p.at("document"), p.at("ids"), p.at("prompt_ids"), p.at("short_ids"), p.at("logit"),
-                   p.at("score"), p.at("prompt_logit"), p.at("prompt_score"), p.at("short_logit")});
+                   p.at("score"), p.at("prompt_logit"), p.at("prompt_score"), p.at("short_logit"), p.at("tied_logit")});
   return out;
 }
 
@@ -384,6 +384,19 @@ TEST(Qwen3Reranker, RefusesWhatItCannotScore) {
     EXPECT_EQ(e.info().score_activation, "identity");
     EXPECT_NEAR(e.score(query(), {pairs()[0].document})[0], pairs()[0].logit, 1e-4);
   }
+}
+
+// tie_word_embeddings (Qwen3-Reranker-0.6B's): the score's rows come from
+// the token embedding; the checkpoint's lm_head is left unread.
+TEST(Qwen3Reranker, TiedEmbeddingsGiveTheHead) {
+  test::TempDir d;
+  const std::string dir = edited(d, "config.json", [](std::string& s) {
+    replace(s, "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true");
+  });
+  Embedder e(dir);
+  const std::vector<Pair> ps = pairs();
+  const std::vector<float> logits = e.logits(query(), documents());
+  for (size_t i = 0; i < ps.size(); ++i) EXPECT_NEAR(logits[i], ps[i].tied_logit, 1e-4) << ps[i].document;
 }
 
 TEST(Qwen3Reranker, Cli) {
