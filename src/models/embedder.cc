@@ -229,8 +229,6 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
       cfg_.classifier = true;
       cfg_.num_labels = 1;
       cfg_.score_activation = reranker_->activation();
-      // The graph gives the last token's final-normed hidden state.
-      sentence_.pooling = Pooling::LastToken;
     }
   } else {
     RLX_CHECK(sentence_.logit_score_dir.empty(),
@@ -266,6 +264,7 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
             "embedder: truncate_dim " << opts_.truncate_dim << " is outside [0, " << pooled_dim_
                                       << "] (the model's dimension)");
   RLX_CHECK(opts_.max_len >= 0, "embedder: max_len " << opts_.max_len << " is negative");
+  // A causal cross-encoder reads the last token's final-normed hidden state.
   pooling_ = reranker_ ? Pooling::LastToken : pooling_of(opts_.pooling, sentence_.pooling);
   normalize_ = opts_.normalize == NormalizeMode::Model ? sentence_.normalize : opts_.normalize == NormalizeMode::On;
   max_len_ = cfg_.max_tokens();
