@@ -24,7 +24,9 @@ does, mapping nomic's tensor names; config.json carries both key sets).
 Decoder embedders (qwen3, qwen2) are the folders
 tests/data/make_qwen3_embedding_case.py writes (it checks its own float64
 forward against sentence-transformers first): last-token pooling over a
-left-padding tokenizer, with and without the "query" prompt.
+left-padding tokenizer, with and without the "query" prompt. The causal-LM
+cross-encoder (Qwen3-Reranker's layout) is the folder
+tests/data/make_qwen3_reranker_case.py writes through CrossEncoder.save.
 
 Controls checked on the BERT model: every pooling mode (as the model's own
 and as --pooling), a Dense module, --no-normalize, --dimensions (Matryoshka), prompts
@@ -398,6 +400,36 @@ def main():
         embed_check(t, a.rlx, f"{family} --prompt-name query", d,
                     dst.encode([(query + x).strip() for x in TEXTS], convert_to_numpy=True, batch_size=8), TEXTS,
                     root, devices, ["--prompt-name", "query"])
+
+    # A causal LM as a cross-encoder (Qwen3-Reranker's layout): the folder
+    # tests/data/make_qwen3_reranker_case.py writes through CrossEncoder.save,
+    # scored by CrossEncoder.predict (chat template, LogitScore on yes/no).
+    rmaker = os.path.join(os.path.dirname(maker), "make_qwen3_reranker_case.py")
+    rd = os.path.join(root, "qwen3-reranker")
+    try:
+        subprocess.run([sys.executable, rmaker, "--out", rd], check=True, capture_output=True)
+        rce = CrossEncoder(rd, device="cpu")
+        with open(os.path.join(rd, "reference.json"), encoding="utf-8") as f:
+            rref = json.load(f)
+        rdocs = [p["document"] for p in rref["pairs"]]
+        want_scores = rce.predict([(rref["query"], doc) for doc in rdocs])
+        for device in devices:
+            for dtype in (["f32"] if device == "cpu" else ["f32", "f16", "bf16"]):
+                try:
+                    got = np.zeros(len(rdocs))
+                    # One passage per argument: a document may be empty or hold a newline.
+                    out = json.loads(run_rlx(a.rlx, ["rerank", "--device", device, "--dtype", dtype, "--model", rd,
+                                                     "--query", rref["query"], *rdocs]))
+                    for r in out["results"]:
+                        got[r["index"]] = r["score"]
+                    diff = float(np.abs(got - np.asarray(want_scores, np.float64)).max())
+                    limit = 1e-4 if dtype == "f32" else 2e-2
+                    t.add("qwen3 causal-LM cross-encoder scores", device, dtype, f"max|d| {diff:.1e}", f"<= {limit}",
+                          diff <= limit)
+                except Exception as e:  # noqa: BLE001
+                    t.error("qwen3 causal-LM cross-encoder scores", device, dtype, e)
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        t.error("qwen3 causal-LM cross-encoder scores", "cpu", "f32", e)
 
     # Controls, on BERT.
     for mode in ["cls", "max", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]:

@@ -2,7 +2,9 @@
 // directory (config.json, tokenizer files, model.safetensors,
 // sentence-transformers modules) of a BERT-family encoder or, as an
 // embedder, of a decoder family rlx generates with (Qwen3-Embedding,
-// gte-Qwen2: last-token pooling, instruction prompts), or from a GGUF file
+// gte-Qwen2: last-token pooling, instruction prompts) or, as a
+// cross-encoder, of such a decoder with sentence-transformers' LogitScore
+// module (Qwen3-Reranker), or from a GGUF file
 // of a BERT embedder (general.architecture "bert", as llama.cpp's
 // convert_hf_to_gguf.py writes bge-small or all-MiniLM: pooling from
 // bert.pooling_type, L2-normalized unless EmbedderOptions::normalize says
@@ -91,7 +93,9 @@ struct EmbedderInfo {
   std::string model_type, architecture;  // config.json
   int hidden_size = 0, num_layers = 0, num_heads = 0, intermediate_size = 0, vocab_size = 0,
       max_position_embeddings = 0, type_vocab_size = 0;
-  bool cross_encoder = false;  // a *ForSequenceClassification model: score(), not embed()
+  // A *ForSequenceClassification model, or a *ForCausalLM with a LogitScore
+  // module: score(), not embed().
+  bool cross_encoder = false;
   int num_labels = 0;
   std::string score_activation;  // "sigmoid" or "identity"
   std::string pooling;           // "mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken"
@@ -143,8 +147,13 @@ class Embedder {
 
   // Cross-encoders: one score per (query, document) pair, in order, with
   // the activation sentence-transformers' CrossEncoder applies (sigmoid for
-  // one label unless config.json says otherwise); logits() without it.
-  // A model with more than one label, or an embedding model, refuses.
+  // one label unless config_sentence_transformers.json or config.json says
+  // otherwise); logits() without it. A causal LM with a LogitScore module
+  // (Qwen3-Reranker) renders each pair through its chat template, with
+  // EmbedderOptions' prompt (or prompt_name, or the default prompt) as the
+  // system message, and scores logit(true token) - logit(false token) at the
+  // last token. A model with more than one label, or an embedding model,
+  // refuses; so does a score that is not finite.
   std::vector<float> score(const std::string& query, const std::vector<std::string>& documents);
   std::vector<float> logits(const std::string& query, const std::vector<std::string>& documents);
   bool is_cross_encoder() const;

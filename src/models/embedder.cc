@@ -15,6 +15,7 @@
 #include "models/bert.h"
 #include "models/bert_gguf.h"
 #include "models/bucket_cache.h"
+#include "models/causal_reranker.h"
 #include "models/embedding_tokenizer.h"
 #include "models/gguf.h"
 #include "models/hf_config.h"
@@ -63,6 +64,10 @@ struct Embedder::Impl {
   // llama.h's stack without its LM head, its config and weights from
   // llama_hf.h. cfg_ then holds only the sizes every model reports.
   std::unique_ptr<LlamaSafetensors> decoder_;
+  // A decoder as a cross-encoder (Qwen3-Reranker: modules.json's LogitScore):
+  // its pairs' template and tokens, and the score from the last token's
+  // hidden state. cfg_.classifier is set, with one label.
+  std::unique_ptr<CausalReranker> reranker_;
   BertConfig cfg_;
   std::unique_ptr<EmbeddingTokenizer> tokenizer_;
   std::unique_ptr<EncoderWeights> weights_;  // an encoder's: model.safetensors or a GGUF file
@@ -219,8 +224,24 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
   } else if (is_llama_hf_model_type(model_type_of(tdir))) {
     decoder_ = open_decoder(tdir, cfg_);
     tokenizer_ = load_decoder_embedding_tokenizer(tdir);
+    if (!sentence_.logit_score_dir.empty()) {
+      reranker_ = std::make_unique<CausalReranker>(sentence_, *decoder_);
+      cfg_.classifier = true;
+      cfg_.num_labels = 1;
+      cfg_.score_activation = reranker_->activation();
+    }
   } else {
+    RLX_CHECK(sentence_.logit_score_dir.empty(),
+              "embedder: '" << dir << "': modules.json names a LogitScore module, which scores a causal LM's logits, "
+                            << "but config.json's model_type '" << model_type_of(tdir) << "' is no decoder rlx runs ("
+                            << llama_hf_model_types() << ")");
     cfg_ = load_bert_config(tdir);
+    // sentence-transformers 4+ saves a CrossEncoder's activation in
+    // config_sentence_transformers.json, which wins over config.json's.
+    if (cfg_.classifier && !sentence_.activation_fn.empty())
+      cfg_.score_activation = parse_score_activation(
+          sentence_.activation_fn,
+          "'" + (std::filesystem::path(dir) / "config_sentence_transformers.json").string() + "': activation_fn: ");
     tokenizer_ = load_embedding_tokenizer(tdir, cfg_.family);
     weights_ = std::make_unique<BertWeights>((std::filesystem::path(tdir) / "model.safetensors").string());
   }
@@ -243,15 +264,17 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
             "embedder: truncate_dim " << opts_.truncate_dim << " is outside [0, " << pooled_dim_
                                       << "] (the model's dimension)");
   RLX_CHECK(opts_.max_len >= 0, "embedder: max_len " << opts_.max_len << " is negative");
-  pooling_ = pooling_of(opts_.pooling, sentence_.pooling);
+  // A causal cross-encoder reads the last token's final-normed hidden state.
+  pooling_ = reranker_ ? Pooling::LastToken : pooling_of(opts_.pooling, sentence_.pooling);
   normalize_ = opts_.normalize == NormalizeMode::Model ? sentence_.normalize : opts_.normalize == NormalizeMode::On;
   max_len_ = cfg_.max_tokens();
   if (sentence_.max_seq_length > 0) max_len_ = std::min(max_len_, sentence_.max_seq_length);
   else if (sentence_.tokenizer_max_length > 0) max_len_ = std::min(max_len_, sentence_.tokenizer_max_length);
   if (opts_.max_len > 0) max_len_ = std::min(max_len_, opts_.max_len);
   RLX_CHECK(max_len_ >= 3, "embedder: max_len " << max_len_ << " leaves no room for a text");
-  // The default prompt must exist now, not at the first embed().
-  if (!cfg_.classifier) prompt_for(opts_.prompt_name, opts_.prompt);
+  // The default prompt must exist now, not at the first embed() (a causal
+  // cross-encoder's prompt is its system message).
+  if (!cfg_.classifier || reranker_) prompt_for(opts_.prompt_name, opts_.prompt);
 
   info_.model_type = cfg_.model_type;
   info_.architecture = cfg_.architectures.empty() ? "" : cfg_.architectures[0];
@@ -390,6 +413,11 @@ void Embedder::Impl::run_chunk(const std::vector<const TokenizedText*>& encs, in
     return all;
   };
   const size_t H = size_t(cfg_.hidden_size);
+  if (reranker_) {
+    std::vector<float> all = output("embedding", H);
+    for (size_t r = 0; r < encs.size(); ++r) take(r, {reranker_->logit(all.data() + r * H)});
+    return;
+  }
   if (cfg_.classifier) {
     const size_t L = size_t(cfg_.num_labels);
     std::vector<float> all = output("logits", L);
@@ -552,8 +580,13 @@ std::vector<float> Embedder::Impl::score(const std::string& query, const std::ve
   std::vector<TokenizedText> encs;
   encs.reserve(docs.size());
   size_t cut = 0;
+  // A causal cross-encoder: each pair through the chat template, the prompt
+  // (when there is one) as its system message.
+  const std::string prompt = reranker_ ? prompt_for(opts_.prompt_name, opts_.prompt) : "";
+  const std::vector<int32_t> suffix = reranker_ ? reranker_->suffix(prompt) : std::vector<int32_t>{};
   for (size_t i = 0; i < docs.size(); ++i) {
-    encs.push_back(tokenizer_->encode_pair(query, docs[i], max_len_));
+    encs.push_back(reranker_ ? reranker_->encode(query, docs[i], prompt, max_len_, suffix)
+                             : tokenizer_->encode_pair(query, docs[i], max_len_));
     RLX_CHECK(opts_.truncate || !encs.back().truncated,
               "embedder: the query with document " << i << " is longer than the model's " << max_len_
                                                    << " tokens (truncation is off)");
@@ -563,6 +596,10 @@ std::vector<float> Embedder::Impl::score(const std::string& query, const std::ve
   std::vector<std::vector<float>> logits = run_all(encs, opts_.max_batch);
   std::vector<float> out(docs.size());
   const bool sigmoid = activate && cfg_.score_activation == BertConfig::ScoreActivation::Sigmoid;
+  for (size_t i = 0; i < docs.size(); ++i)
+    RLX_CHECK(std::isfinite(logits[i][0]), "embedder: '" << dir_ << "' gave a non-finite score (" << logits[i][0]
+                                                         << ") for document " << i
+                                                         << " (NaN or inf in the weights or the activations)");
   for (size_t i = 0; i < docs.size(); ++i)
     out[i] = sigmoid ? float(1.0 / (1.0 + std::exp(-double(logits[i][0])))) : logits[i][0];
   return out;

@@ -31,6 +31,8 @@ bool is_encoder_head(const std::string& a) {
   return ends_with(a, "Model") || ends_with(a, "ForMaskedLM") || ends_with(a, "ForPreTraining");
 }
 
+}  // namespace
+
 BertConfig::ScoreActivation parse_score_activation(const std::string& s, const std::string& where) {
   // Written as a class path, e.g. "torch.nn.modules.activation.Sigmoid".
   std::string last = s.substr(s.rfind('.') == std::string::npos ? 0 : s.rfind('.') + 1);
@@ -38,8 +40,6 @@ BertConfig::ScoreActivation parse_score_activation(const std::string& s, const s
   if (last == "Identity") return BertConfig::ScoreActivation::Identity;
   RLX_FAIL(where << "activation '" << s << "' is not supported (Sigmoid or Identity)");
 }
-
-}  // namespace
 
 fs::path confined_path(const fs::path& dir, const std::string& rel, const std::string& where) {
   fs::path r(rel);
@@ -214,25 +214,31 @@ SentenceConfig load_sentence_config(const std::string& dir) {
     JsonField m(doc, modules.string());
     // The order sentence-transformers runs them in; anything else would be
     // silently skipped, so it is refused.
-    int stage = 0;  // 0 Transformer, 1 Pooling, 2 Dense, 3 Normalize
+    int stage = 0;  // 0 Transformer, 1 Pooling, 2 Dense, 3 Normalize, 4 LogitScore
     for (size_t i = 0; i < m.size(); ++i) {
       JsonField mod = m.at(i).object();
       std::string type = mod.at("type").string();
       std::string path = mod.string_or("path", "");
       const std::string name = type.substr(type.rfind('.') == std::string::npos ? 0 : type.rfind('.') + 1);
       const int want = name == "Transformer" ? 0 : name == "Pooling" ? 1 : name == "Dense" ? 2
-                       : name == "Normalize" ? 3 : -1;
+                       : name == "Normalize" ? 3 : name == "LogitScore" ? 4 : -1;
       RLX_CHECK(want >= 0, mod.where() << "module type '" << type
-                                       << "' is not supported (Transformer, Pooling, Dense and Normalize are)");
+                                       << "' is not supported (Transformer, Pooling, Dense and Normalize are, "
+                                          "and LogitScore after a Transformer alone)");
       RLX_CHECK(want > stage || (want == 2 && stage == 2) || (i == 0 && want == 0),
                 mod.where() << "module '" << type << "' comes after a module it must precede "
                                                      "(the order is Transformer, Pooling, Dense, Normalize)");
+      // LogitScore reads the causal LM's logits: nothing may come between.
+      RLX_CHECK(want != 4 || (i == 1 && stage == 0),
+                mod.where() << "module '" << type << "' must directly follow the Transformer module");
       stage = want;
       if (name == "Transformer") {
         // Older models keep it in a folder of its own ("0_BERT", "0_Transformer").
         if (!path.empty()) s.transformer_dir = confined_path(dir, path, mod.where()).string();
       } else if (name == "Normalize") {
         s.normalize = true;
+      } else if (name == "LogitScore") {
+        s.logit_score_dir = confined_path(dir, path, mod.where()).string();
       } else if (name == "Dense") {
         s.dense_dirs.push_back(confined_path(dir, path, mod.where()).string());
       } else if (name == "Pooling") {
@@ -304,6 +310,7 @@ SentenceConfig load_sentence_config(const std::string& dir) {
       s.strip_texts = major.empty() || major.size() > 3 || std::stoi(major) < 6;
     }
     s.default_prompt_name = j.string_or("default_prompt_name", "");
+    s.activation_fn = j.string_or("activation_fn", "");
     if (!s.default_prompt_name.empty()) {
       bool known = false;
       for (const auto& pr : s.prompts) known |= pr.first == s.default_prompt_name;
@@ -318,6 +325,15 @@ SentenceConfig load_sentence_config(const std::string& dir) {
     JsonField j(doc, sb.string());
     j.object();
     s.max_seq_length = int(j.integer_or("max_seq_length", 0, 1, BertLimits{}.positions));
+    s.transformer_task = j.string_or("transformer_task", "");
+    if (j.has("modality_config")) {
+      JsonField mc = j.at("modality_config").object();
+      s.modality_config_given = true;
+      if (mc.has("message")) {
+        s.message_modality = true;
+        s.message_format = mc.at("message").object().string_or("format", "auto");
+      }
+    }
   }
   // Without a max_seq_length, sentence-transformers truncates at the
   // tokenizer's model_max_length (when below the positions), as newer

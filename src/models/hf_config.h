@@ -106,12 +106,32 @@ struct SentenceConfig {
   // and the one applied when none is asked for ("" = none).
   std::vector<std::pair<std::string, std::string>> prompts;
   std::string default_prompt_name;
+  // A causal-LM cross-encoder (Qwen3-Reranker as sentence-transformers
+  // saves it): the LogitScore module's folder, after the Transformer; empty
+  // for any other model.
+  std::string logit_score_dir;
+  // sentence_bert_config.json: the Transformer module's transformer_task
+  // ("text-generation" for a causal LM; "" when not given) and, where its
+  // modality_config is given, whether it has the message modality and that
+  // modality's format ("flat", "structured", "auto").
+  std::string transformer_task;
+  bool modality_config_given = false, message_modality = false;
+  std::string message_format;
+  // config_sentence_transformers.json's activation_fn (a CrossEncoder's;
+  // "" when absent or null).
+  std::string activation_fn;
 };
+
+// "torch.nn.modules.activation.Sigmoid" or "...Identity" (the class path
+// sentence-transformers saves as a CrossEncoder's activation_fn); anything
+// else is refused, the message starting with `where`.
+BertConfig::ScoreActivation parse_score_activation(const std::string& s, const std::string& where);
 
 // Reads modules.json, the pooling module's config.json and
 // sentence_bert_config.json when present; without modules.json the defaults
 // (mean pooling, no normalization) apply. The modules must be Transformer,
-// Pooling, any Dense, then Normalize; any other module is refused by name.
+// Pooling, any Dense, then Normalize, or Transformer then LogitScore (a
+// causal-LM cross-encoder); any other module is refused by name.
 SentenceConfig load_sentence_config(const std::string& dir);
 
 // dir / rel for a path named inside a model file, refused (rlx::Error

@@ -105,6 +105,37 @@ const SafetensorsFile& LlamaSafetensors::file_of(const std::string& name) const 
   return *shards_[it->second];
 }
 
+std::vector<float> LlamaSafetensors::head_rows(const std::vector<int32_t>& tokens) const {
+  const std::string name = name_of(cfg_.tie_embeddings ? "token_embd.weight" : "output.weight");
+  RLX_CHECK(shard_of_.count(name), "llama: '" << dir_ << "' has no tensor '" << name << "' (the LM head"
+                                              << (cfg_.tie_embeddings ? ", tied to the token embedding" : "")
+                                              << ")");
+  const SafetensorsFile& f = file_of(name);
+  const SafetensorInfo& info = f.info(name);
+  const Shape want{cfg_.vocab_size, cfg_.hidden_size};
+  RLX_CHECK(info.shape == want, "llama: '" << f.path() << "', tensor '" << name << "' has shape "
+                                           << shape_str(info.shape) << ", the config needs " << shape_str(want));
+  const size_t H = size_t(cfg_.hidden_size), es = dtype_size(info.dtype);
+  const std::span<const uint8_t> b = f.bytes(name);
+  std::vector<float> out(tokens.size() * H);
+  for (size_t r = 0; r < tokens.size(); ++r) {
+    RLX_CHECK(tokens[r] >= 0 && tokens[r] < cfg_.vocab_size,
+              "llama: '" << f.path() << "': token " << tokens[r] << " is outside the LM head '" << name << "' ("
+                         << cfg_.vocab_size << " rows)");
+    const uint8_t* row = b.data() + size_t(tokens[r]) * H * es;
+    for (size_t k = 0; k < H; ++k) {
+      if (info.dtype == DType::F32) {
+        std::memcpy(&out[r * H + k], row + 4 * k, 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, row + 2 * k, 2);
+        out[r * H + k] = info.dtype == DType::F16 ? half_to_float(h) : bf16_to_float(h);
+      }
+    }
+  }
+  return out;
+}
+
 void LlamaSafetensors::validate(const Graph& g) const {
   // A tensor the graph does not read means the config and the weights
   // disagree (layers past num_hidden_layers, another architecture's weights).

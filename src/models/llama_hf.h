@@ -26,6 +26,12 @@ class LlamaSafetensors : public LlamaWeights {
   void validate(const Graph& g) const override;
   void load_into(Executable& exe, const Graph& g) const override;
   void set_output_vocab(int n) override { cfg_.output_vocab = n; }
+  // Rows of the LM head (lm_head.weight, or the token embedding when the
+  // config ties them), f32, [tokens.size(), hidden_size] row-major: what a
+  // score from a few logits needs, without the rest of the vocabulary.
+  // Throws naming the file and tensor for a missing or misshapen head or a
+  // token outside it.
+  std::vector<float> head_rows(const std::vector<int32_t>& tokens) const;
 
  private:
   const SafetensorsFile& file_of(const std::string& hf_name) const;

@@ -74,3 +74,32 @@ def test_a_cross_encoder_does_not_embed(reranker):
 def test_rerank_on_an_embedding_model_is_refused(server):
     status, body = post(server.url + "/rerank", {"query": "q", "texts": ["a"]})
     assert status == 400 and "cross-encoder" in body["error"]
+
+
+# A causal LM as a cross-encoder (tests/data/qwen3_reranker: a tiny random
+# Qwen3ForCausalLM saved as sentence-transformers saves Qwen3-Reranker): the
+# same route gives CrossEncoder.predict's scores (reference.json).
+CAUSAL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "qwen3_reranker")
+
+
+@pytest.fixture(scope="module")
+def causal_reranker():
+    s = Server("--embedding-model", CAUSAL, log_name="rerank-causal")
+    yield s
+    s.stop()
+
+
+def test_causal_lm_rerank_gives_cross_encoder_predict(causal_reranker):
+    with open(os.path.join(CAUSAL, "reference.json")) as f:
+        ref = json.load(f)
+    docs = [p["document"] for p in ref["pairs"]]
+    status, body = post(causal_reranker.url + "/rerank", {"query": ref["query"], "texts": docs})
+    assert status == 200, body
+    assert sorted(r["index"] for r in body) == list(range(len(docs)))
+    assert [r["score"] for r in body] == sorted((r["score"] for r in body), reverse=True)
+    for r in body:
+        assert r["score"] == pytest.approx(ref["pairs"][r["index"]]["score"], abs=1e-4)
+    status, raw = post(causal_reranker.url + "/rerank", {"query": ref["query"], "texts": docs, "raw_scores": True})
+    assert status == 200, raw
+    for r in raw:
+        assert r["score"] == pytest.approx(ref["pairs"][r["index"]]["logit"], abs=1e-4)

@@ -119,6 +119,22 @@ TEST(CrossEncoder, ActivationFromConfigAndRefusedHeads) {
     auto [ids, types] = m.pair_ids(kQuery, kDocs[0]);
     EXPECT_NEAR(e.score(TinyBert::text_of(kQuery), {TinyBert::text_of(kDocs[0])})[0], m.logit(ids, types), 2e-5);
   }
+  {
+    // sentence-transformers 4+ keeps the activation in
+    // config_sentence_transformers.json, which wins over config.json's.
+    test::write_text(d.path() / "config_sentence_transformers.json",
+                     R"({"activation_fn":"torch.nn.modules.activation.Sigmoid","model_type":"CrossEncoder"})");
+    Embedder e(d.path().string());
+    EXPECT_EQ(e.info().score_activation, "sigmoid");
+    auto [ids, types] = m.pair_ids(kQuery, kDocs[0]);
+    EXPECT_NEAR(e.score(TinyBert::text_of(kQuery), {TinyBert::text_of(kDocs[0])})[0],
+                1 / (1 + std::exp(-m.logit(ids, types))), 2e-5);
+    test::write_text(d.path() / "config_sentence_transformers.json", R"({"activation_fn":"torch.nn.Tanh"})");
+    const std::string msg = test::error_of([&] { Embedder bad(d.path().string()); });
+    EXPECT_NE(msg.find("config_sentence_transformers.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Tanh"), std::string::npos) << msg;
+    std::filesystem::remove(d.path() / "config_sentence_transformers.json");
+  }
   test::write_text(d.path() / "config.json",
                    R"({"model_type":"bert","architectures":["BertForTokenClassification"]})");
   std::string msg = test::error_of([&] { Embedder e(d.path().string()); });
