@@ -218,8 +218,15 @@ inline void write_hf_dir(const fs::path& dir, const Family& f, const Weights& w,
 // llama.cpp names them.
 // rope_scaling, when given, writes the rope scaling keys and tensors in
 // place of rope_freqs.weight (YaRN, LongRoPE).
+// blocks, when given, holds tensors written as they are (a ggml type and its
+// blocks) in place of their floats.
+struct GgufBlocks {
+  uint32_t type;
+  std::string bytes;
+};
 inline void write_gguf(const fs::path& path, const Family& f, const Weights& w,
-                       const std::function<void(GgufWriter&)>& rope_scaling = nullptr) {
+                       const std::function<void(GgufWriter&)>& rope_scaling = nullptr,
+                       const std::map<std::string, GgufBlocks>& blocks = {}) {
   const LlamaConfig& c = f.cfg;
   const std::string arch = is_gemma(f) ? c.family : f.model_type;
   const std::string a = arch + ".";
@@ -251,7 +258,8 @@ inline void write_gguf(const fs::path& path, const Family& f, const Weights& w,
   for (const auto& [name, v] : w) {
     const Shape s = param_shape(g, name);
     const bool q = name.find("attn_q.weight") != std::string::npos, k = name.find("attn_k.weight") != std::string::npos;
-    if (permute && (q || k)) gw.tensor(name, s, to_gguf_rows(v, q ? c.num_heads : c.num_kv_heads, c.head_dim, s[1]));
+    if (auto b = blocks.find(name); b != blocks.end()) gw.tensor_bytes(name, s, b->second.type, b->second.bytes);
+    else if (permute && (q || k)) gw.tensor(name, s, to_gguf_rows(v, q ? c.num_heads : c.num_kv_heads, c.head_dim, s[1]));
     else gw.tensor(name, s, v);
   }
   if (rope_scaling) rope_scaling(gw);
