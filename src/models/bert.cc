@@ -14,13 +14,21 @@ namespace {
 struct Builder {
   Graph& g;
   DType dt;
+  const std::map<std::string, QuantType>* quantized = nullptr;
   ValueId param(const std::string& name, Shape s) { return g.param(name, std::move(s), dt); }
-  // x @ W^T + b with W in the Hugging Face [out, in] layout; left unfused so
-  // the compiler's passes decide how to fuse it.
+  // x @ W^T + b with W in the Hugging Face [out, in] layout (or its blocks);
+  // left unfused so the compiler's passes decide how to fuse it.
   ValueId dense(ValueId x, const std::string& name, int64_t out, int64_t in) {
-    ValueId w = param(name + ".weight", {out, in});
     ValueId b = param(name + ".bias", {out});
-    return g.add(g.matmul(x, w, false, true), b);
+    const std::string w = name + ".weight";
+    const auto q = quantized ? quantized->find(w) : std::map<std::string, QuantType>::const_iterator{};
+    if (quantized && q != quantized->end()) {
+      const QuantType t = q->second;
+      ValueId qs = g.param(w + ".quants", {out, in / quant_elems_per_word(t)}, DType::I32);
+      ValueId ss = g.param(w + ".scales", {out, in / kQuantBlock * quant_scales_per_block(t)}, DType::F16);
+      return g.matmul_q(x, qs, ss, t, b);  // the bias added by the product
+    }
+    return g.add(g.matmul(x, param(w, {out, in}), false, true), b);
   }
   ValueId norm(ValueId x, const std::string& name, int64_t h, float eps) {
     return g.layer_norm(x, param(name + ".weight", {h}), param(name + ".bias", {h}), eps);
@@ -55,6 +63,17 @@ EncoderNames encoder_names(EncoderFamily f) {
   return n;
 }
 
+std::vector<std::string> encoder_dense_weights(const BertConfig& c) {
+  const EncoderNames nm = encoder_names(c.family);
+  std::vector<std::string> w;
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = nm.layer + std::to_string(l) + ".";
+    for (const std::string* d : {&nm.query, &nm.key, &nm.value, &nm.attn_out, &nm.ffn_in, &nm.ffn_out})
+      w.push_back(p + *d + ".weight");
+  }
+  return w;
+}
+
 Graph build_bert_graph(const BertConfig& c, Pooling pooling, int64_t batch, int64_t seq, DType dt,
                        const BertGraphParts& parts) {
   RLX_CHECK(is_float(dt), "bert: compute dtype must be f32, f16 or bf16");
@@ -63,7 +82,9 @@ Graph build_bert_graph(const BertConfig& c, Pooling pooling, int64_t batch, int6
             "bert: seq " << seq << " exceeds max_position_embeddings " << c.max_position_embeddings
                          << (c.position_offset ? " less the position offset " + std::to_string(c.position_offset) : ""));
   Graph g;
-  Builder b{g, dt};
+  Builder b{g, dt, &parts.quantized};
+  RLX_CHECK(parts.quantized.empty() || (c.family != EncoderFamily::NomicBert && c.family != EncoderFamily::ModernBert),
+            "bert: quantized dense weights are for the BERT-layout families only");
   const EncoderNames nm = encoder_names(c.family);
   const bool token_types = parts.token_types && !nm.type.empty() && c.type_vocab_size > 0;
   const int64_t H = c.hidden_size, I = c.intermediate_size;

@@ -1,12 +1,15 @@
 // BERT encoders from Hugging Face files: the graph (built with the public
 // builder API), weight validation and loading, and a one-call loader.
 #pragma once
+#include <map>
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "models/hf_config.h"
 #include "models/safetensors.h"
 #include "rlx/graph.h"
+#include "rlx/quant.h"
 #include "rlx/session.h"
 
 namespace rlx {
@@ -42,7 +45,14 @@ ClassifierNames classifier_names(EncoderFamily f);
 struct BertGraphParts {
   bool token_types = true;  // the token_type_ids input and its embedding table
   bool pooled = true;       // the `embedding` output
+  // Dense weights held block-quantized ("<name>.weight" -> format): their
+  // products are matmul_q over params "<name>.weight.quants" and ".scales"
+  // (llama_quant.h's naming). BERT-layout families only.
+  std::map<std::string, QuantType> quantized;
 };
+// The dense weights of the BERT-layout encoder stack (graph param names),
+// the products a quantized file may hold block-quantized.
+std::vector<std::string> encoder_dense_weights(const BertConfig& cfg);
 Graph build_bert_graph(const BertConfig& cfg, Pooling pooling, int64_t batch, int64_t seq, DType dt,
                        const BertGraphParts& parts = {});
 

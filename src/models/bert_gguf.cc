@@ -6,6 +6,8 @@
 #include <set>
 
 #include "models/gguf.h"
+#include "models/gguf_held_quant.h"
+#include "models/llama_quant.h"
 #include "models/nomic_bert.h"
 #include "rlx/error.h"
 
@@ -192,12 +194,15 @@ void BertGguf::check_sizes(const BertConfig& c) const {
 
 void BertGguf::validate(const Graph& g) const {
   std::set<std::string> used;
-  for (const Node& n : g.nodes()) {
-    if (n.op != OpKind::Param) continue;
-    const std::string name = bert_gguf_tensor(cfg_.family, n.name);
-    RLX_CHECK(!name.empty(), "bert: '" << file_->path() << "': the graph's param '" << n.name
+  for (const LlamaParamSource& s : llama_param_sources(g)) {
+    const std::string name = bert_gguf_tensor(cfg_.family, s.tensor);
+    RLX_CHECK(!name.empty(), "bert: '" << file_->path() << "': the graph's param '" << s.param
                                        << "' has no GGUF tensor (not this encoder's graph)");
-    expect(name, g.value(n.outputs[0]).shape);
+    expect(name, s.shape);
+    RLX_CHECK(!s.quant || held_quant_type(file_->tensor(name).type) == s.quant,
+              "bert: '" << file_->path() << "', tensor '" << name << "' is "
+                        << ggml_type_name(file_->tensor(name).type) << ", the graph reads it as "
+                        << quant_type_name(*s.quant));
     used.insert(name);
   }
   // Every tensor of the file is read, as llama.cpp requires: one left aside
@@ -209,20 +214,36 @@ void BertGguf::validate(const Graph& g) const {
 }
 
 void BertGguf::load_into(Executable& exe, const Graph& g) const {
-  for (const Node& n : g.nodes()) {
-    if (n.op != OpKind::Param) continue;
-    const std::string name = bert_gguf_tensor(cfg_.family, n.name);
+  for (const LlamaParamSource& s : llama_param_sources(g)) {
+    const std::string name = bert_gguf_tensor(cfg_.family, s.tensor);
+    if (s.quant) {
+      load_held_quant(exe, s, *file_, name);
+      continue;
+    }
     const GgmlType type = file_->tensor(name).type;
     if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16) {
       // Float tensors go from the mapped file to the param as they are.
       const std::span<const uint8_t> b = file_->bytes(name);
       const DType dt = type == GgmlType::F32 ? DType::F32 : type == GgmlType::F16 ? DType::F16 : DType::BF16;
-      exe.set_param_bytes(n.name, dt, b.data(), b.size());
+      exe.set_param_bytes(s.param, dt, b.data(), b.size());
       continue;
     }
     std::vector<float> v = file_->to_f32(name);
-    exe.set_param_f32(n.name, v.data(), v.size());
+    exe.set_param_f32(s.param, v.data(), v.size());
   }
+}
+
+std::map<std::string, QuantType> BertGguf::held_weights() const {
+  std::map<std::string, QuantType> held;
+  if (cfg_.family == EncoderFamily::NomicBert || cfg_.family == EncoderFamily::ModernBert) return held;
+  for (const std::string& w : encoder_dense_weights(cfg_)) {
+    const std::string name = bert_gguf_tensor(cfg_.family, w);
+    if (name.empty() || !file_->has_tensor(name)) continue;  // check_sizes / validate name what is missing
+    const GgufTensorInfo& t = file_->tensor(name);
+    if (const std::optional<QuantType> q = held_quant_type(t.type); q && t.shape.size() == 2 && t.shape[1] % kQuantBlock == 0)
+      held[w] = *q;
+  }
+  return held;
 }
 
 }  // namespace rlx

@@ -41,8 +41,10 @@ std::optional<Pooling> bert_pooling_from_gguf(const GgufFile& f);
 std::string bert_gguf_tensor(EncoderFamily family, const std::string& param);
 
 // The weights of a "bert" or "nomic-bert" GGUF. F32, F16 and BF16 tensors are read as they
-// are; quantized ones (Q8_0, Q4_0, the K-quants, ...) are dequantized to f32
-// when they are loaded (the encoder's products are f32/f16/bf16 matmuls).
+// are. Quantized dense weights of the BERT layout that the graph reads as
+// blocks (BertGraphParts::quantized, from held_weights()) stay quantized in
+// rlx's formats (gguf_held_quant.h); every other quantized tensor is
+// dequantized to f32 when it is loaded.
 class BertGguf : public EncoderWeights {
  public:
   explicit BertGguf(const std::string& path);
@@ -54,6 +56,9 @@ class BertGguf : public EncoderWeights {
   // leave aside is named, as the classifier of a reranker).
   void validate(const Graph& g) const override;
   void load_into(Executable& exe, const Graph& g) const override;
+  // The dense weights the file holds quantized, in the format rlx holds
+  // each in (none for NomicBERT, whose stack is built apart).
+  std::map<std::string, QuantType> held_weights() const;
 
  private:
   void expect(const std::string& tensor, const Shape& want) const;

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "backends/backend.h"
+#include "backends/cpu/cpu_quant_dot.h"
 #include "models/bert.h"
 #include "models/bert_gguf.h"
 #include "models/bucket_cache.h"
@@ -71,6 +72,7 @@ struct Embedder::Impl {
   BertConfig cfg_;
   std::unique_ptr<EmbeddingTokenizer> tokenizer_;
   std::unique_ptr<EncoderWeights> weights_;  // an encoder's: model.safetensors or a GGUF file
+  std::map<std::string, QuantType> quantized_;  // a GGUF's dense weights held quantized (BertGraphParts)
   EmbedderOptions opts_;
   std::vector<SentenceDense> dense_;  // after pooling, before Normalize
   int pooled_dim_ = 0;                // values per embedding before truncate_dim
@@ -212,6 +214,12 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
     // default (EmbedderOptions::normalize overrides it).
     auto w = std::make_unique<BertGguf>(dir);
     cfg_ = w->config();
+    // f32 on the CPU's integer kernels: the quantized products stay
+    // quantized (1.25x the expanded f32 products on MiniLM Q8_0; the f32
+    // kernel reads the expanded floats faster, and bf16's packed products
+    // are faster than the two-digit integer ones: docs/PERF.md).
+    if (opts.device == Device::Cpu && opts.dtype == DType::F32 && cpu::quant_kernel() != cpu::QuantKernel::F32)
+      quantized_ = w->held_weights();
     tokenizer_ = load_gguf_embedding_tokenizer(w->file());
     const std::optional<Pooling> pooling = bert_pooling_from_gguf(w->file());
     RLX_CHECK(pooling || opts.pooling != PoolingMode::Model,
@@ -324,7 +332,9 @@ Graph Embedder::Impl::graph_for(int64_t batch, int64_t seq) const {
   if (decoder_)
     return build_llama_hidden_graph(decoder_->config(), batch, seq, opts_.dtype,
                                     pools_in_graph() ? LlamaHidden::Rows : LlamaHidden::All);
-  return build_bert_graph(cfg_, pooling_, batch, seq, opts_.dtype);
+  BertGraphParts parts;
+  parts.quantized = quantized_;
+  return build_bert_graph(cfg_, pooling_, batch, seq, opts_.dtype, parts);
 }
 
 std::string Embedder::Impl::prompt_text(const std::string& name) const {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "models/gguf.h"
+#include "models/llama_quant.h"
 #include "rlx/quant.h"
 
 namespace rlx {
@@ -32,5 +33,10 @@ bool held_from_blocks(GgmlType t);
 // t's blocks as GGUF blocks of held_quant_type(t) (ggml's block_q8_0 /
 // block_q4_1 layout), for a type held_from_blocks.
 std::vector<uint8_t> held_blocks(GgmlType t, std::span<const uint8_t> blocks);
+
+// Fills the quants and scales of s (llama_quant.h: s.quant is
+// held_quant_type of the tensor's type) from GGUF tensor `tensor` of f:
+// its blocks as they are, converted, or requantized from its values.
+void load_held_quant(Executable& exe, const LlamaParamSource& s, const GgufFile& f, const std::string& tensor);
 
 }  // namespace rlx

@@ -323,12 +323,8 @@ void LlamaGguf::load_into(Executable& exe, const Graph& g) const {
     if (s.quant && stored_quant(s.tensor) == s.quant) {
       // The file's blocks as they are, converted block by block, or (Q5_1,
       // Q5_K, Q6_K) requantized from their values (gguf_held_quant.h).
-      const GgmlType type = file_->tensor(s.tensor).type;
-      const std::span<const uint8_t> b = file_->bytes(s.tensor);
-      if (held_from_blocks(type)) set_quantized_weight_blocks(exe, s, held_blocks(type, b));
-      else if (held_as_stored(type)) set_quantized_weight_blocks(exe, s, b);
-      else set_quantized_weight(exe, s, file_->to_f32(s.tensor));
-      file_->release_pages(b);  // each tensor as it is copied: the peak stays low
+      load_held_quant(exe, s, *file_, s.tensor);
+      file_->release_pages(file_->bytes(s.tensor));  // each tensor as it is copied: the peak stays low
       continue;
     }
     // Float tensors go from the mapped file to the param as they are (or

@@ -18,6 +18,7 @@
 #include <set>
 
 #include "cli_run.h"
+#include "cpu_quant_kernel_scope.h"
 #include "models/bert_gguf.h"
 #include "models/bert_gguf_fixture.h"  // tests/models
 #include "models/embedder.h"
@@ -401,7 +402,12 @@ std::pair<fs::path, fs::path> quantized_pair(const test::TempDir& dir, GgmlType 
   return {pq, pf};
 }
 
-TEST(BertGguf, QuantizedTensorsAreDequantizedAtLoad) {
+// The dense weights stay quantized on the integer kernels (matmul_q:
+// activations as two int8 digits, within 1e-4 of the float file's vectors);
+// with the f32 kernel every quantized tensor is dequantized at load and the
+// vectors are the float file's within f32 rounding. The embedding tables
+// are dequantized either way.
+TEST(BertGguf, QuantizedDenseWeightsStayQuantizedOnTheIntegerKernels) {
   const std::vector<Case> cases = reference();
   test::TempDir dir;
   for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
@@ -412,17 +418,26 @@ TEST(BertGguf, QuantizedTensorsAreDequantizedAtLoad) {
       ASSERT_EQ(file.tensor("blk.0.ffn_down.weight").type, type);
       ASSERT_EQ(file.tensor("token_embd.weight").type, type);
     }
-    Embedder a(quantized.string()), b(plain.string());
-    EXPECT_EQ(a.dim(), 64);
-    const auto x = a.embed(texts_of(cases)), y = b.embed(texts_of(cases));
-    for (size_t i = 0; i < cases.size(); ++i) {
-      EXPECT_LE(max_diff(x[i], y[i]), 1e-6) << "text " << i;
-      double norm = 0;
-      for (float v : x[i]) norm += double(v) * v;
-      EXPECT_NEAR(norm, 1.0, 1e-5) << "text " << i;
+    for (cpu::QuantKernel kernel : {cpu::quant_kernel(), cpu::QuantKernel::F32}) {
+      SCOPED_TRACE(cpu::quant_kernel_name(kernel));
+      const test::QuantKernelScope scope(kernel);
+      const uint64_t calls = cpu::quant_kernel_calls(kernel);
+      Embedder a(quantized.string()), b(plain.string());
+      EXPECT_EQ(a.dim(), 64);
+      const auto x = a.embed(texts_of(cases));
+      const bool integer = kernel != cpu::QuantKernel::F32;
+      // 6 products a layer on the quantized file only; none with the f32 kernel.
+      EXPECT_EQ(cpu::quant_kernel_calls(kernel) > calls, integer);
+      const auto y = b.embed(texts_of(cases));
+      for (size_t i = 0; i < cases.size(); ++i) {
+        EXPECT_LE(max_diff(x[i], y[i]), integer ? 1e-4 : 1e-6) << "text " << i;
+        double norm = 0;
+        for (float v : x[i]) norm += double(v) * v;
+        EXPECT_NEAR(norm, 1.0, 1e-5) << "text " << i;
+      }
+      // Not all texts give one vector: the model is not degenerate.
+      EXPECT_LT(cosine(x[0], x[3]), 0.99);
     }
-    // Not all texts give one vector: the model is not degenerate.
-    EXPECT_LT(cosine(x[0], x[3]), 0.99);
   }
 }
 
