@@ -31,8 +31,9 @@ THREADS=${THREADS:-"1 2"}
 [ -f "$MODEL" ] || { echo "no model file $MODEL" >&2; exit 1; }
 [ -x "$RLX" ] || { echo "no rlx binary $RLX (build it first)" >&2; exit 1; }
 
-# 128 prompt ids spread over the vocabulary, the same every run.
-IDS=$(python3 -c "print(','.join(str((i * 7919) % 49000 + 100) for i in range(128)))")
+# 128 prompt ids spread over the first 31100 ids (inside both a 32000- and a
+# 49152-token vocabulary), the same every run.
+IDS=$(python3 -c "print(','.join(str((i * 7919) % 31000 + 100) for i in range(128)))")
 
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
