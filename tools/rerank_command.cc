@@ -17,8 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct RerankArgs {
-  std::string model, device = "auto", dtype = "f32", file, query, format = "json";
-  bool raw = false, truncate = true;
+  std::string model, device = "auto", dtype = "f32", file, query, format = "json", prompt_name, prompt;
+  bool raw = false, truncate = true, prompt_given = false;
   int batch = 32, threads = 0, max_length = 0, top = 0;
   std::vector<std::string> passages;
 };
@@ -38,6 +38,8 @@ void run_rerank(const RerankArgs& a) {
   check_count("--max-length", a.max_length, 0, 1 << 20);
   o.max_len = a.max_length;
   o.truncate = a.truncate;
+  o.prompt_name = a.prompt_name;
+  if (a.prompt_given) o.prompt = a.prompt;
   const std::string dir = rlx::resolve_model_dir(a.model);
   RLX_CHECK(fs::is_directory(dir), "--model '" << dir << "' is not a directory");
   rlx::Embedder model(dir, o);
@@ -81,5 +83,12 @@ void add_rerank_command(CLI::App& app) {
   cmd->add_option("--max-length", a->max_length, "tokens per pair (0 = the model's)");
   cmd->add_flag("--truncate,!--no-truncate", a->truncate, "cut long pairs (the default) or refuse them");
   cmd->add_option("--threads", a->threads, "CPU threads (0 = physical cores)")->check(non_negative());
-  cmd->callback([a] { run_rerank(*a); });
+  cmd->add_option("--prompt-name", a->prompt_name,
+                  "a causal-LM cross-encoder's prompt of config_sentence_transformers.json (its instruction)");
+  auto* prompt = cmd->add_option("--prompt", a->prompt,
+                                 "a causal-LM cross-encoder's instruction (overrides --prompt-name; \"\" = none)");
+  cmd->callback([a, prompt] {
+    a->prompt_given = prompt->count() > 0;
+    run_rerank(*a);
+  });
 }

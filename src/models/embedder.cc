@@ -283,6 +283,9 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
   // The default prompt must exist now, not at the first embed() (a causal
   // cross-encoder's prompt is its system message).
   if (!cfg_.classifier || reranker_) prompt_for(opts_.prompt_name, opts_.prompt);
+  RLX_CHECK(!cfg_.classifier || reranker_ || (opts_.prompt_name.empty() && !opts_.prompt),
+            "embedder: '" << dir << "' is a sequence-classification cross-encoder; rlx applies a prompt only to a "
+                          << "causal-LM cross-encoder (as its system message), so prompt_name / prompt must be unset");
 
   info_.model_type = cfg_.model_type;
   info_.architecture = cfg_.architectures.empty() ? "" : cfg_.architectures[0];

@@ -58,6 +58,25 @@ TEST_P(CrossEncoderFamily, ScoresEachPairAsTheReferenceForward) {
 INSTANTIATE_TEST_SUITE_P(Families, CrossEncoderFamily, ::testing::Values("bert", "roberta", "distilbert", "xlm-roberta"),
                          [](const auto& info) { return info.param == "xlm-roberta" ? "xlm_roberta" : info.param; });
 
+// A prompt is a causal-LM cross-encoder's system message; a
+// sequence-classification one refuses it rather than dropping it.
+TEST(CrossEncoder, APromptIsRefusedByName) {
+  test::TempDir d;
+  test::TinyBertSpec s;
+  s.classifier = true;
+  TinyBert(s).write(d.path());
+  for (const bool named : {true, false}) {
+    EmbedderOptions o;
+    if (named) o.prompt_name = "query";
+    else o.prompt = "Judge: ";
+    const std::string msg = test::error_of([&] { Embedder e(d.path().string(), o); });
+    EXPECT_NE(msg.find("prompt"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(d.path().string()), std::string::npos) << msg;
+  }
+  Embedder e(d.path().string());  // without one it loads
+  EXPECT_TRUE(e.is_cross_encoder());
+}
+
 TEST(CrossEncoder, LongPairsAreCutLongestFirst) {
   test::TempDir d;
   test::TinyBertSpec s;

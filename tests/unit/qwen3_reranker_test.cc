@@ -10,6 +10,8 @@
 // weights; the CLI; what is refused.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -417,6 +419,22 @@ TEST(Qwen3Reranker, Cli) {
       prev = row.at("score").get<double>();
     }
   }
+  // --prompt: the instruction as the system message, as CrossEncoder.predict(prompt=...).
+  test::CliRun r = test::run_rlx("rerank --device cpu --model " + kData + " --query \"" + query() + "\" --prompt \"" +
+                                 prompt() + "\" --format compact \"" + ps[0].document + "\" \"" + ps[6].document + "\"");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    const size_t tab = line.find('\t');
+    ASSERT_NE(tab, std::string::npos) << line;
+    const size_t i = std::stoul(line.substr(tab + 1));
+    ASSERT_LT(i, 2u) << line;
+    EXPECT_NEAR(std::stod(line.substr(0, tab)), ps[i == 0 ? 0 : 6].prompt_score, 1e-4) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2) << r.out;
 }
 
 }  // namespace
