@@ -12,6 +12,7 @@
 #include "models/bert.h"
 #include "models/bert_gguf.h"
 #include "models/gguf.h"
+#include "models/gguf_held_quant.h"
 #include "models/llama.h"
 #include "models/llama_limits.h"
 #include "rlx/error.h"
@@ -91,6 +92,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (rlx::ggml_type_dequantizable(t.type)) {
           std::vector<float> v = f.to_f32(t.name);
           if (v.size() != t.numel) std::abort();
+        }
+        // The blocks rlx converts to its own formats (gguf_held_quant.h):
+        // one Q8_0 (34 bytes) or Q4_1 (20 bytes) block per 32 values.
+        if (rlx::held_from_blocks(t.type)) {
+          const std::vector<uint8_t> held = rlx::held_blocks(t.type, b);
+          if (held.size() != t.numel / 32 * (t.type == rlx::GgmlType::Q5_0 ? 34 : 20)) std::abort();
         }
       } catch (const rlx::Error&) {
       }
