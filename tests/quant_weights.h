@@ -62,8 +62,8 @@ inline std::vector<double> quant_product_reference(const std::vector<float>& x, 
 // an integer kernel may be from it: x quantized per block of 32 to two int8
 // digits is within dx / 256 of x (dx = the block's amax / 127), plus f32
 // rounding.
-inline double two_digit_bound(const std::vector<float>& x, const QuantWeight& w, int64_t i, int64_t r,
-                              double* want) {
+template <class X>
+double two_digit_bound(const std::vector<X>& x, const QuantWeight& w, int64_t i, int64_t r, double* want) {
   double acc = 0, err = 0, mag = 0;
   for (int64_t b = 0; b < w.k / kQuantBlock; ++b) {
     double amax = 0, wsum = 0;

@@ -108,21 +108,13 @@ TEST(CpuQuantDot, EveryKernelAgainstTheDequantizedProductAtOddSizes) {
     std::vector<double> ref(size_t(c.m * c.n)), bound(ref.size());
     for (int64_t i = 0; i < c.m; ++i)
       for (int64_t r = 0; r < c.n; ++r) {
-        double acc = (c.bias ? bias[size_t(r)] : 0.0) + (c.residual ? residual[size_t(i * c.n + r)] : 0.0);
-        double err = 0, mag = 0;
-        for (int64_t b = 0; b < c.k / kQuantBlock; ++b) {
-          double amax = 0, wsum = 0;
-          for (int64_t j = b * kQuantBlock; j < (b + 1) * kQuantBlock; ++j) {
-            const double xv = xin[size_t(i * c.k + j)], wv = w.values[size_t(r * c.k + j)];
-            acc += xv * wv;
-            amax = std::max(amax, std::fabs(xv));
-            wsum += std::fabs(wv);
-            mag += std::fabs(xv * wv);
-          }
-          err += amax / 127.0 / 256.0 * wsum;
-        }
+        double want = 0;
+        const double b = test::two_digit_bound(xin, w, i, r, &want);
+        const double acc =
+            want + (c.bias ? bias[size_t(r)] : 0.0) + (c.residual ? residual[size_t(i * c.n + r)] : 0.0);
         ref[size_t(i * c.n + r)] = acc;
-        bound[size_t(i * c.n + r)] = err * 1.01 + 1e-5 * (mag + std::fabs(acc)) + 1e-6;
+        // The f32 part on the sum with bias and residual.
+        bound[size_t(i * c.n + r)] = b + 1e-5 * (std::fabs(acc) - std::fabs(want));
       }
     const std::string what = std::string(quant_type_name(c.type)) + " m=" + std::to_string(c.m) + " n=" +
                              std::to_string(c.n) + " k=" + std::to_string(c.k) + (c.norm ? " norm" : "") +

@@ -46,7 +46,11 @@ uint8_t flip_of(QuantType t) { return t == QuantType::Q8_0 ? 0x80 : 0; }
 
 }  // namespace
 
-void pack_rows16(QuantType t, uint8_t* quants, uint16_t* scales, int64_t n, int64_t k) {
+namespace {
+
+// Each 16-row group copied aside and written back in the other layout:
+// to the interleaved one (pack) or to rows. The flip is its own inverse.
+void permute_rows16(QuantType t, uint8_t* quants, uint16_t* scales, int64_t n, int64_t k, bool pack) {
   const Shape sh(t, k);
   const uint8_t flip = flip_of(t);
   std::vector<uint8_t> q(size_t(kLanes * sh.row_bytes));
@@ -58,30 +62,26 @@ void pack_rows16(QuantType t, uint8_t* quants, uint16_t* scales, int64_t n, int6
     std::memcpy(s.data(), gs, s.size() * sizeof(uint16_t));
     for (int64_t l = 0; l < kLanes; ++l)
       for (int64_t b = 0; b < sh.blocks; ++b) {
-        for (int64_t j = 0; j < sh.block_bytes; ++j)
-          gq[sh.quant(l, b, j)] = uint8_t(q[size_t(l * sh.row_bytes + b * sh.block_bytes + j)] ^ flip);
-        for (int64_t c = 0; c < sh.per; ++c) gs[sh.scale(l, b, c)] = s[size_t(l * sh.row_scales + b * sh.per + c)];
+        for (int64_t j = 0; j < sh.block_bytes; ++j) {
+          const int64_t row = l * sh.row_bytes + b * sh.block_bytes + j, lane = sh.quant(l, b, j);
+          gq[pack ? lane : row] = uint8_t(q[size_t(pack ? row : lane)] ^ flip);
+        }
+        for (int64_t c = 0; c < sh.per; ++c) {
+          const int64_t row = l * sh.row_scales + b * sh.per + c, lane = sh.scale(l, b, c);
+          gs[pack ? lane : row] = s[size_t(pack ? row : lane)];
+        }
       }
   }
 }
 
+}  // namespace
+
+void pack_rows16(QuantType t, uint8_t* quants, uint16_t* scales, int64_t n, int64_t k) {
+  permute_rows16(t, quants, scales, n, k, true);
+}
+
 void unpack_rows16(QuantType t, uint8_t* quants, uint16_t* scales, int64_t n, int64_t k) {
-  const Shape sh(t, k);
-  const uint8_t flip = flip_of(t);
-  std::vector<uint8_t> q(size_t(kLanes * sh.row_bytes));
-  std::vector<uint16_t> s(size_t(kLanes * sh.row_scales));
-  for (int64_t g = 0; g < n / kLanes; ++g) {
-    uint8_t* gq = quants + g * kLanes * sh.row_bytes;
-    uint16_t* gs = scales + g * kLanes * sh.row_scales;
-    std::memcpy(q.data(), gq, q.size());
-    std::memcpy(s.data(), gs, s.size() * sizeof(uint16_t));
-    for (int64_t l = 0; l < kLanes; ++l)
-      for (int64_t b = 0; b < sh.blocks; ++b) {
-        for (int64_t j = 0; j < sh.block_bytes; ++j)
-          gq[l * sh.row_bytes + b * sh.block_bytes + j] = uint8_t(q[size_t(sh.quant(l, b, j))] ^ flip);
-        for (int64_t c = 0; c < sh.per; ++c) gs[l * sh.row_scales + b * sh.per + c] = s[size_t(sh.scale(l, b, c))];
-      }
-  }
+  permute_rows16(t, quants, scales, n, k, false);
 }
 
 void rows16_block(QuantType t, const uint8_t* quants, const uint16_t* scales, int64_t k, int64_t row, int64_t b,
