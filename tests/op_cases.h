@@ -725,6 +725,10 @@ inline std::vector<OpCase> op_cases() {
   cases.push_back(window_softcap_case("attention_window_softcap_decode", 1, 10, 4, 2, 6, 4, 0.9f, {3.f, 8.f}, 97));
   cases.push_back(
       window_softcap_case("attention_window_softcap_decode_long", 1, 300, 2, 1, 16, 40, 1.3f, {150.f, 299.f}, 100));
+  // Gemma 2's decode: head_dim 256 (two lanes a key row in f16/bf16), a
+  // window inside a cache split over a cluster.
+  cases.push_back(
+      window_softcap_case("attention_window_softcap_decode_hd256", 1, 600, 4, 2, 256, 300, 1.7f, {430.f, 599.f}, 101));
   cases.push_back(two_sided_window_case("attention_two_sided_window_padding", 19, 3, 3, 16, 4, true, 12, 103));
   cases.push_back(two_sided_window_case("attention_two_sided_window_gqa", 23, 4, 2, 8, 5, false, 23, 106));
   cases.push_back(two_sided_window_case("attention_two_sided_window_general", 21, 2, 1, 136, 3, true, 17, 109));

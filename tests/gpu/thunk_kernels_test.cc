@@ -365,21 +365,32 @@ TEST_P(ThunkKernels, AttentionOdd77Padding) { attention_case(*this, dt(), {3, 77
 TEST_P(ThunkKernels, AttentionGqa6to2Causal129) { attention_case(*this, dt(), {2, 129, 129, 6, 2, 64, MaskKind::Causal, false}); }
 TEST_P(ThunkKernels, AttentionGqa32to4Causal130) { attention_case(*this, dt(), {1, 130, 130, 32, 4, 128, MaskKind::Causal, false}); }
 TEST_P(ThunkKernels, AttentionCausal513) { attention_case(*this, dt(), {1, 513, 513, 4, 2, 64, MaskKind::Causal, false}); }
-// f32 rows over 256 bytes (head_dim > 64) do not fit a lane's registers: lanes split head_dim.
-const char* decode_variant(DType dt, int d) { return dt == DType::F32 && d > 64 ? "decode_wide" : "decode"; }
+// Rows over 512 bytes (head_dim > 128 in f32) do not fit two lanes' registers: lanes split head_dim.
+const char* decode_variant(DType dt, int d) { return dt == DType::F32 && d > 128 ? "decode_wide" : "decode"; }
 TEST_P(ThunkKernels, AttentionDecodeRowGqa32to4) {
   attention_case(*this, dt(), {2, 1, 300, 32, 4, 128, MaskKind::Causal, false, false, decode_variant(dt(), 128)});
 }
 // One query row (a decode step): warps split the keys, merged at the end;
-// a key per lane where K rows are whole 16-byte chunks and head_dim <= 128
-// ("decode"): padding over many keys, a head_dim that leaves lanes idle, the
-// LLaMA shapes; lanes split head_dim otherwise ("decode_wide"): 256 wide
-// heads, a head_dim of odd chunks.
+// a key per lane where K rows are whole 16-byte chunks of up to 256 bytes,
+// two lanes a key up to 512 bytes ("decode"): padding over many keys, a
+// head_dim that leaves lanes idle, the LLaMA shapes, Gemma 2's 256 wide
+// heads (f16/bf16; the pair of lanes leaving chunks idle at 192); lanes
+// split head_dim otherwise ("decode_wide"): 256 wide heads in f32, a
+// head_dim of odd chunks.
 TEST_P(ThunkKernels, AttentionDecodeRowPadding1500Dim80) {
   attention_case(*this, dt(), {3, 1, 1500, 6, 2, 80, MaskKind::Padding, false, false, decode_variant(dt(), 80)});
 }
 TEST_P(ThunkKernels, AttentionDecodeRowDim256FewKeys) {
-  attention_case(*this, dt(), {2, 1, 37, 4, 4, 256, MaskKind::None, false, false, "decode_wide"});
+  attention_case(*this, dt(), {2, 1, 37, 4, 4, 256, MaskKind::None, false, false, decode_variant(dt(), 256)});
+}
+TEST_P(ThunkKernels, AttentionDecodeSplitDim256Causal700) {
+  attention_case(*this, dt(), {2, 1, 700, 8, 4, 256, MaskKind::Causal, false, false, decode_variant(dt(), 256)});
+}
+TEST_P(ThunkKernels, AttentionDecodeRowDim192Padding90) {
+  attention_case(*this, dt(), {3, 1, 90, 4, 2, 192, MaskKind::Padding, false, false, decode_variant(dt(), 192)});
+}
+TEST_P(ThunkKernels, AttentionDecodeSplitDim96Padding300) {
+  attention_case(*this, dt(), {3, 1, 300, 4, 1, 96, MaskKind::Padding, false, false, decode_variant(dt(), 96)});
 }
 TEST_P(ThunkKernels, AttentionDecodeRowOddDim) {
   attention_case(*this, dt(), {2, 1, 45, 3, 1, 33, MaskKind::Causal, false, false, "decode_wide"});

@@ -6,9 +6,10 @@
 //
 // One query row per batch (a decode step) takes a decode kernel: one block
 // per (head, batch) whose warps split the keys and are merged at the end;
-// with 16-byte K rows and head_dim <= 128 each lane scores its own key
-// ("decode"; caches of 256 rows or more split each head's keys over a
-// cluster of 8 blocks), otherwise lanes split head_dim ("decode_wide").
+// with 16-byte K rows of up to 512 bytes each lane (or pair of lanes)
+// scores its own key ("decode"; caches of 256 rows or more split each
+// head's keys over a cluster of 8 blocks), otherwise lanes split head_dim
+// ("decode_wide").
 //
 // The general kernel serves the rest: one block per (query tile, head,
 // batch); key/value tiles are staged in shared memory and folded in with an
@@ -603,8 +604,9 @@ constexpr int kRowWarps = 16;
 constexpr int kSplitBlocks = 8, kSplitWarps = 4;
 constexpr int64_t kSplitMinKeys = 256;  // a cache this long is split
 
-// Rows of 16 chunks (head_dim 128 in f16, 64 in f32) hold twice the
-// registers: half the warps, so none spill.
+// Rows of 16 chunks or more (head_dim 128 in f16, 64 in f32; 256 and 128
+// held by two lanes a key) hold twice the registers: half the warps, so none
+// spill.
 template <class T, int DMAX, int SPLIT>
 constexpr int decode_warps() {
   return SPLIT > 1 ? kSplitWarps : DMAX / kChunkElems<T> > 8 ? kRowWarps / 2 : kRowWarps;
@@ -614,10 +616,13 @@ template <class T, int DMAX, int SPLIT>
 __global__ void __launch_bounds__(decode_warps<T, DMAX, SPLIT>() * 32)
     attention_decode_rows_kernel(const AttentionParams p, uint8_t* arena) {
   pdl_entry();
-  // C chunks of 16 bytes span a row at DMAX; a value load takes R rows of the
-  // tile at once, lane holding chunk v_chunk of row v_row (+ R per load).
-  constexpr int ve = kChunkElems<T>, C = DMAX / ve, R = 32 / C, W = decode_warps<T, DMAX, SPLIT>();
-  static_assert(C <= 32 && 32 % C == 0, "a row is at most one 16-byte chunk per lane");
+  // C chunks of 16 bytes span a row at DMAX. A key row of more than 16
+  // chunks (head_dim 256 in f16) is held by L lanes, CK chunks each, so a
+  // tile has KT = 32 / L keys. A value load takes R rows of the tile at
+  // once, lane holding chunk v_chunk of row v_row (+ R per load): NV loads.
+  constexpr int ve = kChunkElems<T>, C = DMAX / ve, L = C > 16 ? C / 16 : 1, CK = C / L, KT = 32 / L;
+  constexpr int R = 32 / C, NV = KT / R, W = decode_warps<T, DMAX, SPLIT>();
+  static_assert(C <= 32 && 32 % C == 0 && C % L == 0, "a row is at most one 16-byte chunk per lane");
   __shared__ float q_s[DMAX];
   __shared__ float w_m[W], w_l[W];
   __shared__ float w_acc[W][DMAX];
@@ -627,6 +632,7 @@ __global__ void __launch_bounds__(decode_warps<T, DMAX, SPLIT>() * 32)
   const int64_t b = blockIdx.y;
   const int kvh = h / (p.q_heads / p.kv_heads);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int key = lane % KT, part = lane / KT;  // this lane's key of the tile, and its part of the row
   const int v_chunk = lane % C, v_row = lane / C;
   const T* q = at<const T>(arena, p.q) + b * p.q_stride + p.q_offset + int64_t(h) * D;  // sq == 1
   const T* k = at<const T>(arena, p.k) + kv_row0(p, arena, b) * p.k_stride + p.k_offset + int64_t(kvh) * D;
@@ -642,55 +648,57 @@ __global__ void __launch_bounds__(decode_warps<T, DMAX, SPLIT>() * 32)
   // This block's keys: [lo, hi) of [kv_begin, kv_end), whole tiles of 32 except at the end.
   const int64_t share = ((max(int64_t(0), kv_end - kv_begin) + SPLIT - 1) / SPLIT + 31) / 32 * 32;
   const int64_t lo = kv_begin + rank * share, hi = min(kv_end, lo + share);
-  for (int64_t j0 = lo + int64_t(warp) * 32; j0 < hi; j0 += int64_t(W) * 32) {
-    const int64_t j = j0 + lane;
-    const bool ok = j < hi && (!mask || mask[j] != 0);
+  for (int64_t j0 = lo + int64_t(warp) * KT; j0 < hi; j0 += int64_t(W) * KT) {
+    const int64_t j = j0 + key;
+    const bool ok = j < hi && (!mask || mask[j] != 0);  // the same for the L lanes of a key
     // Rows past the valid keys are still inside the buffer (j < skv) unless
     // past hi's tile: stop there. Masked rows weigh 0.
-    const int n = int(min(int64_t(32), hi - j0));
+    const int n = int(min(int64_t(KT), hi - j0));
     // The key rows and the tile's value rows go out together, all in 16-byte
     // loads into registers of their own: one round trip for the whole tile.
     // (Scalar value loads converted as they arrived let the compiler reuse
     // their registers, which serialized them into 16 round trips a tile.)
-    uint4 kc[C];
+    uint4 kc[CK];
     if (ok) {
-      const uint4* kr = reinterpret_cast<const uint4*>(k + j * p.k_stride);
+      const uint4* kr = reinterpret_cast<const uint4*>(k + j * p.k_stride) + part * CK;
 #pragma unroll
-      for (int c = 0; c < C; ++c)
-        if (c < chunks) kc[c] = __ldg(kr + c);
+      for (int c = 0; c < CK; ++c)
+        if (part * CK + c < chunks) kc[c] = __ldg(kr + c);
     }
-    uint4 vc[C];
+    uint4 vc[NV];
 #pragma unroll
-    for (int i = 0; i < C; ++i) {
+    for (int i = 0; i < NV; ++i) {
       const int r = i * R + v_row;
       vc[i] = r < n && v_chunk < chunks
                   ? __ldg(reinterpret_cast<const uint4*>(v + (j0 + r) * p.v_stride) + v_chunk)
                   : make_uint4(0, 0, 0, 0);
     }
-    float s = -INFINITY;
+    float dot = 0.f;
     if (ok) {
-      float dot = 0.f;
 #pragma unroll
-      for (int c = 0; c < C; ++c) {
-        if (c >= chunks) break;
+      for (int c = 0; c < CK; ++c) {
+        if (part * CK + c >= chunks) break;
         float kf[ve];
         unpack_chunk<T>(kc[c], kf);
 #pragma unroll
-        for (int e = 0; e < ve; ++e) dot = fmaf(q_s[c * ve + e], kf[e], dot);
+        for (int e = 0; e < ve; ++e) dot = fmaf(q_s[(part * CK + c) * ve + e], kf[e], dot);
       }
-      s = soft_capped(p, dot);
     }
+#pragma unroll
+    for (int off = KT; off < 32; off <<= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);  // the L parts
+    const float s = ok ? soft_capped(p, dot) : -INFINITY;
     const float tile_max = warp_max(s);
-    if (tile_max == -INFINITY) continue;  // no valid key among these 32 (warp-uniform)
+    if (tile_max == -INFINITY) continue;  // no valid key in this tile (warp-uniform)
     const float m_new = fmaxf(m, tile_max), corr = expf(m - m_new);
     const float pj = ok ? expf(s - m_new) : 0.f;
-    l = l * corr + warp_sum(pj);
+    l = l * corr + warp_sum(part == 0 ? pj : 0.f);  // each key once
     m = m_new;
 #pragma unroll
     for (int e = 0; e < ve; ++e) acc[e] *= corr;
 #pragma unroll
-    for (int i = 0; i < C; ++i) {
-      const float pr = __shfl_sync(0xffffffffu, pj, i * R + v_row);  // 0 past n: pj is 0 there
+    for (int i = 0; i < NV; ++i) {
+      // Key r's weight, from lane r (its part 0); 0 past n: pj is 0 there.
+      const float pr = __shfl_sync(0xffffffffu, pj, i * R + v_row);
       float vf[ve];
       unpack_chunk<T>(vc[i], vf);
 #pragma unroll
@@ -749,34 +757,41 @@ __global__ void __launch_bounds__(decode_warps<T, DMAX, SPLIT>() * 32)
   }
 }
 
-// K and V rows of whole 16-byte chunks, 16-byte aligned, at most 16 of them
-// (a lane holds its key's row in registers): head_dim <= 128 in f16/bf16, 64
-// in f32.
+// K and V rows of whole 16-byte chunks, 16-byte aligned, at most 32 of them
+// (a lane, or two lanes past 16 chunks, hold a key's row in registers):
+// head_dim <= 256 in f16/bf16, 128 in f32.
 bool use_decode_rows(const AttentionParams& p, const uint8_t* arena) {
   const int64_t es = int64_t(dtype_size(p.dtype)), ve = 16 / es;
   const uint64_t k0 = reinterpret_cast<uint64_t>(arena) + p.k + uint64_t(p.k_offset * es);
   const uint64_t v0 = reinterpret_cast<uint64_t>(arena) + p.v + uint64_t(p.v_offset * es);
-  return p.sq == 1 && p.head_dim * es <= 256 && p.head_dim % ve == 0 && k0 % 16 == 0 &&
+  return p.sq == 1 && p.head_dim * es <= 512 && p.head_dim % ve == 0 && k0 % 16 == 0 &&
          (p.k_stride * es) % 16 == 0 && v0 % 16 == 0 && (p.v_stride * es) % 16 == 0;
+}
+
+// The rows kernel for a row of head_dim: 8, 16 or 32 chunks of 16 bytes.
+template <class T, int SPLIT>
+void launch_decode_rows(const AttentionParams& p, const LaunchContext& ctx, dim3 grid) {
+  constexpr int ve = kChunkElems<T>;
+  const int c = int(p.head_dim) / ve;
+  const unsigned cluster = SPLIT > 1 ? unsigned(SPLIT) : 1u;
+  if (c > 16)
+    return launch(attention_decode_rows_kernel<T, 32 * ve, SPLIT>, grid, decode_warps<T, 32 * ve, SPLIT>() * 32, 0,
+                  ctx, p, cluster);
+  if constexpr (ve == 8)  // 8 chunks are a row of 64 in f16
+    if (c <= 8)
+      return launch(attention_decode_rows_kernel<T, 64, SPLIT>, grid, decode_warps<T, 64, SPLIT>() * 32, 0, ctx, p,
+                    cluster);
+  launch(attention_decode_rows_kernel<T, 16 * ve, SPLIT>, grid, decode_warps<T, 16 * ve, SPLIT>() * 32, 0, ctx, p,
+         cluster);
 }
 
 template <class T>
 void launch_decode(const AttentionParams& p, const LaunchContext& ctx) {
   const dim3 grid(unsigned(p.q_heads), unsigned(p.batch));
   if (use_decode_rows(p, ctx.arena)) {
-    if (p.skv >= kSplitMinKeys && clusters_available()) {
-      const dim3 split(unsigned(p.q_heads * kSplitBlocks), unsigned(p.batch));
-      if constexpr (sizeof(T) == 2)
-        if (p.head_dim > 64)
-          return launch(attention_decode_rows_kernel<T, 128, kSplitBlocks>, split, kSplitWarps * 32, 0, ctx, p,
-                        kSplitBlocks);
-      return launch(attention_decode_rows_kernel<T, 64, kSplitBlocks>, split, kSplitWarps * 32, 0, ctx, p,
-                    kSplitBlocks);
-    }
-    if constexpr (sizeof(T) == 2)
-      if (p.head_dim > 64)
-        return launch(attention_decode_rows_kernel<T, 128, 1>, grid, decode_warps<T, 128, 1>() * 32, 0, ctx, p);
-    launch(attention_decode_rows_kernel<T, 64, 1>, grid, decode_warps<T, 64, 1>() * 32, 0, ctx, p);
+    if (p.skv >= kSplitMinKeys && clusters_available())
+      return launch_decode_rows<T, kSplitBlocks>(p, ctx, dim3(unsigned(p.q_heads * kSplitBlocks), unsigned(p.batch)));
+    launch_decode_rows<T, 1>(p, ctx, grid);
   } else if (p.head_dim <= 64) {
     launch(attention_decode_kernel<T, 64>, grid, kDecodeWarps * 32, 0, ctx, p);
   } else if (p.head_dim <= 128) {
