@@ -32,4 +32,11 @@ std::string chrome_trace_json(const std::vector<ThunkTime>& times);
 // Times for s's thunks laid end to end from per-thunk durations (ms).
 std::vector<ThunkTime> thunk_times(const Schedule& s, const std::vector<float>& durations_ms);
 
+// RLX_OMIT=a,b (for measuring only): the thunks whose label contains any of
+// the comma-separated strings are left out of every forward, so the time a
+// kind of thunk costs inside a recorded forward is the difference with and
+// without it. Results are wrong while it is set: a line on stderr says so
+// once per schedule that omits anything. Empty when value is null or empty.
+std::vector<bool> omitted_thunks(const Schedule& s, const char* value);
+
 }  // namespace rlx

@@ -2,6 +2,7 @@
 // schedule summary, the per-run line and the Chrome trace of a real schedule.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "backends/trace.h"
@@ -54,6 +55,22 @@ TEST(Trace, ChromeTraceHasOneEventPerThunkEndToEnd) {
   EXPECT_DOUBLE_EQ(ev[2]["ts"].get<double>(), 750.0);
   EXPECT_DOUBLE_EQ(ev[2]["dur"].get<double>(), 125.0);
   EXPECT_THROW(thunk_times(*s, {1.f}), Error);
+}
+
+// RLX_OMIT picks thunks by a part of their label; nothing set, nothing left out.
+TEST(Trace, OmittedThunksByLabel) {
+  auto s = small_schedule();
+  ASSERT_GE(s->thunks.size(), 3u);
+  EXPECT_TRUE(omitted_thunks(*s, nullptr).empty());
+  EXPECT_TRUE(omitted_thunks(*s, "").empty());
+  const std::string first = s->thunks[0].label, last = s->thunks.back().label;
+  const std::vector<bool> omit = omitted_thunks(*s, (",no such thunk," + last).c_str());
+  ASSERT_EQ(omit.size(), s->thunks.size());
+  for (size_t i = 0; i < omit.size(); ++i) EXPECT_EQ(omit[i], s->thunks[i].label.find(last) != std::string::npos) << i;
+  EXPECT_TRUE(omit.back());
+  EXPECT_FALSE(omit.front()) << first;
+  const std::vector<bool> none = omitted_thunks(*s, "no such thunk");
+  EXPECT_EQ(std::count(none.begin(), none.end(), true), 0);
 }
 
 }  // namespace

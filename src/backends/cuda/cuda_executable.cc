@@ -73,6 +73,7 @@ CudaExecutable::CudaExecutable(const Schedule& s, const CompileOptions& o) : sch
     res.workspace_bytes = kWorkspaceBytes;
   }
   for (const Thunk& t : s.thunks) thunks_.push_back(make_device_thunk(t, res));
+  omitted_ = omitted_thunks(s, std::getenv("RLX_OMIT"));
 
   ring_ = std::make_unique<StagingRing>(
       binding_bytes(s.input_bindings), binding_bytes(s.output_bindings), o.ring,
@@ -131,6 +132,7 @@ void CudaExecutable::measure_thunk_nodes() {
 }
 
 void CudaExecutable::execute_thunk(size_t i, bool count) {
+  if (!omitted_.empty() && omitted_[i]) return;
   thunks_[i]->execute(LaunchContext{arena_, stream_, schedule_.thunks[i].label.c_str()});
   if (count) ++counters_.perop_launches;
 }

@@ -76,6 +76,7 @@ class CudaExecutable final : public BackendExecutable {
   void* workspace_ = nullptr;
   std::vector<std::unique_ptr<DeviceThunk>> thunks_;
   std::vector<int> thunk_kernel_nodes_;
+  std::vector<bool> omitted_;  // RLX_OMIT (measuring only): thunks left out of every forward
   std::unique_ptr<StagingRing> ring_;                   // pinned input/output slots and tickets
   std::vector<cudaEvent_t> done_;                       // per slot: its last run finished
   // RLX_TRACE=decode: timing events around each run, per slot.
