@@ -8,6 +8,9 @@
 // a time in place on their first product (cpu_quant_rows16.h); the other
 // kernels put them back in the row layout first.
 //
+// FP8 weights always take the f32 kernel: e4m3 codes are no integers for
+// the integer kernels, and they are never interleaved.
+//
 // The f32 kernel (RLX_CPU_QUANT_KERNEL=f32), the reference the other
 // backends are held to: each weight row is dequantized a block at a time
 // (f32) and dotted with up to kMatMulQVectorRows rows of x at once; a graph
@@ -116,8 +119,18 @@ template <class T> void matmul_q_int8(const MatMulQParams& p, CpuContext& ctx, Q
   if (glu) glu_rows(p.fused.glu, y, p.m, p.n, p.n, bias, out, p.n / 2);
 }
 
+// One block's dot as 8 partial sums, which the compiler keeps in vector
+// lanes (FP8's products; the other formats keep the reference's one
+// running sum, whose order the tests hold other kernels to).
+inline float dot_block_lanes(const float* w, const float* x) {
+  float s[8] = {};
+  for (int64_t j = 0; j < kQuantBlock; j += 8)
+    for (int l = 0; l < 8; ++l) s[l] += w[j + l] * x[j + l];
+  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
 template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {
-  const QuantKernel kernel = quant_kernel();
+  const QuantKernel kernel = p.quant == QuantType::FP8 ? QuantKernel::F32 : quant_kernel();
   count_quant_kernel_call(kernel);
   uint8_t* arena = ctx.arena();
   WeightPacks* packs = ctx.weight_packs();
@@ -151,6 +164,7 @@ template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {
   // A fused glu gates the whole product, taken into scratch first.
   const bool glu = p.fused.glu != Activation::None;
   float* y = glu ? ctx.scratch(1, size_t(p.m * p.n)) : nullptr;
+  const bool lanes = p.quant == QuantType::FP8;
   // kMatMulQVectorRows rows of x at a time: each weight row is dequantized
   // once a chunk (a block at a time) and dotted with every row of the chunk.
   for (int64_t i0 = 0; i0 < p.m; i0 += kMatMulQVectorRows) {
@@ -163,7 +177,9 @@ template <class T> void matmul_q(const MatMulQParams& p, CpuContext& ctx) {
                        scales + (r * blocks + c) * per, kQuantBlock, block);
         for (int64_t i = 0; i < rows; ++i) {
           const float* xb = x + (i0 + i) * p.k + c * kQuantBlock;
-          for (int64_t j = 0; j < kQuantBlock; ++j) acc[i] += block[j] * xb[j];
+          if (lanes) acc[i] += dot_block_lanes(block, xb);
+          else
+            for (int64_t j = 0; j < kQuantBlock; ++j) acc[i] += block[j] * xb[j];
         }
       }
       for (int64_t i = i0; i < i0 + rows; ++i) {
