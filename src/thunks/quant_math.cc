@@ -1,7 +1,6 @@
 #include "thunks/quant_math.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 
 #include "rlx/dtype.h"
@@ -67,13 +66,7 @@ void dequantize_row(QuantType t, const uint8_t* quants, const uint16_t* scales, 
     } else if (t == QuantType::Q8_0) {
       for (int j = 0; j < kQuantBlock; ++j) out[j] = d * float(int8_t(q[j]));
     } else if (t == QuantType::FP8) {
-      // The 256 codes' values, decoded once.
-      static const std::array<float, 256> values = [] {
-        std::array<float, 256> v{};
-        for (int i = 0; i < 256; ++i) v[size_t(i)] = e4m3_to_float(uint8_t(i));
-        return v;
-      }();
-      for (int j = 0; j < kQuantBlock; ++j) out[j] = d * values[q[j]];
+      for (int j = 0; j < kQuantBlock; ++j) out[j] = d * e4m3_to_float(q[j]);
     } else {
       for (int j = 0; j < kQuantBlock / 2; ++j) {
         out[j] = d * float(int(q[j] & 0x0f) - 8);
