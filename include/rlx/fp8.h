@@ -2,8 +2,10 @@
 // exponent bits with bias 7, 3 mantissa bits; no infinities, 0x7F and 0xFF
 // are NaN, the largest finite value is 448 and the smallest subnormal 2^-9.
 // Defined once for the host quantizer, the CPU kernels, the tests and any
-// device code that does not use cuda_fp8.h's conversions. Integer only, so
-// the rounding does not depend on the floating-point mode.
+// device code that does not use cuda_fp8.h's conversions. The rounding is
+// done on the bits, and the one float product (a subnormal code's value)
+// is exact and normal, so neither depends on the floating-point mode
+// (rounding, flush-to-zero).
 #pragma once
 #include <cstdint>
 #include <cstring>
