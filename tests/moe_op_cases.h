@@ -177,6 +177,8 @@ inline void add_moe_cases(std::vector<OpCase>& cases) {
                                     96, true, true, 322));
   cases.push_back(moe_matmul_q_case("moe_matmul_q_q4_1_decode_weighted_1x3_e6_40x128", QuantType::Q4_1, 1, 3, 6, 40,
                                     128, false, true, 323));
+  cases.push_back(moe_matmul_q_case("moe_matmul_q_fp8_weighted_5x2_e5_19x96", QuantType::FP8, 5, 2, 5, 19, 96, false,
+                                    true, 324));
 }
 
 }  // namespace rlx::test

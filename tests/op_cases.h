@@ -314,7 +314,7 @@ inline OpCase reduce_case(ReduceKind kind, int64_t inner, uint64_t seed) {
   return oc;
 }
 
-// matmul_q over a constant Q8_0/Q4_0 weight [n, k]: up to 8 rows the
+// matmul_q over a constant Q8_0/Q4_0/FP8 weight [n, k]: up to 8 rows the
 // matrix-vector path, more (17) the dequantize-then-product path.
 inline OpCase matmul_q_case(const char* name, QuantType t, int64_t m, int64_t n, int64_t k, bool bias, uint64_t seed) {
   OpCase oc;
@@ -501,6 +501,12 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
   cases.push_back(gather_q_case("gather_q_q8_0_41x96", QuantType::Q8_0, 41, 96, 7301));
   cases.push_back(gather_q_case("gather_q_q4_0_19x160", QuantType::Q4_0, 19, 160, 7311));
   cases.push_back(gather_q_case("gather_q_q4_1_23x64", QuantType::Q4_1, 23, 64, 7321));
+  // FP8 (e4m3) weights: one and three rows (the matrix-vector path), 17
+  // (the dequantized one), odd n; the gather. Their own seeds.
+  cases.push_back(matmul_q_case("matmul_q_fp8_1x37x96_bias", QuantType::FP8, 1, 37, 96, true, 7401));
+  cases.push_back(matmul_q_case("matmul_q_fp8_3x41x160", QuantType::FP8, 3, 41, 160, false, 7411));
+  cases.push_back(matmul_q_case("matmul_q_fp8_17x37x96_bias", QuantType::FP8, 17, 37, 96, true, 7421));
+  cases.push_back(gather_q_case("gather_q_fp8_41x96", QuantType::FP8, 41, 96, 7431));
   const MatVecFusionCase fusions[] = {
       {"matvec_norm_residual_1x77x264_bias", std::nullopt, 1, 77, 264, true, true, true, Activation::None},
       {"matvec_norm_3x129x40_silu", std::nullopt, 3, 129, 40, false, true, false, Activation::Silu},
@@ -509,6 +515,9 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
       {"matvec_q4_0_norm_residual_2x37x160", QuantType::Q4_0, 2, 37, 160, false, true, true, Activation::None},
       {"matvec_q8_0_norm_1x19x96_bias", QuantType::Q8_0, 1, 19, 96, true, true, false, Activation::None},
       {"matvec_q8_0_norm_8x21x1024", QuantType::Q8_0, 8, 21, 1024, false, true, false, Activation::None},
+      {"matvec_fp8_norm_residual_2x37x160_bias", QuantType::FP8, 2, 37, 160, true, true, true, Activation::None},
+      {"matvec_fp8_norm_8x21x1024", QuantType::FP8, 8, 21, 1024, false, true, false, Activation::None},
+      {"matvec_fp8_residual_5x19x8224", QuantType::FP8, 5, 19, 8224, false, false, true, Activation::None},
   };
   uint64_t fusion_seed = 5000;  // apart, so the seeds of the cases after keep their values
   for (const MatVecFusionCase& f : fusions) cases.push_back(matvec_fusion_case(f, fusion_seed += 10));
@@ -527,6 +536,10 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
       {"matvec_glu_q8_0_gelu_tanh_1x38x96_bias", QuantType::Q8_0, 1, 38, 96, true, false, false, Activation::None,
        Activation::GeluTanh},
       {"matvec_glu_q8_0_silu_norm_5x42x1024", QuantType::Q8_0, 5, 42, 1024, false, true, false, Activation::None,
+       Activation::Silu},
+      {"matvec_glu_fp8_gelu_tanh_1x38x96_bias", QuantType::FP8, 1, 38, 96, true, false, false, Activation::None,
+       Activation::GeluTanh},
+      {"matvec_glu_fp8_silu_norm_7x42x1024", QuantType::FP8, 7, 42, 1024, false, true, false, Activation::None,
        Activation::Silu},
   };
   uint64_t glu_seed = 9000;

@@ -206,7 +206,7 @@ void run_generate(const GenerateArgs& a) {
   o.max_sequences = a.batch;
   if (!a.quantize.empty()) {
     rlx::QuantType q;
-    RLX_CHECK(rlx::parse_quant_type(a.quantize, &q), "--quantize must be q8_0, q4_0 or q4_1, not '" << a.quantize << "'");
+    RLX_CHECK(rlx::parse_quant_type(a.quantize, &q), "--quantize must be q8_0, q4_0, q4_1 or fp8, not '" << a.quantize << "'");
     o.quantize = q;
   }
   rlx::LLM llm(path, o);
@@ -313,9 +313,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)")->check(non_negative());
   cmd->add_option("--quantize", a->quantize,
-                  "q8_0, q4_0 or q4_1: hold the matmul weights quantized (those a GGUF stores so always are; q4_1 on "
-                  "the CPU only)")
-      ->check(CLI::IsMember({"q8_0", "q4_0", "q4_1"}));
+                  "q8_0, q4_0, q4_1 or fp8 (e4m3 codes, a scale per 32): hold the matmul weights quantized (those a "
+                  "GGUF stores so always are; q4_1 on the CPU only)")
+      ->check(CLI::IsMember({"q8_0", "q4_0", "q4_1", "fp8"}));
   cmd->add_option("--batch", a->batch,
                   "decode B copies of the prompt at once (greedy; a benchmark: prints the first, tok/s counts all B)");
   cmd->add_flag("--warmup", a->warmup,

@@ -1,6 +1,8 @@
 #include "models/llama_quant.h"
 
 #include <cstring>
+#include <functional>
+#include <map>
 
 #include "backends/cpu/cpu_quant_dot.h"
 #include "models/llama.h"
@@ -88,10 +90,39 @@ QuantizedWeights plan_llama_quantization(const LlamaConfig& c,
 }
 
 bool quant_type_runs_on(QuantType t, Device device) {
-  return device == Device::Cpu || t == QuantType::Q8_0 || t == QuantType::Q4_0;
+  return device == Device::Cpu || t == QuantType::Q8_0 || t == QuantType::Q4_0 || t == QuantType::FP8;
 }
 
+namespace {
+
+// The format of each quants param the graph reads through a quantized op
+// (matmul_q, moe_matmul_q, gather_q), walking back from the op through
+// the ops between (a concat of Q|K|V's quants) to the params. The shapes
+// alone cannot tell FP8 from Q8_0 (the same bytes per block).
+std::map<std::string, QuantType> quant_types_read(const Graph& g) {
+  std::map<std::string, QuantType> types;
+  std::function<void(ValueId, QuantType)> mark = [&](ValueId v, QuantType t) {
+    const int32_t producer = g.value(v).producer;
+    if (producer < 0) return;
+    const Node& n = g.nodes()[size_t(producer)];
+    if (n.op == OpKind::Param) {
+      types.emplace(n.name, t);
+      return;
+    }
+    for (ValueId in : n.inputs) mark(in, t);
+  };
+  for (const Node& n : g.nodes()) {
+    if (n.dead) continue;
+    if (n.op == OpKind::MatMulQ || n.op == OpKind::MoeMatMulQ) mark(n.inputs[1], std::get<MatMulQAttrs>(n.attrs).type);
+    else if (n.op == OpKind::GatherQ) mark(n.inputs[0], std::get<GatherQAttrs>(n.attrs).type);
+  }
+  return types;
+}
+
+}  // namespace
+
 std::vector<LlamaParamSource> llama_param_sources(const Graph& g) {
+  const std::map<std::string, QuantType> read_as = quant_types_read(g);
   std::map<std::string, Shape> shapes;
   for (const Node& n : g.nodes())
     if (n.op == OpKind::Param) shapes[n.name] = g.value(n.outputs[0]).shape;
@@ -119,6 +150,9 @@ std::vector<LlamaParamSource> llama_param_sources(const Graph& g) {
         t = c;
     RLX_CHECK(t, "llama: params '" << name << "' " << shape_str(shape) << " and '" << w << kScales << "' "
                                    << shape_str(sc->second) << " are no quantized weight");
+    // FP8 shares Q8_0's shapes: the op reading the weight says which.
+    const auto read = read_as.find(name);
+    if (read != read_as.end() && *t == QuantType::Q8_0 && read->second == QuantType::FP8) t = QuantType::FP8;
     Shape ws = shape;
     ws.back() = words * quant_elems_per_word(*t);
     out.push_back({name, w, ws, t});

@@ -40,7 +40,7 @@ QuantizedWeights plan_llama_quantization(const LlamaConfig& c,
                                          std::optional<QuantType> quantize, Device device = Device::Cpu);
 
 // Whether the backend of `device` (Cpu or Cuda) has matmul_q kernels for t:
-// the CPU reads every format, CUDA Q8_0 and Q4_0.
+// the CPU reads every format, CUDA Q8_0, Q4_0 and FP8.
 bool quant_type_runs_on(QuantType t, Device device);
 
 // What fills a param of a LLaMA graph: the file tensor (by rlx's name), the

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "rlx/dtype.h"
+#include "rlx/fp8.h"
 
 namespace rlx {
 
@@ -28,6 +29,14 @@ void quantize_row(QuantType t, const float* x, int64_t k, uint8_t* quants, uint1
       const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
       scales[c] = float_to_half(d);
       for (int j = 0; j < kQuantBlock; ++j) q[j] = uint8_t(int8_t(std::round(b[j] * id)));
+    } else if (t == QuantType::FP8) {
+      float amax = 0.f;
+      for (int j = 0; j < kQuantBlock; ++j) amax = std::max(amax, std::fabs(b[j]));
+      scales[c] = float_to_half(amax / kE4m3Max);
+      // A d that is 0 in f16 (an all-zero block, or one too small for f16)
+      // gives codes 0.
+      const float d = half_to_float(scales[c]);
+      for (int j = 0; j < kQuantBlock; ++j) q[j] = d != 0.f ? float_to_e4m3(b[j] / d) : 0;
     } else {
       float amax = 0.f, m = 0.f;
       for (int j = 0; j < kQuantBlock; ++j)
@@ -56,6 +65,8 @@ void dequantize_row(QuantType t, const uint8_t* quants, const uint16_t* scales, 
       }
     } else if (t == QuantType::Q8_0) {
       for (int j = 0; j < kQuantBlock; ++j) out[j] = d * float(int8_t(q[j]));
+    } else if (t == QuantType::FP8) {
+      for (int j = 0; j < kQuantBlock; ++j) out[j] = d * e4m3_to_float(q[j]);
     } else {
       for (int j = 0; j < kQuantBlock / 2; ++j) {
         out[j] = d * float(int(q[j] & 0x0f) - 8);

@@ -7,6 +7,10 @@
 //    its sign; d = m / -8, q = min(15, trunc(x / d + 8.5)) - 8.
 //  - Q4_1: m = the block's minimum, d = (max - m) / 15,
 //    q = min(15, trunc((x - m) / d + 0.5)).
+//  - FP8 (no llama.cpp format): d = amax / 448, q = e4m3(x / d) rounded to
+//    nearest even (rlx/fp8.h), dividing by d as stored in f16 so that the
+//    codes fit the scale a kernel multiplies by (saturating where that
+//    rounding makes x / d pass 448).
 // All divide by the f32 d and store d rounded to f16; an all-zero block
 // has d = 0 and every q 0.
 #pragma once

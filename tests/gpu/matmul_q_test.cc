@@ -1,6 +1,6 @@
 // matmul_q on CUDA against the CPU backend and a double reference: 1, 3 and
 // 8 rows (the quantized matrix-vector kernel) and 17 (dequantize into
-// scratch, then cuBLASLt), f32/f16/bf16 activations, both formats, odd n,
+// scratch, then cuBLASLt), f32/f16/bf16 activations, Q8_0, Q4_0 and FP8, odd n,
 // rows of x longer than one shared-memory tile; the path each took is
 // asserted from the counters. Then the tiny LLaMA quantized at load: the
 // GPU's greedy tokens and logits against the CPU's.
@@ -16,6 +16,7 @@
 #include "backends/cuda/matmul_quant.h"
 #include "models/llama_generator.h"
 #include "quant_weights.h"
+#include "rlx/fp8.h"
 #include "rlx/session.h"
 
 namespace rlx {
@@ -43,7 +44,7 @@ TEST(MatMulQGpu, EqualsTheCpuAndTheReferenceOnEachPath) {
   // rows is three.
   const Shape3 shapes[] = {{1, 301, 288}, {3, 37, 160}, {8, 300, 2048}, {17, 301, 288}, {1, 65, 8224}, {2, 33, 8224}};
   uint64_t seed = 900;
-  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0})
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::FP8})
     for (DType dt : {DType::F32, DType::F16, DType::BF16})
       for (const Shape3& s : shapes)
         for (ExecMode mode : {ExecMode::PerOp, ExecMode::Graph}) {
@@ -79,6 +80,46 @@ TEST(MatMulQGpu, EqualsTheCpuAndTheReferenceOnEachPath) {
         }
 }
 
+// The vector kernel's e4m3 decode (cuda_fp8.h's) on every code: W [32,
+// 256] with scale 1 holds code 8r + i at row r, column 32i + 5; x's 8 rows
+// are one-hot at those columns, so out[i, r] is exactly the value of code
+// 8r + i as the host decodes it. (The NaN codes, which the quantizer never
+// writes, are left out: NaN * 0 would poison their rows' other outputs.)
+TEST(MatMulQGpu, Fp8VectorKernelDecodesEveryCodeAsTheHost) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
+  QuantWeight w;
+  w.type = QuantType::FP8;
+  w.n = 32;
+  w.k = 256;
+  w.quants.assign(size_t(w.n * w.k), 0);
+  w.scales.resize(size_t(w.n * w.k / kQuantBlock) * 2);
+  for (size_t i = 0; i < w.scales.size() / 2; ++i) reinterpret_cast<uint16_t*>(w.scales.data())[i] = float_to_half(1.f);
+  std::vector<float> x(size_t(8 * w.k), 0.f);
+  for (int64_t i = 0; i < 8; ++i) {
+    x[size_t(i * w.k + 32 * i + 5)] = 1.f;
+    for (int64_t r = 0; r < w.n; ++r)
+      if (((8 * r + i) & 0x7F) != 0x7F) w.quants[size_t(r * w.k + 32 * i + 5)] = uint8_t(8 * r + i);
+  }
+  Graph g;
+  ValueId xi = g.input("x", {8, w.k}, DType::F32);
+  ValueId q = g.param("w.quants", w.quants_shape(), DType::I32), s = g.param("w.scales", w.scales_shape(), DType::F16);
+  g.output("out", g.matmul_q(xi, q, s, w.type));
+  CompileOptions o;
+  o.device = Device::Cuda;
+  const cuda::MatMulQPathCounts before = cuda::matmul_q_path_counts();
+  auto gpu = compile(g, o);
+  EXPECT_EQ(cuda::matmul_q_path_counts().gemv - before.gemv, 1);
+  gpu->set_param("w.quants", HostTensor{DType::I32, w.quants_shape(), w.quants});
+  gpu->set_param("w.scales", HostTensor{DType::F16, w.scales_shape(), w.scales});
+  const std::vector<float> got = gpu->run({{"x", HostTensor::from_f32({8, w.k}, x, DType::F32)}}).at("out").to_f32();
+  for (int64_t i = 0; i < 8; ++i)
+    for (int64_t r = 0; r < w.n; ++r) {
+      const uint8_t code = uint8_t(8 * r + i);
+      const float want = (code & 0x7F) == 0x7F ? 0.f : e4m3_to_float(code);
+      EXPECT_EQ(got[size_t(i * w.n + r)], want) << int(code);
+    }
+}
+
 std::vector<int32_t> tiny_prompt(const LlamaGenerator& g) {
   std::ifstream in(std::string(RLX_SOURCE_DIR) + "/tests/data/tiny_llama_reference.json");
   EXPECT_TRUE(in);
@@ -89,7 +130,7 @@ std::vector<int32_t> tiny_prompt(const LlamaGenerator& g) {
 // CPU's; in f16 each chosen token's CPU logit is near the CPU's best.
 TEST(MatMulQGpu, TinyLlamaQuantizedAtLoadAgreesWithTheCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
-  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0})
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::FP8})
     for (DType dt : {DType::F32, DType::F16}) {
       GeneratorOptions go, co;
       go.device = Device::Cuda;

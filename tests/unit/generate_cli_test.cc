@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_run.h"  // tests/
+#include "models/decoder_family_files.h"  // tests/models
 #include "models/gguf.h"
 #include "models/llama_generator.h"
 #include "models/llama_hf.h"
@@ -147,6 +148,39 @@ TEST(GenerateCli, PromptIdsWithoutATokenizer) {
   r = run_generate("--prompt-ids 3," + std::to_string(c.vocab_size), d.path().string());
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("outside the vocabulary"), std::string::npos) << r.err;
+}
+
+// --quantize fp8 on a float directory: the greedy ids of LlamaGenerator
+// quantizing the same way; an unknown format is refused.
+TEST(GenerateCli, QuantizeFp8IsTheGeneratorsFp8) {
+  test::TempDir d;
+  test::Family f = test::llama3();
+  f.cfg.hidden_size = 64;
+  f.cfg.intermediate_size = 96;
+  f.cfg.num_heads = 4;
+  f.cfg.num_kv_heads = 2;
+  f.cfg.head_dim = f.cfg.rope_dims = 16;
+  f.cfg.rope_freq_divisors = test::hf_llama3_divisors(16, 10000, 8, 1, 4, 16);
+  test::write_hf_dir(d.path(), f, test::weights_of(f.cfg));
+  const std::vector<int32_t> prompt{3, 1, 4, 1, 5, 9, 2};
+  std::string want;
+  {
+    GeneratorOptions o;
+    o.threads = 1;
+    o.quantize = QuantType::FP8;
+    LlamaGenerator gen(d.path().string(), o);
+    std::vector<int32_t> ids = prompt;
+    for (int i = 0; i < 5; ++i) {
+      ids.push_back(argmax(gen.next_logits(ids)));
+      want += (i ? "," : "") + std::to_string(ids.back());
+    }
+  }
+  Ran r = run_generate("-n 5 --quantize fp8 --prompt-ids 3,1,4,1,5,9,2", d.path().string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, want + "\n");
+  r = run_generate("-n 5 --quantize fp7 --prompt-ids 3,1", d.path().string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("fp7"), std::string::npos) << r.err;
 }
 
 TEST(GenerateCli, ErrorsNameTheProblem) {

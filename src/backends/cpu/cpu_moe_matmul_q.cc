@@ -38,7 +38,8 @@ template <class T> void moe_matmul_q(const MoeMatMulQParams& p, CpuContext& ctx)
   const int64_t K = p.k, N = p.n, kb = K / kQuantBlock;
   const QuantRows w{arena + p.quants, at<const uint16_t>(arena, p.scales), kb * quant_block_bytes(p.quant),
                     kb * quant_scales_per_block(p.quant)};
-  const QuantKernel kernel = quant_kernel();
+  // FP8 has no integer kernel (cpu_matmul_q.cc): the f32 one reads it.
+  const QuantKernel kernel = p.quant == QuantType::FP8 ? QuantKernel::F32 : quant_kernel();
   count_quant_kernel_call(kernel);
   const QuantProduct product = kernel == QuantKernel::F32 ? nullptr : quant_product(p.quant, kernel);
   const int threads = p.rows * p.top_k * N * K > (int64_t(1) << 16) ? run_threads() : 1;

@@ -525,6 +525,7 @@ void one_by_one(const QuantRows& w, int64_t r0, int64_t r1, const Q8Activations&
 QuantProduct quant_product(QuantType t, QuantKernel k) {
   RLX_CHECK(k != QuantKernel::F32 && quant_kernel_runs(k),
             "matmul_q: no integer " << quant_kernel_name(k) << " kernel here");
+  RLX_CHECK(t != QuantType::FP8, "matmul_q: fp8 weights have no integer kernel (the f32 one reads them)");
 #ifdef RLX_QUANT_X86
   if (k == QuantKernel::Avx512Vnni) {
     if (t == QuantType::Q8_0) return product_vnni<QuantType::Q8_0>;

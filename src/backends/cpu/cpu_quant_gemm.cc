@@ -228,6 +228,7 @@ void pack_activation_tiles(const Q8Activations& a, ActivationTiles& out) {
 
 QuantGemm quant_gemm(QuantType t) {
   RLX_CHECK(quant_kernel_runs(QuantKernel::Avx512Vnni), "matmul_q: the tiled path needs AVX512-VNNI");
+  RLX_CHECK(t != QuantType::FP8, "matmul_q: fp8 weights have no integer kernel (the f32 one reads them)");
 #if defined(__x86_64__) && defined(__GNUC__)
   if (t == QuantType::Q8_0) return gemm_vnni<QuantType::Q8_0>;
   return t == QuantType::Q4_0 ? gemm_vnni<QuantType::Q4_0> : gemm_vnni<QuantType::Q4_1>;

@@ -77,6 +77,7 @@ void permute_rows16(QuantType t, uint8_t* quants, uint16_t* scales, int64_t n, i
 }  // namespace
 
 void pack_rows16(QuantType t, uint8_t* quants, uint16_t* scales, int64_t n, int64_t k) {
+  RLX_CHECK(t != QuantType::FP8, "matmul_q: fp8 weights are never interleaved");
   permute_rows16(t, quants, scales, n, k, true);
 }
 
@@ -225,6 +226,7 @@ RLX_TARGET_VNNI void product(const QuantRows& w, int64_t g0, int64_t g1, const Q
 void product_rows16(QuantType t, const QuantRows& w, int64_t g0, int64_t g1, const Q8Activations& a, float* y,
                     int64_t ldy) {
   RLX_CHECK(quant_kernel_runs(QuantKernel::Avx512Vnni), "matmul_q: interleaved weights need AVX512-VNNI");
+  RLX_CHECK(t != QuantType::FP8, "matmul_q: fp8 weights are never interleaved");
 #ifdef RLX_ROWS16_X86
   if (t == QuantType::Q8_0) product<QuantType::Q8_0>(w, g0, g1, a, y, ldy);
   else if (t == QuantType::Q4_0) product<QuantType::Q4_0>(w, g0, g1, a, y, ldy);

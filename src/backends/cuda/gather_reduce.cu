@@ -5,6 +5,7 @@
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/kernels.h"
+#include "rlx/fp8.h"
 #include "rlx/quant.h"
 
 namespace rlx::cuda {
@@ -38,7 +39,8 @@ __global__ void gather_vec_kernel(const GatherParams p, uint8_t* arena) {
 }
 
 // gather_q: a block per row, a thread per element, each dequantized as the
-// host does (thunks/quant_math.cc: d * q, Q4_1 d * q + m, unfused).
+// host does (thunks/quant_math.cc: d * q, Q4_1 d * q + m, FP8 d * e4m3(q),
+// unfused).
 template <class T>
 __global__ void gather_q_kernel(const GatherQParams p, uint8_t* arena) {
   pdl_entry();
@@ -60,6 +62,8 @@ __global__ void gather_q_kernel(const GatherQParams p, uint8_t* arena) {
     float v;
     if (p.quant == QuantType::Q8_0) {
       v = __fmul_rn(d, float(int8_t(q[c * block_bytes + t])));
+    } else if (p.quant == QuantType::FP8) {
+      v = __fmul_rn(d, e4m3_to_float(q[c * block_bytes + t]));
     } else {
       const uint8_t b = q[c * block_bytes + t % 16];
       const int nib = t < 16 ? b & 0x0f : b >> 4;

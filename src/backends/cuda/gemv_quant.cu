@@ -1,12 +1,16 @@
 // matmul_q kernels. The matrix-vector product (decode steps, up to
 // kMatMulQVectorRows rows): a warp per weight row, each lane one block of
-// 32 weights at a time (16 bytes of Q4_0 quants, 32 of Q8_0) with
+// 32 weights at a time (16 bytes of Q4_0 quants, 32 of Q8_0 or FP8) with
 // kUnroll blocks' loads in flight, dequantized in registers and dotted in
 // f32 with x, which the block first stages in shared memory as f32 (so each
 // x element is converted once per block, not once per weight row). The
 // scale multiplies each block's sum; the bias is added before the one store.
 // A fused RMSNorm of x is applied while staging it, a residual at the store.
+// FP8's e4m3 codes are converted two at a time by the hardware's
+// cvt.f16x2.e4m3x2 (exact: every code is a half), then widened to f32.
 #include "backends/cuda/gemv_quant.h"
+
+#include <cuda_fp8.h>
 
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/dispatch.h"
@@ -38,10 +42,22 @@ __device__ __forceinline__ float byte_as_float(uint32_t v, int b, float offset) 
   return __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7650u | unsigned(b))) - (8388608.f + offset);
 }
 
+// Bytes 0-1 (lo) and 2-3 (hi) of v as e4m3 codes: {lo.x, lo.y, hi.x, hi.y}
+// are bytes 0, 1, 2, 3.
+__device__ __forceinline__ void e4m3x4_to_float(uint32_t v, float* w) {
+  const float2 lo = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(v & 0xffffu), __NV_E4M3)));
+  const float2 hi = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(v >> 16), __NV_E4M3)));
+  w[0] = lo.x, w[1] = lo.y, w[2] = hi.x, w[3] = hi.y;
+}
+
 // The 32 weights of one block, unscaled (the q of rlx/quant.h).
 template <QuantType Q>
 __device__ __forceinline__ void decode_block(const uint4* c, float* w) {
-  if constexpr (Q == QuantType::Q4_0) {
+  if constexpr (Q == QuantType::FP8) {
+    const uint32_t words[8] = {c[0].x, c[0].y, c[0].z, c[0].w, c[1].x, c[1].y, c[1].z, c[1].w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) e4m3x4_to_float(words[i], w + 4 * i);
+  } else if constexpr (Q == QuantType::Q4_0) {
     const uint32_t words[4] = {c[0].x, c[0].y, c[0].z, c[0].w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -75,7 +91,18 @@ __device__ __forceinline__ uint32_t word(const uint4 (&c)[kc], int i) {
 // decoded weights held in registers.
 template <QuantType Q, int M>
 __device__ __forceinline__ void dot_block(const uint4 (&c)[kChunks<Q>], const float* xb, int64_t x_stride, float* s) {
-  if constexpr (Q == QuantType::Q4_0) {
+  if constexpr (Q == QuantType::FP8) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {  // bytes 4i..4i+3: elements 4i..4i+3
+      float wv[4];
+      e4m3x4_to_float(word(c, i), wv);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const float4 xv = reinterpret_cast<const float4*>(xb + m * x_stride)[i];
+        s[m] = fmaf(wv[0], xv.x, fmaf(wv[1], xv.y, fmaf(wv[2], xv.z, fmaf(wv[3], xv.w, s[m]))));
+      }
+    }
+  } else if constexpr (Q == QuantType::Q4_0) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {  // bytes 4i..4i+3: elements 4i.. (low nibbles) and 16+4i.. (high)
       const uint32_t lo = word(c, i) & 0x0f0f0f0fu, hi = (word(c, i) >> 4) & 0x0f0f0f0fu;
@@ -316,6 +343,7 @@ void launch_rows(const MatMulQParams& p, const LaunchContext& ctx) {
 template <class F>
 void dispatch_quant(QuantType q, F&& f) {
   if (q == QuantType::Q4_0) f.template operator()<QuantType::Q4_0>();
+  else if (q == QuantType::FP8) f.template operator()<QuantType::FP8>();
   else f.template operator()<QuantType::Q8_0>();
 }
 

@@ -46,7 +46,7 @@ class MatMulQThunk final : public DeviceThunk {
 
 std::unique_ptr<DeviceThunk> make_matmul_q_thunk(const MatMulQParams& p, const DeviceResources& r,
                                                  const std::string& label) {
-  RLX_CHECK(p.quant == QuantType::Q8_0 || p.quant == QuantType::Q4_0,
+  RLX_CHECK(p.quant == QuantType::Q8_0 || p.quant == QuantType::Q4_0 || p.quant == QuantType::FP8,
             label << ": matmul_q of " << quant_type_name(p.quant) << " weights has no CUDA kernel (CPU only)");
   return std::make_unique<MatMulQThunk>(p, r, label);
 }

@@ -10,6 +10,7 @@
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/launch.cuh"
+#include "rlx/fp8.h"
 #include "rlx/quant.h"
 
 namespace rlx::cuda {
@@ -25,6 +26,10 @@ __device__ __forceinline__ float dot_block(QuantType t, const uint8_t* q, const 
   float s = 0.f;
   if (t == QuantType::Q8_0) {
     for (int j = 0; j < 32; ++j) s = fmaf(float(int8_t(q[j])), to_f32(xb[j]), s);
+    return d * s;
+  }
+  if (t == QuantType::FP8) {
+    for (int j = 0; j < 32; ++j) s = fmaf(e4m3_to_float(q[j]), to_f32(xb[j]), s);
     return d * s;
   }
   const float offset = t == QuantType::Q4_0 ? 8.f : 0.f;
