@@ -170,6 +170,13 @@ std::unique_ptr<LlamaSafetensors> open_decoder(const std::string& dir, BertConfi
   return d;
 }
 
+// A decoder with its LM head (Qwen3ForCausalLM), whose logits a reranker reads.
+bool is_causal_lm(const std::string& architecture) {
+  const std::string tail = "ForCausalLM";
+  return architecture.size() > tail.size() &&
+         architecture.compare(architecture.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 // The length of the whitespace character (as Python's str.isspace) that
 // starts s at i, 0 for none.
 size_t space_at(std::string_view s, size_t i) {
@@ -249,7 +256,7 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
                             << llama_hf_model_types() << ")");
     decoder_ = open_decoder(dir, cfg_);
     const std::string arch = cfg_.architectures.empty() ? "" : cfg_.architectures[0];
-    RLX_CHECK(arch.size() > 11 && arch.compare(arch.size() - 11, 11, "ForCausalLM") == 0,
+    RLX_CHECK(is_causal_lm(arch),
               "embedder: '" << dir << "/config.json': architecture '" << arch << "' is not a *ForCausalLM, whose LM "
                             << "head gives the " << recipe.name << " recipe's yes/no logits");
     tokenizer_ = load_decoder_embedding_tokenizer(dir);
@@ -623,8 +630,7 @@ std::vector<float> Embedder::Impl::score(const std::string& query, const std::ve
   const std::string& arch = info_.architecture;
   // A causal LM as published (Qwen3-Reranker) scores only by a recipe the
   // user names: its files do not say how.
-  RLX_CHECK(cfg_.classifier || !decoder_ || sentence_.present || arch.size() < 11 ||
-                arch.compare(arch.size() - 11, 11, "ForCausalLM") != 0,
+  RLX_CHECK(cfg_.classifier || !decoder_ || sentence_.present || !is_causal_lm(arch),
             "embedder: '" << dir_ << "' is a causal LM (" << arch << ") with no sentence-transformers files "
                           << "(modules.json with a LogitScore module), so nothing in it says how to score a pair; "
                           << "for a reranker published as a plain causal LM, name its recipe "
