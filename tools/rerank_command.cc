@@ -17,7 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct RerankArgs {
-  std::string model, device = "auto", dtype = "f32", file, query, format = "json", prompt_name, prompt;
+  std::string model, device = "auto", dtype = "f32", file, query, format = "json", prompt_name, prompt, recipe;
   bool raw = false, truncate = true, prompt_given = false;
   int batch = 32, threads = 0, max_length = 0, top = 0;
   std::vector<std::string> passages;
@@ -40,12 +40,10 @@ void run_rerank(const RerankArgs& a) {
   o.truncate = a.truncate;
   o.prompt_name = a.prompt_name;
   if (a.prompt_given) o.prompt = a.prompt;
+  o.reranker_recipe = a.recipe;
   const std::string dir = rlx::resolve_model_dir(a.model);
   RLX_CHECK(fs::is_directory(dir), "--model '" << dir << "' is not a directory");
-  rlx::Embedder model(dir, o);
-  RLX_CHECK(model.is_cross_encoder(), "--model '" << dir << "' is an embedding model ("
-                                                  << model.info().architecture
-                                                  << "), not a cross-encoder: use `rlx embed`");
+  rlx::Embedder model(dir, o);  // score() says why a model that is no cross-encoder cannot rank
   std::vector<float> scores = a.raw ? model.logits(a.query, passages) : model.score(a.query, passages);
   std::vector<size_t> order(scores.size());
   std::iota(order.begin(), order.end(), 0);
@@ -87,6 +85,9 @@ void add_rerank_command(CLI::App& app) {
                   "a causal-LM cross-encoder's prompt of config_sentence_transformers.json (its instruction)");
   auto* prompt = cmd->add_option("--prompt", a->prompt,
                                  "a causal-LM cross-encoder's instruction (overrides --prompt-name; \"\" = none)");
+  cmd->add_option("--recipe", a->recipe,
+                  "score a reranker published as a plain causal LM directory by its model card's recipe "
+                  "(qwen3-reranker)");
   cmd->callback([a, prompt] {
     a->prompt_given = prompt->count() > 0;
     run_rerank(*a);

@@ -12,7 +12,7 @@
 namespace {
 
 struct ServeArgs {
-  std::string model, embedding_model, model_name, embedding_model_name, host = "127.0.0.1";
+  std::string model, embedding_model, model_name, embedding_model_name, host = "127.0.0.1", rerank_recipe;
   std::string device = "cpu", dtype = "f32", api_key;
   int port = 8080, threads = 0, parallel = 8, max_queue = 256, http_threads = 256;
   int64_t ctx = 4096, max_batch_tokens = 16384, prefill_chunk = 512;
@@ -28,6 +28,9 @@ void add_serve_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "Serve a decoder and/or an embedding model over HTTP (OpenAI and TEI routes)");
   cmd->add_option("--model", a->model, "decoder: a .gguf file, a directory holding one, or a Hugging Face directory");
   cmd->add_option("--embedding-model", a->embedding_model, "a Hugging Face directory, cached Hub id or BERT/NomicBERT .gguf file: an embedding model, or a cross-encoder for /rerank");
+  cmd->add_option("--rerank-recipe", a->rerank_recipe,
+                  "the --embedding-model is a reranker published as a plain causal LM directory, scored by its "
+                  "model card's recipe (qwen3-reranker)");
   cmd->add_option("--model-name", a->model_name, "the decoder's id in /v1/models (default: the file's name)");
   cmd->add_option("--embedding-model-name", a->embedding_model_name, "the embedding model's id (default: the directory's name)");
   cmd->add_option("--host", a->host, "address to listen on");
@@ -51,6 +54,8 @@ void add_serve_command(CLI::App& app) {
     RLX_CHECK(!a->model.empty() || !a->embedding_model.empty(), "rlx serve needs --model, --embedding-model or both");
     if (!a->model.empty()) o.model = decoder_model_path(a->model);
     o.embedding_model = a->embedding_model;
+    RLX_CHECK(a->rerank_recipe.empty() || !a->embedding_model.empty(), "--rerank-recipe needs --embedding-model");
+    o.rerank_recipe = a->rerank_recipe;
     o.model_name = a->model_name;
     o.embedding_model_name = a->embedding_model_name;
     o.host = a->host;

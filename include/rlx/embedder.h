@@ -49,10 +49,18 @@ struct EmbedderOptions {
   // default_prompt_name there.
   std::string prompt_name;
   std::optional<std::string> prompt;
+  // A reranker published as a plain causal LM (config.json, tokenizer,
+  // weights; no sentence-transformers files), scored as its model card
+  // says: "qwen3-reranker" (Qwen3-Reranker: its instruction template, the
+  // "yes"/"no" logits, sigmoid, at most 8192 tokens a pair). Such a
+  // directory is a cross-encoder only with this set; "" = the directory's
+  // own files decide.
+  std::string reranker_recipe;
 };
 
 // Per call: overrides EmbedderOptions' prompt (a server embeds queries and
-// passages with one Embedder), and reports which texts were cut.
+// passages with one Embedder; a causal-LM cross-encoder's instruction, per
+// request), and reports which texts (pairs) were cut.
 struct EmbedCall {
   std::string prompt_name;
   std::optional<std::string> prompt;
@@ -96,6 +104,9 @@ struct EmbedderInfo {
   // A *ForSequenceClassification model, or a *ForCausalLM with a LogitScore
   // module: score(), not embed().
   bool cross_encoder = false;
+  // A cross-encoder that takes a prompt: a causal LM's, as its system
+  // message (a sequence-classification cross-encoder takes none).
+  bool pair_prompt = false;
   int num_labels = 0;
   std::string score_activation;  // "sigmoid" or "identity"
   std::string pooling;           // "mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken"
@@ -152,10 +163,17 @@ class Embedder {
   // (Qwen3-Reranker) renders each pair through its chat template, with
   // EmbedderOptions' prompt (or prompt_name, or the default prompt) as the
   // system message, and scores logit(true token) - logit(false token) at the
-  // last token. A model with more than one label, or an embedding model,
+  // last token; so does a plain causal LM with EmbedderOptions::reranker_recipe. A model with more than one label, or an embedding model,
   // refuses; so does a score that is not finite.
   std::vector<float> score(const std::string& query, const std::vector<std::string>& documents);
   std::vector<float> logits(const std::string& query, const std::vector<std::string>& documents);
+  // The same with the call's prompt (or prompt_name) in place of
+  // EmbedderOptions'; one given to a model that takes none
+  // (info().pair_prompt false) is an error, never dropped.
+  std::vector<float> score(const std::string& query, const std::vector<std::string>& documents,
+                           const EmbedCall& call);
+  std::vector<float> logits(const std::string& query, const std::vector<std::string>& documents,
+                            const EmbedCall& call);
   bool is_cross_encoder() const;
 
   // The prompt text a name stands for in config_sentence_transformers.json;

@@ -1,5 +1,6 @@
 #include "models/causal_reranker.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -88,30 +89,11 @@ CausalReranker::CausalReranker(const SentenceConfig& s, const LlamaSafetensors& 
   RLX_CHECK(input == "causal_logits", l.where() << "module_input_name '" << input
                                                 << "' is not the Transformer's causal_logits");
 
-  // The tokenizer, as apply_chat_template runs it: no special tokens added,
-  // control tokens in the rendered text matched.
-  const fs::path tj = tdir / "tokenizer.json";
-  RLX_CHECK(fs::exists(tj), "cross-encoder: '" << tdir.string() << "' has no tokenizer.json (byte-level BPE)");
-  RLX_CHECK(!SpmJsonTokenizer::is_spm_style(tj.string()),
-            "cross-encoder: '" << tj.string() << "': SentencePiece-style BPE is not supported for a causal-LM "
-                                                 "cross-encoder (byte-level BPE is)");
-  tokenizer_ = std::make_unique<BpeTokenizer>(BpeTokenizer::from_tokenizer_json(tj.string()));
-  RLX_CHECK(int64_t(tokenizer_->vocab_size()) <= c.vocab_size,
-            "cross-encoder: '" << tj.string() << "' has " << tokenizer_->vocab_size()
-                               << " tokens, more than the model's vocab_size " << c.vocab_size);
+  load_tokenizer(tdir, c);
+  const std::string tj = (tdir / "tokenizer.json").string();
   for (int32_t id : {true_id_, false_id_})
     RLX_CHECK(id < 0 || size_t(id) < tokenizer_->vocab_size(),
-              l.where() << "token " << id << " is not in the tokenizer ('" << tj.string() << "')");
-  const fs::path tc = tdir / "tokenizer_config.json";
-  if (fs::exists(tc)) {
-    const nlohmann::json doc = read_json_file(tc);
-    JsonField j(doc, tc.string());
-    j.object();
-    const std::string side = j.string_or("truncation_side", "right");
-    RLX_CHECK(side == "right" || side == "left", j.where() << "truncation_side '" << side
-                                                           << "' is neither right nor left");
-    truncate_left_ = side == "left";
-  }
+              l.where() << "token " << id << " is not in the tokenizer ('" << tj << "')");
 
   // The chat template, and the message format it takes.
   const std::string tmpl = chat_template_of(tdir, &template_file_);
@@ -124,17 +106,7 @@ CausalReranker::CausalReranker(const SentenceConfig& s, const LlamaSafetensors& 
                                  : s.message_format;
   RLX_CHECK(format == "flat", "cross-encoder: '" << sbc << "': the message format is '" << format
                                                  << "'; rlx renders flat messages ({role, content: text}) only");
-  std::string where = "'";
-  where.append(template_file_).append("'");
-  template_ = std::make_unique<PairTemplate>(tmpl, where);
-  // As sentence-transformers checks: both halves of a pair must reach the prompt.
-  const std::string base = template_->render(PairTemplate::pair_messages("alpha", "bravo"));
-  RLX_CHECK(template_->render(PairTemplate::pair_messages("charlie", "bravo")) != base,
-            "cross-encoder: the chat template ('" << template_file_
-                                                  << "') does not write the 'query' message's content");
-  RLX_CHECK(template_->render(PairTemplate::pair_messages("alpha", "foxtrot")) != base,
-            "cross-encoder: the chat template ('" << template_file_
-                                                  << "') does not write the 'document' message's content");
+  set_template(tmpl, "'" + template_file_ + "'");
 
   // The activation: config_sentence_transformers.json's activation_fn, else
   // config.json's sentence_transformers.activation_fn, else sigmoid (one label).
@@ -152,12 +124,76 @@ CausalReranker::CausalReranker(const SentenceConfig& s, const LlamaSafetensors& 
       if (st.has("activation_fn")) activation_ = parse_score_activation(st.at("activation_fn").string(), st.where());
     }
   }
+  take_head(w);
+}
 
+CausalReranker::CausalReranker(const std::string& dir, const RerankerRecipe& recipe, const LlamaSafetensors& w) {
+  const LlamaConfig& c = w.config();
+  const fs::path cj = fs::path(dir) / "config.json";
+  const auto& types = recipe.model_types;
+  std::string wanted;
+  for (const std::string& t : types) wanted += (wanted.empty() ? "" : ", ") + t;
+  RLX_CHECK(std::find(types.begin(), types.end(), c.family) != types.end(),
+            "cross-encoder: '" << cj.string() << "': model_type '" << c.family << "' is not what the "
+                               << recipe.name << " recipe was made for (" << wanted << ")");
+  load_tokenizer(dir, c);
+  const std::string tj = (fs::path(dir) / "tokenizer.json").string();
+  auto id_of = [&](const std::string& token) {
+    const int32_t id = tokenizer_->id_of(token);
+    RLX_CHECK(id >= 0, "cross-encoder: '" << tj << "' has no token \"" << token << "\", whose logit the "
+                                          << recipe.name << " recipe scores");
+    return id;
+  };
+  true_id_ = id_of(recipe.true_token);
+  false_id_ = id_of(recipe.false_token);
+  // The directory's own chat template is the chat model's, not the pairs':
+  // the recipe's is used.
+  set_template(recipe.chat_template, "the " + recipe.name + " recipe's");
+  activation_ = BertConfig::ScoreActivation::Sigmoid;
+  max_length_ = recipe.max_length;
+  take_head(w);
+}
+
+void CausalReranker::load_tokenizer(const fs::path& tdir, const LlamaConfig& c) {
+  // As apply_chat_template runs it: no special tokens added, control tokens
+  // in the rendered text matched.
+  const fs::path tj = tdir / "tokenizer.json";
+  RLX_CHECK(fs::exists(tj), "cross-encoder: '" << tdir.string() << "' has no tokenizer.json (byte-level BPE)");
+  RLX_CHECK(!SpmJsonTokenizer::is_spm_style(tj.string()),
+            "cross-encoder: '" << tj.string() << "': SentencePiece-style BPE is not supported for a causal-LM "
+                                                 "cross-encoder (byte-level BPE is)");
+  tokenizer_ = std::make_unique<BpeTokenizer>(BpeTokenizer::from_tokenizer_json(tj.string()));
+  RLX_CHECK(int64_t(tokenizer_->vocab_size()) <= c.vocab_size,
+            "cross-encoder: '" << tj.string() << "' has " << tokenizer_->vocab_size()
+                               << " tokens, more than the model's vocab_size " << c.vocab_size);
+  const fs::path tc = tdir / "tokenizer_config.json";
+  if (fs::exists(tc)) {
+    const nlohmann::json doc = read_json_file(tc);
+    JsonField j(doc, tc.string());
+    j.object();
+    const std::string side = j.string_or("truncation_side", "right");
+    RLX_CHECK(side == "right" || side == "left", j.where() << "truncation_side '" << side
+                                                           << "' is neither right nor left");
+    truncate_left_ = side == "left";
+  }
+}
+
+void CausalReranker::set_template(const std::string& tmpl, const std::string& where) {
+  template_ = std::make_unique<PairTemplate>(tmpl, where);
+  // As sentence-transformers checks: both halves of a pair must reach the prompt.
+  const std::string base = template_->render(PairTemplate::pair_messages("alpha", "bravo"));
+  RLX_CHECK(template_->render(PairTemplate::pair_messages("charlie", "bravo")) != base,
+            "cross-encoder: the chat template (" << where << ") does not write the 'query' message's content");
+  RLX_CHECK(template_->render(PairTemplate::pair_messages("alpha", "foxtrot")) != base,
+            "cross-encoder: the chat template (" << where << ") does not write the 'document' message's content");
+}
+
+void CausalReranker::take_head(const LlamaSafetensors& w) {
   std::vector<int32_t> rows{true_id_};
   if (false_id_ >= 0) rows.push_back(false_id_);
   head_ = w.head_rows(rows);
-  hidden_ = size_t(c.hidden_size);
-  final_softcap_ = c.final_softcap;
+  hidden_ = size_t(w.config().hidden_size);
+  final_softcap_ = w.config().final_softcap;
 }
 
 CausalReranker::~CausalReranker() = default;

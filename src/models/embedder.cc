@@ -22,6 +22,7 @@
 #include "models/hf_config.h"
 #include "models/json_read.h"
 #include "models/llama_hf.h"
+#include "models/reranker_recipe.h"
 #include "models/sentence_dense.h"
 #include "models/sentence_pooling.h"
 #include "rlx/error.h"
@@ -50,7 +51,10 @@ struct Embedder::Impl {
   std::vector<TokenizedText> tokenize_all(const std::vector<std::string>& texts, const EmbedCall& call);
   std::vector<std::vector<float>> embed(const std::vector<std::string>& texts, const EmbedCall& call);
   DeviceEmbeddings embed_on_device(const std::vector<std::string>& texts, const EmbedCall& call, bool normalize);
-  std::vector<float> score(const std::string& query, const std::vector<std::string>& docs, bool activate);
+  std::vector<float> score(const std::string& query, const std::vector<std::string>& docs, bool activate,
+                           const EmbedCall& call);
+  // Refuses a prompt for a cross-encoder that takes none, naming `dir_`.
+  void check_pair_prompt(const std::string& prompt_name, const std::optional<std::string>& prompt) const;
   std::string prompt_text(const std::string& name) const;
   std::string prompt_for(const std::string& name, const std::optional<std::string>& text) const;
 
@@ -166,6 +170,13 @@ std::unique_ptr<LlamaSafetensors> open_decoder(const std::string& dir, BertConfi
   return d;
 }
 
+// A decoder with its LM head (Qwen3ForCausalLM), whose logits a reranker reads.
+bool is_causal_lm(const std::string& architecture) {
+  const std::string tail = "ForCausalLM";
+  return architecture.size() > tail.size() &&
+         architecture.compare(architecture.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 // The length of the whitespace character (as Python's str.isspace) that
 // starts s at i, 0 for none.
 size_t space_at(std::string_view s, size_t i) {
@@ -212,6 +223,9 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
     // sentence-transformers files, so the pooling is <arch>.pooling_type's and the vectors are
     // L2-normalized, as llama.cpp's embedding example and server do by
     // default (EmbedderOptions::normalize overrides it).
+    RLX_CHECK(opts_.reranker_recipe.empty(), "embedder: '" << dir << "' is a GGUF file of an encoder; the "
+                                                             << opts_.reranker_recipe
+                                                             << " recipe is for a causal LM's Hugging Face directory");
     auto w = std::make_unique<BertGguf>(dir);
     cfg_ = w->config();
     // f32 on the CPU's integer kernels: the quantized products stay
@@ -229,6 +243,27 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
     sentence_.pooling = pooling.value_or(Pooling::Mean);
     sentence_.normalize = true;
     weights_ = std::move(w);
+  } else if (!opts_.reranker_recipe.empty()) {
+    // The user says this plain causal LM directory is a reranker the recipe scores.
+    const RerankerRecipe& recipe = reranker_recipe(opts_.reranker_recipe);
+    RLX_CHECK(!sentence_.present,
+              "embedder: '" << dir << "' has modules.json: it is a sentence-transformers model, whose own modules say "
+                            << "how it scores; the " << recipe.name
+                            << " recipe is for a plain causal LM directory (leave the recipe unset)");
+    RLX_CHECK(is_llama_hf_model_type(model_type_of(dir)),
+              "embedder: '" << dir << "': config.json's model_type '" << model_type_of(dir)
+                            << "' is no decoder rlx runs, so the " << recipe.name << " recipe cannot score it ("
+                            << llama_hf_model_types() << ")");
+    decoder_ = open_decoder(dir, cfg_);
+    const std::string arch = cfg_.architectures.empty() ? "" : cfg_.architectures[0];
+    RLX_CHECK(is_causal_lm(arch),
+              "embedder: '" << dir << "/config.json': architecture '" << arch << "' is not a *ForCausalLM, whose LM "
+                            << "head gives the " << recipe.name << " recipe's yes/no logits");
+    tokenizer_ = load_decoder_embedding_tokenizer(dir);
+    reranker_ = std::make_unique<CausalReranker>(dir, recipe, *decoder_);
+    cfg_.classifier = true;
+    cfg_.num_labels = 1;
+    cfg_.score_activation = reranker_->activation();
   } else if (is_llama_hf_model_type(model_type_of(tdir))) {
     decoder_ = open_decoder(tdir, cfg_);
     tokenizer_ = load_decoder_embedding_tokenizer(tdir);
@@ -278,14 +313,13 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
   max_len_ = cfg_.max_tokens();
   if (sentence_.max_seq_length > 0) max_len_ = std::min(max_len_, sentence_.max_seq_length);
   else if (sentence_.tokenizer_max_length > 0) max_len_ = std::min(max_len_, sentence_.tokenizer_max_length);
+  if (reranker_ && reranker_->max_length() > 0) max_len_ = std::min(max_len_, reranker_->max_length());
   if (opts_.max_len > 0) max_len_ = std::min(max_len_, opts_.max_len);
   RLX_CHECK(max_len_ >= 3, "embedder: max_len " << max_len_ << " leaves no room for a text");
   // The default prompt must exist now, not at the first embed() (a causal
   // cross-encoder's prompt is its system message).
   if (!cfg_.classifier || reranker_) prompt_for(opts_.prompt_name, opts_.prompt);
-  RLX_CHECK(!cfg_.classifier || reranker_ || (opts_.prompt_name.empty() && !opts_.prompt),
-            "embedder: '" << dir << "' is a sequence-classification cross-encoder; rlx applies a prompt only to a "
-                          << "causal-LM cross-encoder (as its system message), so prompt_name / prompt must be unset");
+  check_pair_prompt(opts_.prompt_name, opts_.prompt);
 
   info_.model_type = cfg_.model_type;
   info_.architecture = cfg_.architectures.empty() ? "" : cfg_.architectures[0];
@@ -297,6 +331,7 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
   info_.max_position_embeddings = cfg_.max_position_embeddings;
   info_.type_vocab_size = cfg_.type_vocab_size;
   info_.cross_encoder = cfg_.classifier;
+  info_.pair_prompt = reranker_ != nullptr;
   info_.num_labels = cfg_.classifier ? cfg_.num_labels : 0;
   info_.score_activation = !cfg_.classifier ? ""
                            : cfg_.score_activation == BertConfig::ScoreActivation::Sigmoid ? "sigmoid"
@@ -338,6 +373,13 @@ Graph Embedder::Impl::graph_for(int64_t batch, int64_t seq) const {
   BertGraphParts parts;
   parts.quantized = quantized_;
   return build_bert_graph(cfg_, pooling_, batch, seq, opts_.dtype, parts);
+}
+
+void Embedder::Impl::check_pair_prompt(const std::string& prompt_name,
+                                       const std::optional<std::string>& prompt) const {
+  RLX_CHECK(!cfg_.classifier || reranker_ || (prompt_name.empty() && !prompt),
+            "embedder: '" << dir_ << "' is a sequence-classification cross-encoder; rlx applies a prompt only to a "
+                          << "causal-LM cross-encoder (as its system message), so prompt_name / prompt must be unset");
 }
 
 std::string Embedder::Impl::prompt_text(const std::string& name) const {
@@ -583,10 +625,19 @@ DeviceEmbeddings Embedder::Impl::embed_on_device(const std::vector<std::string>&
 }
 
 std::vector<float> Embedder::Impl::score(const std::string& query, const std::vector<std::string>& docs,
-                                         bool activate) {
+                                         bool activate, const EmbedCall& call) {
   std::lock_guard<std::mutex> lock(mutex_);
+  const std::string& arch = info_.architecture;
+  // A causal LM as published (Qwen3-Reranker) scores only by a recipe the
+  // user names: its files do not say how.
+  RLX_CHECK(cfg_.classifier || !decoder_ || sentence_.present || !is_causal_lm(arch),
+            "embedder: '" << dir_ << "' is a causal LM (" << arch << ") with no sentence-transformers files "
+                          << "(modules.json with a LogitScore module), so nothing in it says how to score a pair; "
+                          << "for a reranker published as a plain causal LM, name its recipe "
+                          << "(EmbedderOptions::reranker_recipe, rlx rerank --recipe: " << reranker_recipe_names()
+                          << ")");
   RLX_CHECK(cfg_.classifier, "embedder: '" << dir_ << "' is an embedding model ("
-                                           << (info_.architecture.empty() ? cfg_.model_type : info_.architecture)
+                                           << (arch.empty() ? cfg_.model_type : arch)
                                            << "), not a cross-encoder: it cannot score pairs");
   RLX_CHECK(cfg_.num_labels == 1, "embedder: '" << dir_ << "' has " << cfg_.num_labels
                                                 << " labels; scoring needs a model with one");
@@ -595,7 +646,13 @@ std::vector<float> Embedder::Impl::score(const std::string& query, const std::ve
   size_t cut = 0;
   // A causal cross-encoder: each pair through the chat template, the prompt
   // (when there is one) as its system message.
-  const std::string prompt = reranker_ ? prompt_for(opts_.prompt_name, opts_.prompt) : "";
+  check_pair_prompt(call.prompt_name, call.prompt);
+  const bool per_call = call.prompt || !call.prompt_name.empty();
+  const std::string prompt = !reranker_ ? ""
+                             : per_call ? prompt_for(call.prompt_name, call.prompt)
+                                        : prompt_for(opts_.prompt_name, opts_.prompt);
+  const int max_batch = batch_of(call);
+  if (call.truncated) call.truncated->assign(docs.size(), 0);
   const std::vector<int32_t> suffix = reranker_ ? reranker_->suffix(prompt) : std::vector<int32_t>{};
   for (size_t i = 0; i < docs.size(); ++i) {
     encs.push_back(reranker_ ? reranker_->encode(query, docs[i], prompt, max_len_, suffix)
@@ -604,9 +661,10 @@ std::vector<float> Embedder::Impl::score(const std::string& query, const std::ve
               "embedder: the query with document " << i << " is longer than the model's " << max_len_
                                                    << " tokens (truncation is off)");
     cut += encs.back().truncated;
+    if (call.truncated) (*call.truncated)[i] = encs.back().truncated;
   }
   truncated_ += cut;
-  std::vector<std::vector<float>> logits = run_all(encs, opts_.max_batch);
+  std::vector<std::vector<float>> logits = run_all(encs, max_batch);
   std::vector<float> out(docs.size());
   const bool sigmoid = activate && cfg_.score_activation == BertConfig::ScoreActivation::Sigmoid;
   for (size_t i = 0; i < docs.size(); ++i)
@@ -638,10 +696,18 @@ DeviceEmbeddings Embedder::embed_on_device(const std::vector<std::string>& texts
   return impl_->embed_on_device(texts, call, normalize);
 }
 std::vector<float> Embedder::score(const std::string& query, const std::vector<std::string>& documents) {
-  return impl_->score(query, documents, true);
+  return impl_->score(query, documents, true, {});
 }
 std::vector<float> Embedder::logits(const std::string& query, const std::vector<std::string>& documents) {
-  return impl_->score(query, documents, false);
+  return impl_->score(query, documents, false, {});
+}
+std::vector<float> Embedder::score(const std::string& query, const std::vector<std::string>& documents,
+                                   const EmbedCall& call) {
+  return impl_->score(query, documents, true, call);
+}
+std::vector<float> Embedder::logits(const std::string& query, const std::vector<std::string>& documents,
+                                    const EmbedCall& call) {
+  return impl_->score(query, documents, false, call);
 }
 bool Embedder::is_cross_encoder() const { return impl_->cfg_.classifier; }
 std::string Embedder::prompt(const std::string& name) const { return impl_->prompt_text(name); }

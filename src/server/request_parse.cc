@@ -273,7 +273,8 @@ TokenizeRequest parse_tokenize(const json& j) {
 }
 
 RerankRequest parse_rerank(const json& j) {
-  reject_unknown(j, {"query", "texts", "raw_scores", "return_text", "truncate", "truncation_direction"});
+  reject_unknown(j, {"query", "texts", "raw_scores", "return_text", "truncate", "truncation_direction", "prompt",
+                     "prompt_name"});
   if (!j.contains("query")) throw ApiError{400, "'query' is required", "validation", "query", ""};
   if (!j.contains("texts")) throw ApiError{400, "'texts' is required", "validation", "texts", ""};
   RerankRequest r;
@@ -285,6 +286,12 @@ RerankRequest parse_rerank(const json& j) {
   r.return_text = get_bool(j, "return_text", false);
   require_default(j, "truncate", true, "must be true: pairs are cut to the model's length");
   require_default(j, "truncation_direction", "Right", "must be \"Right\"");
+  if (has(j, "prompt")) r.prompt = get_string(j, "prompt");
+  if (has(j, "prompt_name")) r.prompt_name = get_string(j, "prompt_name");
+  if (r.prompt && has(j, "prompt_name")) {
+    throw ApiError{400, "'prompt' and 'prompt_name' were both given: send one (the instruction itself, or the name "
+                        "of one of the model's prompts)", "validation", "prompt_name", ""};
+  }
   return r;
 }
 

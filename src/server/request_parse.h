@@ -55,11 +55,14 @@ struct TokenizeRequest {
 TokenizeRequest parse_tokenize(const nlohmann::json& j);
 
 // TEI's /rerank: {"query": string, "texts": [string], "raw_scores": bool,
-// "return_text": bool, "truncate": bool}.
+// "return_text": bool, "truncate": bool}, and rlx's "prompt" or
+// "prompt_name" (one at most): a causal-LM cross-encoder's instruction.
 struct RerankRequest {
   std::string query;
   std::vector<std::string> texts;
   bool raw_scores = false, return_text = false;
+  std::optional<std::string> prompt;
+  std::string prompt_name;
 };
 RerankRequest parse_rerank(const nlohmann::json& j);
 

@@ -111,6 +111,7 @@ void load_models(ServerState& s) {
     eo.dtype = o.dtype;
     eo.threads = o.threads;
     eo.max_batch = 128;
+    eo.reranker_recipe = o.rerank_recipe;
     s.embedder = std::make_unique<Embedder>(resolve_model_dir(o.embedding_model), eo);
     s.embedder_name = !o.embedding_model_name.empty() ? o.embedding_model_name
                       : is_hub_id(o.embedding_model) && !std::filesystem::exists(o.embedding_model) ? o.embedding_model

@@ -2,6 +2,7 @@
 // /info, /metrics.
 #include <algorithm>
 
+#include "rlx/error.h"
 #include "server/request_parse.h"
 #include "server/server_state.h"
 
@@ -78,15 +79,40 @@ void tokenize(ServerState& s, const httplib::Request& req, httplib::Response& re
   send_json(res, 200, out);
 }
 
+// The request's prompt must be one the model takes: a 400 naming the field,
+// before any pair is scored.
+void check_rerank_prompt(const ServerState& s, const RerankRequest& r) {
+  const char* field = r.prompt ? "prompt" : !r.prompt_name.empty() ? "prompt_name" : nullptr;
+  if (!field) return;
+  if (!s.embedder->info().pair_prompt) {
+    throw ApiError{400, std::string("'") + field + "': this server's model '" + s.embedder_name +
+                            "' is a sequence-classification cross-encoder, which takes no prompt (a causal-LM "
+                            "cross-encoder such as Qwen3-Reranker takes one as its instruction)",
+                   "Validation", field, ""};
+  }
+  if (r.prompt_name.empty()) return;
+  try {
+    s.embedder->prompt(r.prompt_name);
+  } catch (const rlx::Error& e) {
+    throw ApiError{400, std::string("'prompt_name': ") + e.what(), "Validation", "prompt_name", ""};
+  }
+}
+
 // TEI's /rerank: one score per text against the query, best first.
 void rerank(ServerState& s, const httplib::Request& req, httplib::Response& res) {
   require_embedder(s);
   if (!s.embedder->is_cross_encoder()) {
     throw ApiError{400, "this server's model '" + s.embedder_name + "' embeds; /rerank needs a cross-encoder "
-                        "(a *ForSequenceClassification model)", "Validation", "", ""};
+                        "(a *ForSequenceClassification model, a causal LM with sentence-transformers' LogitScore module, or one "
+                        "served with --rerank-recipe)", "Validation", "", ""};
   }
   RerankRequest r = parse_rerank(parse_body(req.body));
-  const std::vector<float> scores = r.raw_scores ? s.embedder->logits(r.query, r.texts) : s.embedder->score(r.query, r.texts);
+  EmbedCall call;
+  call.prompt = r.prompt;
+  call.prompt_name = r.prompt_name;
+  check_rerank_prompt(s, r);
+  const std::vector<float> scores =
+      r.raw_scores ? s.embedder->logits(r.query, r.texts, call) : s.embedder->score(r.query, r.texts, call);
   std::vector<size_t> order(scores.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });

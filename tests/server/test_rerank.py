@@ -3,12 +3,13 @@
 import json
 import math
 import os
+import shutil
 import subprocess
 import tempfile
 
 import pytest
 
-from conftest import EMBEDDER, RLX, Server, post
+from conftest import EMBEDDER, RLX, Server, get, post
 from tiny_cross_encoder import write
 
 QUERY = "how do plants make food"
@@ -103,3 +104,133 @@ def test_causal_lm_rerank_gives_cross_encoder_predict(causal_reranker):
     assert status == 200, raw
     for r in raw:
         assert r["score"] == pytest.approx(ref["pairs"][r["index"]]["logit"], abs=1e-4)
+
+
+# The instruction of a causal-LM cross-encoder, per request: "prompt" (the
+# text) or "prompt_name" (one of config_sentence_transformers.json's
+# prompts), as `rlx rerank --prompt/--prompt-name` takes them.
+def reference():
+    with open(os.path.join(CAUSAL, "reference.json")) as f:
+        return json.load(f)
+
+
+def cli_rerank(model_dir, query, texts, *flags):
+    out = subprocess.run([RLX, "rerank", "--device", "cpu", "--model", model_dir, "--query", query, "--format", "json",
+                          *flags, *texts], capture_output=True, text=True, check=True).stdout
+    return {r["index"]: r["score"] for r in json.loads(out)["results"]}
+
+
+def scores_of(body):
+    return {r["index"]: r["score"] for r in body}
+
+
+def test_causal_rerank_prompt_is_the_instruction(causal_reranker):
+    ref = reference()
+    docs = [p["document"] for p in ref["pairs"]]
+    status, plain = post(causal_reranker.url + "/rerank", {"query": ref["query"], "texts": docs})
+    assert status == 200, plain
+    status, body = post(causal_reranker.url + "/rerank", {"query": ref["query"], "texts": docs, "prompt": ref["prompt"]})
+    assert status == 200, body
+    got, before = scores_of(body), scores_of(plain)
+    for i, p in enumerate(ref["pairs"]):
+        assert got[i] == pytest.approx(p["prompt_score"], abs=1e-4)
+    assert max(abs(got[i] - before[i]) for i in got) > 1e-3  # the prompt reached the model
+    want = cli_rerank(CAUSAL, ref["query"], docs, "--prompt", ref["prompt"])
+    for i, x in got.items():
+        assert x == pytest.approx(want[i], abs=1e-6)
+    # "" is no prompt: the template's default instruction.
+    status, empty = post(causal_reranker.url + "/rerank", {"query": ref["query"], "texts": docs, "prompt": ""})
+    assert status == 200, empty
+    for i, x in scores_of(empty).items():
+        assert x == pytest.approx(before[i], abs=1e-6)
+
+
+def test_causal_rerank_prompt_requests_that_are_refused(causal_reranker):
+    ref = reference()
+    body = {"query": ref["query"], "texts": ["a"]}
+    status, err = post(causal_reranker.url + "/rerank", {**body, "prompt_name": "query"})
+    assert status == 400, err
+    assert "'prompt_name'" in err["error"] and "no prompt named 'query'" in err["error"], err
+    status, err = post(causal_reranker.url + "/rerank", {**body, "prompt": "x", "prompt_name": "query"})
+    assert status == 400 and "'prompt'" in err["error"] and "'prompt_name'" in err["error"], err
+    status, err = post(causal_reranker.url + "/rerank", {**body, "prompt": 3})
+    assert status == 400 and "prompt" in err["error"], err
+
+
+@pytest.fixture(scope="module")
+def named_prompts():
+    """The fixture with two named prompts in config_sentence_transformers.json."""
+    d = os.path.join(tempfile.mkdtemp(), "qwen3-reranker-prompts")
+    shutil.copytree(CAUSAL, d)
+    path = os.path.join(d, "config_sentence_transformers.json")
+    with open(path) as f:
+        cfg = json.load(f)
+    cfg["prompts"] = {"qa": reference()["prompt"], "web": "Given a web search query, retrieve relevant passages"}
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    s = Server("--embedding-model", d, log_name="rerank-prompts")
+    yield s, d
+    s.stop()
+
+
+def test_causal_rerank_prompt_name(named_prompts):
+    s, d = named_prompts
+    ref = reference()
+    docs = [p["document"] for p in ref["pairs"]]
+    status, body = post(s.url + "/rerank", {"query": ref["query"], "texts": docs, "prompt_name": "qa"})
+    assert status == 200, body
+    got = scores_of(body)
+    for i, p in enumerate(ref["pairs"]):
+        assert got[i] == pytest.approx(p["prompt_score"], abs=1e-4)
+    want = cli_rerank(d, ref["query"], docs, "--prompt-name", "qa")
+    for i, x in got.items():
+        assert x == pytest.approx(want[i], abs=1e-6)
+    status, web = post(s.url + "/rerank", {"query": ref["query"], "texts": docs, "prompt_name": "web"})
+    assert status == 200, web
+    assert max(abs(x - got[i]) for i, x in scores_of(web).items()) > 1e-3
+    status, err = post(s.url + "/rerank", {"query": ref["query"], "texts": docs, "prompt_name": "nope"})
+    assert status == 400, err
+    for part in ("'prompt_name'", "'nope'", "qa", "web"):
+        assert part in err["error"], err
+
+
+def test_a_sequence_classification_cross_encoder_takes_no_prompt(reranker):
+    s, _ = reranker
+    for field, value in (("prompt", "Judge: "), ("prompt_name", "query")):
+        status, err = post(s.url + "/rerank", {"query": QUERY, "texts": TEXTS, field: value})
+        assert status == 400, err
+        assert err["error"].startswith(f"'{field}'") and "takes no prompt" in err["error"], err
+    status, body = post(s.url + "/rerank", {"query": QUERY, "texts": TEXTS, "prompt": None})
+    assert status == 200, body  # null is no prompt
+
+
+# Qwen3-Reranker as Qwen publishes it: a plain causal LM directory (the
+# fixture without its sentence-transformers files), served with
+# --rerank-recipe qwen3-reranker, gives the saved CrossEncoder's scores.
+@pytest.fixture(scope="module")
+def plain_reranker():
+    d = os.path.join(tempfile.mkdtemp(), "Qwen3-Reranker")
+    os.makedirs(d)
+    for f in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(CAUSAL, f), d)
+    s = Server("--embedding-model", d, "--rerank-recipe", "qwen3-reranker", log_name="rerank-plain")
+    yield s, d
+    s.stop()
+
+
+def test_plain_qwen3_reranker_with_the_recipe(plain_reranker):
+    s, d = plain_reranker
+    ref = reference()
+    docs = [p["document"] for p in ref["pairs"]]
+    for prompt in (None, ref["prompt"]):
+        body = {"query": ref["query"], "texts": docs, **({"prompt": prompt} if prompt else {})}
+        status, out = post(s.url + "/rerank", body)
+        assert status == 200, out
+        got = scores_of(out)
+        for i, p in enumerate(ref["pairs"]):
+            assert got[i] == pytest.approx(p["prompt_score" if prompt else "score"], abs=1e-4)
+        want = cli_rerank(d, ref["query"], docs, "--recipe", "qwen3-reranker", *(["--prompt", prompt] if prompt else []))
+        for i, x in got.items():
+            assert x == pytest.approx(want[i], abs=1e-6)
+    status, info = get(s.url + "/info")
+    assert status == 200 and info["model_type"] == {"reranker": {"activation": "sigmoid"}}, info

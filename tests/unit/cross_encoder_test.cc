@@ -75,6 +75,21 @@ TEST(CrossEncoder, APromptIsRefusedByName) {
   }
   Embedder e(d.path().string());  // without one it loads
   EXPECT_TRUE(e.is_cross_encoder());
+  EXPECT_FALSE(e.info().pair_prompt);
+  // Per call too: the scores are not given without it.
+  for (const bool named : {true, false}) {
+    EmbedCall call;
+    if (named) call.prompt_name = "query";
+    else call.prompt = "Judge: ";
+    const std::string msg = test::error_of([&] { e.score("q", {"a", "b"}, call); });
+    EXPECT_NE(msg.find("prompt"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(d.path().string()), std::string::npos) << msg;
+  }
+  const std::vector<std::string> docs{"a", "the passage is longer than the first"};
+  const std::vector<float> plain = e.score("q", docs), with_call = e.score("q", docs, EmbedCall{});
+  ASSERT_EQ(plain.size(), 2u);
+  EXPECT_EQ(plain, with_call);
+  EXPECT_NE(plain[0], plain[1]);
 }
 
 TEST(CrossEncoder, LongPairsAreCutLongestFirst) {
