@@ -358,7 +358,7 @@ def main():
                     for r in out["results"]:
                         got[r["index"]] = r["score"]
                     diff = float(np.abs(got - np.asarray(want_scores, np.float64)).max())
-                    limit = 1e-4 if dtype == "f32" else 2e-2
+                    limit = 1e-4 if dtype == "f32" else round(max(2e-2, 2 * own[dtype]), 4)
                     t.add(f"{family} cross-encoder scores", device, dtype, f"max|d| {diff:.1e}", f"<= {limit}",
                           diff <= limit)
                 except Exception as e:  # noqa: BLE001
@@ -413,6 +413,14 @@ def main():
             rref = json.load(f)
         rdocs = [p["document"] for p in rref["pairs"]]
         want_scores = rce.predict([(rref["query"], doc) for doc in rdocs])
+        # The reference's own error in a half type (CrossEncoder with that
+        # torch dtype against its f32): a few layers of 8-bit mantissas move
+        # these scores by ~0.03 in bf16. rlx may be off by twice as much.
+        own = {}
+        for dtype, tdt in (("f16", torch.float16), ("bf16", torch.bfloat16)):
+            half = CrossEncoder(rd, device="cpu", model_kwargs={"torch_dtype": tdt})
+            own[dtype] = float(np.abs(np.asarray(half.predict([(rref["query"], doc) for doc in rdocs]), np.float64) -
+                                      np.asarray(want_scores, np.float64)).max())
         for device in devices:
             for dtype in (["f32"] if device == "cpu" else ["f32", "f16", "bf16"]):
                 try:

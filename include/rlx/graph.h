@@ -90,6 +90,10 @@ struct RopeAttrs {
   // positions is i32 [batch]: the start position, row i is at positions[b] + i.
   bool pos_is_start = false;
   int64_t offset = 0, stride = 0;  // like AttentionAttrs
+  // Each head RMS-normalized first, with the gain [head_dim] as the third
+  // input (Qwen3's q/k norm; fuse_head_norm_rope sets it).
+  bool head_norm = false;
+  float head_norm_eps = 0.f;
 };
 // q: [B, Sq, *], k/v: [B, Skv, *]; head h of q is columns
 // [offset + h*head_dim, +head_dim) of a row; a row is `stride` elements apart
@@ -143,6 +147,7 @@ struct SwiGluAttrs {
 // With slots, a 4th input i32 [B] names the cache row (of a pool [S,
 // max_ctx, row], S any size) each batch b writes; a slot outside the pool is
 // skipped like a position outside the cache.
+// rope.head_norm (with rotate): the gain is the last input.
 struct KvWriteAttrs {
   int64_t offset = 0, stride = 0;
   bool rotate = false;

@@ -292,6 +292,10 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.pos_start = at.pos_is_start;
       p.freqs = rope_freq_divisors(at);
       p.dtype = V(0).dtype;
+      if (at.head_norm) {
+        p.gamma = addr(n.inputs[2]);
+        p.norm_eps = at.head_norm_eps;
+      }
       return emit(p);
     }
     case OpKind::Gather:
@@ -394,6 +398,10 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
         p.theta = at.rope.theta;
         p.interleaved = at.rope.interleaved;
         p.freqs = rope_freq_divisors(at.rope);
+        if (at.rope.head_norm) {
+          p.gamma = addr(n.inputs.back());
+          p.norm_eps = at.rope.head_norm_eps;
+        }
       }
       p.dtype = V(0).dtype;
       return emit(p);

@@ -282,6 +282,7 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
         const int n_rot = at.q_rope.n_rot ? at.q_rope.n_rot : at.q_rope.head_dim;
         RLX_CHECK(at.q_pos && q.shape[1] == 1, who << ": rotating q needs one query row at positions read "
                                                       "at run time (a decode step)");
+        RLX_CHECK(!at.q_rope.head_norm, who << ": attention does not normalize q's heads");
         RLX_CHECK(at.q_rope.heads == at.q_heads && at.q_rope.head_dim == at.head_dim && n_rot > 0 &&
                       n_rot <= at.head_dim && n_rot % 2 == 0 && at.head_dim <= 256,
                   who << ": q's rotation (" << at.q_rope.heads << " heads of " << at.q_rope.head_dim << ", n_rot "
@@ -293,8 +294,8 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
     }
 
     case OpKind::Rope: {
-      need_inputs(in, 2, 2, who);
       const auto& at = std::get<RopeAttrs>(attrs);
+      need_inputs(in, at.head_norm ? 3 : 2, at.head_norm ? 3 : 2, who);
       int n_rot = at.n_rot ? at.n_rot : at.head_dim;
       RLX_CHECK(at.heads > 0 && at.head_dim > 0 && n_rot > 0 && n_rot <= at.head_dim &&
                     n_rot % 2 == 0,
@@ -304,6 +305,10 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       need_float(x, who, "input");
       check_rows(x, at.offset, at.stride, int64_t(at.heads) * at.head_dim, who, "input");
       need_dtype(p, DType::I32, who, "positions");
+      if (at.head_norm) {
+        need_vector(V(2), at.head_dim, x.dtype, who, "head norm gain");
+        RLX_CHECK(at.head_norm_eps > 0.f, who << ": the head norm's eps must be positive");
+      }
       if (at.pos_is_start)
         need_vector(p, x.shape[0], DType::I32, who, "start positions");
       else
@@ -314,7 +319,8 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
 
     case OpKind::KvWrite: {
       const auto& at = std::get<KvWriteAttrs>(attrs);
-      need_inputs(in, at.slots ? 4 : 3, at.slots ? 4 : 3, who);
+      const size_t n_in = (at.slots ? 4 : 3) + (at.rotate && at.rope.head_norm ? 1 : 0);
+      need_inputs(in, n_in, n_in, who);
       const Value &cache = V(0), &rows = V(1), &pos = V(2);
       RLX_CHECK(cache.producer >= 0 && g.node(cache.producer).op == OpKind::State,
                 who << ": the cache must be a state tensor, not the output of "
@@ -338,6 +344,10 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
                   who << ": rotating " << at.rope.heads << " heads of " << at.rope.head_dim << " (n_rot " << n_rot
                       << ") does not fit a row of " << row);
         check_freq_divisors(at.rope, n_rot, who);
+        if (at.rope.head_norm) {
+          need_vector(V(n_in - 1), at.rope.head_dim, cache.dtype, who, "head norm gain");
+          RLX_CHECK(at.rope.head_norm_eps > 0.f, who << ": the head norm's eps must be positive");
+        }
       }
       need_float(cache, who, "cache");
       need_dtype(rows, cache.dtype, who, "rows");

@@ -106,6 +106,7 @@ Uses uses(const RopeParams& p) {
   const int64_t rows = p.batch * p.seq, width = int64_t(p.heads) * p.head_dim;
   read(u, p.x, bytes(rows_extent(rows, p.stride, p.offset, width), p.dtype));
   read(u, p.pos, bytes(p.pos_start ? p.batch : p.pos_batched ? rows : p.seq, DType::I32));
+  read(u, p.gamma, bytes(p.head_dim, p.dtype));
   write(u, p.out, bytes(rows * width, p.dtype));
   return u;
 }
@@ -150,6 +151,7 @@ Uses uses(const KvWriteParams& p) {
   read(u, p.rows, bytes(rows_extent(p.batch * p.n_new, p.rows_stride, p.rows_offset, p.row), p.dtype));
   read(u, p.pos, bytes(p.batch, DType::I32));
   read(u, p.slots, bytes(p.batch, DType::I32));
+  read(u, p.gamma, bytes(p.head_dim, p.dtype));
   write(u, p.cache, bytes(p.cache_batch * p.max_ctx * p.row, p.dtype));
   return u;
 }

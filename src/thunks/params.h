@@ -141,6 +141,9 @@ struct AttentionParams {
 // attention); out is dense. Dims >= n_rot of each head are copied unchanged.
 // pos is i32 [batch, seq] (pos_batched), [seq], or [batch] (pos_start: row
 // s of batch b is at position pos[b] + s).
+// gamma (kNoBuffer = none): each head RMS-normalized with this gain
+// [head_dim] and rounded to dtype before it is rotated, as a separate
+// norm would store it.
 struct RopeParams {
   uint64_t x, pos, out;
   int64_t batch, seq, offset, stride;
@@ -149,6 +152,8 @@ struct RopeParams {
   uint8_t interleaved, pos_batched, pos_start;
   DType dtype;
   RopeFreqDivisors freqs;
+  uint64_t gamma = kNoBuffer;
+  float norm_eps = 0.f;
 };
 
 // out[i, :] = table[ids[i], :]; ids outside [0, vocab) give a zero row.
@@ -226,6 +231,8 @@ struct KvWriteParams {
   uint8_t interleaved;
   DType dtype;
   RopeFreqDivisors freqs;
+  uint64_t gamma = kNoBuffer;  // the rotated heads normalized first, as RopeParams::gamma
+  float norm_eps = 0.f;
 };
 
 // out[r] = the index of the largest of x[r, 0..cols) (i32), the lowest on

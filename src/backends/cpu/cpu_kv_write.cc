@@ -5,6 +5,7 @@
 // out of bounds. With slots, batch b lands in cache row slots[b] (a pool of
 // per-sequence caches); a slot outside the pool is skipped the same way.
 #include <cstring>
+#include <vector>
 
 #include "backends/cpu/cpu_registry.h"
 #include "backends/cpu/cpu_rope.h"
@@ -19,6 +20,8 @@ template <class T> void kv_write(const KvWriteParams& p, CpuContext& ctx) {
   T* cache = at<T>(arena, p.cache);
   const int32_t* slots = p.slots != kNoBuffer ? at<int32_t>(arena, p.slots) : nullptr;
   const int64_t rotated = int64_t(p.rope_heads) * p.head_dim;
+  const T* gamma = p.gamma != kNoBuffer ? at<T>(arena, p.gamma) : nullptr;
+  std::vector<T> normed(gamma ? size_t(rotated) : 0);  // the rotated heads, normalized first
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t slot = slots ? int64_t(slots[b]) : b;
     if (slot < 0 || slot >= p.cache_batch) continue;
@@ -27,7 +30,12 @@ template <class T> void kv_write(const KvWriteParams& p, CpuContext& ctx) {
       if (t < 0 || t >= p.max_ctx) continue;
       const T* src = rows + (b * p.n_new + i) * p.rows_stride + p.rows_offset;
       T* dst = cache + (slot * p.max_ctx + t) * p.row;
-      if (rotated > 0) rope_row(src, dst, p.rope_heads, p.head_dim, p.n_rot, p.interleaved, p.theta, double(t), p.freqs);
+      const T* rot = src;
+      if (gamma) {
+        head_rms_norm(src, normed.data(), p.rope_heads, p.head_dim, gamma, p.norm_eps);
+        rot = normed.data();
+      }
+      if (rotated > 0) rope_row(rot, dst, p.rope_heads, p.head_dim, p.n_rot, p.interleaved, p.theta, double(t), p.freqs);
       std::memcpy(dst + rotated, src + rotated, size_t(p.row - rotated) * sizeof(T));
     }
   }

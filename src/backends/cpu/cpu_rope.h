@@ -55,4 +55,17 @@ void rope_row(const T* x, T* out, int64_t heads, int64_t head_dim, int64_t n_rot
     for (int64_t d = 2 * half; d < head_dim; ++d) out[h * head_dim + d] = x[h * head_dim + d];
 }
 
+// Each of `heads` heads RMS-normalized with gain gamma [head_dim] and
+// rounded to T, as the norm kernel computes and stores it (RopeParams::gamma).
+template <class T>
+void head_rms_norm(const T* x, T* out, int64_t heads, int64_t head_dim, const T* gamma, float eps) {
+  for (int64_t h = 0; h < heads; ++h) {
+    const T* xh = x + h * head_dim;
+    float sq = 0.f;
+    for (int64_t d = 0; d < head_dim; ++d) sq += to_f32(xh[d]) * to_f32(xh[d]);
+    const float inv = 1.f / std::sqrt(sq / float(head_dim) + eps);
+    for (int64_t d = 0; d < head_dim; ++d) out[h * head_dim + d] = from_f32<T>(to_f32(xh[d]) * inv * to_f32(gamma[d]));
+  }
+}
+
 }  // namespace rlx::cpu

@@ -2,7 +2,8 @@
 // offset, so the K/V slice of a fused projection is read in place) land in
 // the cache [batch, max_ctx, row] at row pos[b] + i, pos read from the arena
 // so a recorded graph replays with a new position. With rope_heads > 0 the
-// first heads are rotated on the way (RoPE on K fused into the write). A row
+// first heads are rotated on the way (RoPE on K fused into the write), after
+// a per-head RMSNorm where gamma is given (Qwen3's k norm fused too). A row
 // whose position falls outside the cache is skipped, never written out of
 // bounds. With slots, batch b lands in cache row slots[b] of a pool of
 // per-sequence caches (a ragged batch); a slot outside the pool is skipped.
@@ -58,6 +59,7 @@ __global__ void kv_write_rope_kernel(const KvWriteParams p, uint8_t* arena) {
   const int64_t per_row = rotated_items + (p.row - int64_t(p.rope_heads) * p.head_dim);
   const int64_t total = p.batch * p.n_new * per_row;
   const T* rows = at<const T>(arena, p.rows);
+  const T* gamma = p.gamma != kNoBuffer ? at<const T>(arena, p.gamma) : nullptr;
   T* cache = at<T>(arena, p.cache);
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t e = t % per_row, bi = t / per_row;
@@ -72,13 +74,14 @@ __global__ void kv_write_rope_kernel(const KvWriteParams p, uint8_t* arena) {
     const int64_t h = e / per_head, j = e % per_head;
     src += h * p.head_dim;
     dst += h * p.head_dim;
+    const float inv_rms = gamma ? head_inv_rms(src, p.head_dim, p.norm_eps) : 1.f;  // the head norm, per thread
     if (j >= half) {  // a copied tail dim of a rotated head
-      const int64_t d = p.n_rot + (j - half);
-      dst[d] = src[d];
+      const int d = int(p.n_rot + (j - half));
+      dst[d] = from_f32<T>(head_element(src, d, gamma, inv_rms));
       continue;
     }
     const float position = float(pos[bi / p.n_new] + int32_t(bi % p.n_new));
-    rope_pair(src, dst, int(j), p.n_rot, p.interleaved, p.theta, p.freqs, position);
+    rope_pair(src, dst, int(j), p.n_rot, p.interleaved, p.theta, p.freqs, position, gamma, inv_rms);
   }
 }
 

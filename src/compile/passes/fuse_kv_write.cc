@@ -14,11 +14,13 @@ namespace {
 
 using namespace pass_util;
 
-// Columns [start, start + len) of every row of `parent`, rotated if `rope`.
+// Columns [start, start + len) of every row of `parent`, rotated if `rope`
+// (after a head norm with gain `gamma` if rope->head_norm).
 struct Segment {
   ValueId parent;
   int64_t start, len;
   std::optional<RopeAttrs> rope;
+  ValueId gamma = -1;
 };
 
 Segment segment_of(const Graph& g, ValueId v, ValueId write_pos) {
@@ -27,7 +29,7 @@ Segment segment_of(const Graph& g, ValueId v, ValueId write_pos) {
     const Node& r = producer(g, v);
     const auto& at = attrs_of<RopeAttrs>(r);
     if (at.pos_is_start && r.inputs[1] == write_pos)
-      return {r.inputs[0], at.offset, int64_t(at.heads) * at.head_dim, at};
+      return {r.inputs[0], at.offset, int64_t(at.heads) * at.head_dim, at, at.head_norm ? r.inputs[2] : -1};
   }
   if (produced_by(g, v, OpKind::Narrow)) {
     const Node& n = producer(g, v);
@@ -72,6 +74,7 @@ void fuse_one(Graph& g, int32_t id) {
   }
   Node& n = g.node_mut(id);
   n.inputs[1] = parent;
+  if (at.rotate && at.rope.head_norm) n.inputs.push_back(segs[0].gamma);  // the gain goes last
   n.attrs = at;
 }
 

@@ -20,7 +20,7 @@ void fuse_one(Graph& g, int32_t id) {
   const Node& rope = producer(g, q);
   const auto& ra = attrs_of<RopeAttrs>(rope);
   if (!ra.pos_is_start || rope.inputs[1] != n.inputs[attention_q_pos_input(at)] || ra.heads != at.q_heads ||
-      ra.head_dim != at.head_dim || at.head_dim > 256)
+      ra.head_dim != at.head_dim || at.head_dim > 256 || ra.head_norm)  // attention does not normalize q
     return;
   at.rotate_q = true;
   at.q_rope = ra;

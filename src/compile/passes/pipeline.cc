@@ -14,6 +14,7 @@ void run_passes(Graph& g, const CompileOptions& opts) {
     fuse_matmul_epilogue(g);
     fuse_matvec(g);  // before fuse_add_norm: a decode step's residual adds go into its products
     fuse_add_norm(g);
+    fuse_head_norm_rope(g);  // before fuse_narrow: the rope then reads the product's slice in place
     fuse_narrow(g);
     // The GPU's matrix-vector kernels gate in their epilogue, saving the
     // SwiGLU kernel and a write of both halves; the CPU would only run the
