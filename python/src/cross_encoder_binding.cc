@@ -13,7 +13,6 @@
 #include <numeric>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -164,43 +163,26 @@ class CrossEncoder {
     return call;
   }
 
-  // The score of each (queries[i], documents[i]), in order. rlx scores one
-  // query against many documents, so the pairs go in one run per distinct
-  // query, a few batches at a time: Ctrl-C and the progress line get a turn
-  // between runs.
+  // The score of each (queries[i], documents[i]), in order, a few batches
+  // at a time: Ctrl-C and the progress line get a turn between runs.
   Vector run(const std::vector<std::string>& queries, const std::vector<std::string>& documents,
              const rlx::EmbedCall& call, bool activation, bool show_progress_bar) {
     const size_t n = queries.size();
-    std::vector<std::string> distinct;
-    std::vector<std::vector<size_t>> rows;
-    std::unordered_map<std::string, size_t> group_of;
-    for (size_t i = 0; i < n; ++i) {
-      auto [it, added] = group_of.try_emplace(queries[i], distinct.size());
-      if (added) {
-        distinct.push_back(queries[i]);
-        rows.emplace_back();
-      }
-      rows[it->second].push_back(i);
-    }
     float* data = new_floats(n);
     nb::capsule owner = owner_of(data);
     const size_t step = size_t(call.max_batch) * 8;
-    size_t done = 0;
-    for (size_t g = 0; g < distinct.size(); ++g) {
-      for (size_t start = 0; start < rows[g].size(); start += step) {
-        const size_t end = std::min(rows[g].size(), start + step);
-        {
-          nb::gil_scoped_release release;
-          std::vector<std::string> docs;
-          for (size_t r = start; r < end; ++r) docs.push_back(documents[rows[g][r]]);
-          const std::vector<float> got = activation ? embedder_->score(distinct[g], docs, call)
-                                                    : embedder_->logits(distinct[g], docs, call);
-          for (size_t r = start; r < end; ++r) data[rows[g][r]] = got[r - start];
-        }
-        done += end - start;
-        if (show_progress_bar) PySys_WriteStderr("\rrlx predict: %zu/%zu%s", done, n, done == n ? "\n" : "");
-        if (PyErr_CheckSignals() != 0) throw nb::python_error();
+    for (size_t start = 0; start < n; start += step) {
+      const size_t end = std::min(n, start + step);
+      {
+        nb::gil_scoped_release release;
+        std::vector<std::pair<std::string, std::string>> pairs;
+        for (size_t i = start; i < end; ++i) pairs.emplace_back(queries[i], documents[i]);
+        const std::vector<float> got =
+            activation ? embedder_->score_pairs(pairs, call) : embedder_->logits_pairs(pairs, call);
+        std::copy(got.begin(), got.end(), data + start);
       }
+      if (show_progress_bar) PySys_WriteStderr("\rrlx predict: %zu/%zu%s", end, n, end == n ? "\n" : "");
+      if (PyErr_CheckSignals() != 0) throw nb::python_error();
     }
     return Vector(data, {n}, owner);
   }

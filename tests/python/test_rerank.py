@@ -110,6 +110,12 @@ def test_qwen3_reranker_equals_sentence_transformers_with_and_without_a_prompt(q
     np.testing.assert_allclose(qwen3.predict(pairs), [p["score"] for p in ref["pairs"]], atol=QWEN3_TOL, rtol=0)
     np.testing.assert_allclose(qwen3.predict(pairs, activation=False), [p["logit"] for p in ref["pairs"]],
                                atol=QWEN3_TOL, rtol=0)
+    # Pairs of two queries, batched together: the reference query's as alone.
+    mixed = [pair for p in pairs for pair in (p, ("Where do cats sleep?", p[1]))]
+    got = qwen3.predict(mixed, batch_size=4)
+    np.testing.assert_allclose(got[0::2], [p["score"] for p in ref["pairs"]], atol=QWEN3_TOL, rtol=0)
+    np.testing.assert_allclose(got[1::2], qwen3.predict([m for m in mixed if m[0] != q]), atol=1e-5, rtol=0)
+    assert not np.allclose(got[0::2], got[1::2], atol=1e-3)
     # A prompt per call, and one given at load: the instruction as the system message.
     want = [p["prompt_score"] for p in ref["pairs"]]
     np.testing.assert_allclose(qwen3.predict(pairs, prompt=ref["prompt"]), want, atol=QWEN3_TOL, rtol=0)
