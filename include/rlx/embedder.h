@@ -174,6 +174,13 @@ class Embedder {
                            const EmbedCall& call);
   std::vector<float> logits(const std::string& query, const std::vector<std::string>& documents,
                             const EmbedCall& call);
+  // The same for pairs whose queries differ (sentence-transformers'
+  // CrossEncoder.predict): one score per (query, document) pair, in order,
+  // the pairs batched together whatever their query.
+  std::vector<float> score_pairs(const std::vector<std::pair<std::string, std::string>>& pairs,
+                                 const EmbedCall& call = {});
+  std::vector<float> logits_pairs(const std::vector<std::pair<std::string, std::string>>& pairs,
+                                  const EmbedCall& call = {});
   bool is_cross_encoder() const;
 
   // The prompt text a name stands for in config_sentence_transformers.json;

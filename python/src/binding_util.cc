@@ -1,5 +1,12 @@
 #include "binding_util.h"
 
+#include <nanobind/stl/string.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "rlx/embedder.h"
+#include "rlx/error.h"
 #include "rlx/session.h"
 
 namespace rlx_py {
@@ -30,6 +37,37 @@ const char* device_name(rlx::Device d) {
     case rlx::Device::Auto: return "auto";
   }
   return "?";
+}
+
+namespace {
+[[noreturn]] void file_not_found(const std::string& message, const std::string& path) {
+  PyErr_SetObject(PyExc_FileNotFoundError, nb::make_tuple(2, message, path).ptr());
+  throw nb::python_error();
+}
+}  // namespace
+
+std::string model_path(const std::string& path_or_hub_id) {
+  std::string path;
+  try {
+    path = rlx::resolve_model_dir(path_or_hub_id);
+  } catch (const rlx::Error& e) {  // a Hub id that is not in the cache
+    file_not_found(e.what(), path_or_hub_id);
+  }
+  if (!std::filesystem::exists(path)) file_not_found("no model directory at '" + path + "'", path);
+  return path;
+}
+
+int batch_bucket(int batch_size) {
+  if (batch_size < 1) throw nb::value_error(("batch_size must be >= 1, not " + std::to_string(batch_size)).c_str());
+  int b = 1;
+  while (b * 2 <= std::min(batch_size, rlx::EmbedderOptions::kMaxBatch)) b *= 2;
+  return b;
+}
+
+float* new_floats(size_t n) { return new float[std::max<size_t>(n, 1)]; }
+
+nb::capsule owner_of(float* p) {
+  return nb::capsule(p, [](void* q) noexcept { delete[] static_cast<float*>(q); });
 }
 
 nb::str utf8_text(const std::string& s) {

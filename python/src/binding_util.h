@@ -1,10 +1,12 @@
-// What the embedding and generation bindings share: option strings to rlx's
-// enums, text that is safe to hand to Python, and Ctrl-C while rlx runs
-// without the GIL.
+// What the embedding, reranking and generation bindings share: option
+// strings to rlx's enums, where a model is, float arrays handed to numpy,
+// text that is safe to hand to Python, and Ctrl-C while rlx runs without the
+// GIL.
 #pragma once
 #include <nanobind/nanobind.h>
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 
 #include "rlx/dtype.h"
@@ -21,6 +23,20 @@ rlx::DType parse_dtype(const std::string& s);
 // Where "auto" lands on this machine.
 rlx::Device resolve_device(rlx::Device d);
 const char* device_name(rlx::Device d);
+
+// A model directory or file, or a Hub id ("org/name") resolved in the local
+// Hugging Face cache as `rlx embed --model` resolves it; FileNotFoundError
+// (with rlx's list of the places looked in) when it is neither.
+std::string model_path(const std::string& path_or_hub_id);
+
+// The Embedder runs buckets of a power-of-two batch; a batch_size between
+// two powers runs as the smaller one (sentence-transformers takes any).
+int batch_bucket(int batch_size);
+
+// n floats (at least one, so an empty array has a buffer) and the capsule
+// that frees them with the numpy array made over them.
+float* new_floats(size_t n);
+nb::capsule owner_of(float* p);
 
 // UTF-8 bytes as a str; a byte sequence that is not UTF-8 (the end of a
 // reply cut inside a character) becomes U+FFFD instead of an exception.

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,15 +24,6 @@ namespace {
 using namespace nb::literals;
 using Matrix = nb::ndarray<nb::numpy, float, nb::ndim<2>, nb::c_contig>;
 using Vector = nb::ndarray<nb::numpy, float, nb::ndim<1>, nb::c_contig>;
-
-// The Embedder runs buckets of a power-of-two batch; a batch_size between
-// two powers runs as the smaller one (sentence-transformers takes any).
-int batch_bucket(int batch_size) {
-  if (batch_size < 1) throw nb::value_error(("batch_size must be >= 1, not " + std::to_string(batch_size)).c_str());
-  int b = 1;
-  while (b * 2 <= std::min(batch_size, rlx::EmbedderOptions::kMaxBatch)) b *= 2;
-  return b;
-}
 
 // A str, or an iterable of str; anything else names what it got.
 std::vector<std::string> sentence_list(nb::handle sentences) {
@@ -58,20 +48,11 @@ std::vector<std::string> sentence_list(nb::handle sentences) {
   return out;
 }
 
-float* new_floats(size_t n) { return new float[std::max<size_t>(n, 1)]; }
-nb::capsule owner_of(float* p) {
-  return nb::capsule(p, [](void* q) noexcept { delete[] static_cast<float*>(q); });
-}
-
 class SentenceEncoder {
  public:
-  SentenceEncoder(const std::string& path, const std::string& device, const std::string& dtype, int threads,
+  SentenceEncoder(const std::string& model, const std::string& device, const std::string& dtype, int threads,
                   int max_seq_length) {
-    if (!std::filesystem::exists(path)) {
-      PyErr_SetObject(PyExc_FileNotFoundError,
-                      nb::make_tuple(2, "no model directory at '" + path + "'", path).ptr());
-      throw nb::python_error();
-    }
+    const std::string path = model_path(model);
     if (threads < 0) throw nb::value_error("threads must be >= 0 (0: every physical core)");
     if (max_seq_length < 0) throw nb::value_error("max_seq_length must be >= 0 (0: the model's own limit)");
     rlx::EmbedderOptions o;
@@ -247,9 +228,10 @@ void bind_embedder(nb::module_& m) {
                               "sentence_transformers.SentenceTransformer.")
       .def(nb::init<const std::string&, const std::string&, const std::string&, int, int>(), "path"_a,
            "device"_a = "auto", "dtype"_a = "f32", "threads"_a = 0, "max_seq_length"_a = 0,
-           "Loads the model in `path`. device: 'auto' (CUDA where present, else the CPU), 'cpu' or 'cuda'; "
-           "dtype: 'f32', 'f16' or 'bf16'; threads: CPU threads (0: every physical core); max_seq_length: "
-           "tokens per text (0: the model's own limit).")
+           "Loads the model in `path` (a directory, a BERT GGUF file, or a Hub id such as "
+           "'sentence-transformers/all-MiniLM-L6-v2' already in the local Hugging Face cache). device: 'auto' "
+           "(CUDA where present, else the CPU), 'cpu' or 'cuda'; dtype: 'f32', 'f16' or 'bf16'; threads: CPU "
+           "threads (0: every physical core); max_seq_length: tokens per text (0: the model's own limit).")
       .def("encode", &SentenceEncoder::encode, "sentences"_a, "batch_size"_a = 32,
            "normalize_embeddings"_a = nb::none(), "prompt"_a = nb::none(), "convert_to_numpy"_a = true,
            "show_progress_bar"_a = false, "convert_to"_a = nb::none(),

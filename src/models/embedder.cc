@@ -51,8 +51,9 @@ struct Embedder::Impl {
   std::vector<TokenizedText> tokenize_all(const std::vector<std::string>& texts, const EmbedCall& call);
   std::vector<std::vector<float>> embed(const std::vector<std::string>& texts, const EmbedCall& call);
   DeviceEmbeddings embed_on_device(const std::vector<std::string>& texts, const EmbedCall& call, bool normalize);
-  std::vector<float> score(const std::string& query, const std::vector<std::string>& docs, bool activate,
-                           const EmbedCall& call);
+  // queries: one for every document, or one per document.
+  std::vector<float> score(const std::vector<std::string>& queries, const std::vector<std::string>& docs,
+                           bool activate, const EmbedCall& call);
   // Refuses a prompt for a cross-encoder that takes none, naming `dir_`.
   void check_pair_prompt(const std::string& prompt_name, const std::optional<std::string>& prompt) const;
   std::string prompt_text(const std::string& name) const;
@@ -624,8 +625,8 @@ DeviceEmbeddings Embedder::Impl::embed_on_device(const std::vector<std::string>&
   return out;
 }
 
-std::vector<float> Embedder::Impl::score(const std::string& query, const std::vector<std::string>& docs,
-                                         bool activate, const EmbedCall& call) {
+std::vector<float> Embedder::Impl::score(const std::vector<std::string>& queries,
+                                         const std::vector<std::string>& docs, bool activate, const EmbedCall& call) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::string& arch = info_.architecture;
   // A causal LM as published (Qwen3-Reranker) scores only by a recipe the
@@ -655,6 +656,7 @@ std::vector<float> Embedder::Impl::score(const std::string& query, const std::ve
   if (call.truncated) call.truncated->assign(docs.size(), 0);
   const std::vector<int32_t> suffix = reranker_ ? reranker_->suffix(prompt) : std::vector<int32_t>{};
   for (size_t i = 0; i < docs.size(); ++i) {
+    const std::string& query = queries[queries.size() == 1 ? 0 : i];
     encs.push_back(reranker_ ? reranker_->encode(query, docs[i], prompt, max_len_, suffix)
                              : tokenizer_->encode_pair(query, docs[i], max_len_));
     RLX_CHECK(opts_.truncate || !encs.back().truncated,
@@ -696,18 +698,44 @@ DeviceEmbeddings Embedder::embed_on_device(const std::vector<std::string>& texts
   return impl_->embed_on_device(texts, call, normalize);
 }
 std::vector<float> Embedder::score(const std::string& query, const std::vector<std::string>& documents) {
-  return impl_->score(query, documents, true, {});
+  return impl_->score({query}, documents, true, {});
 }
 std::vector<float> Embedder::logits(const std::string& query, const std::vector<std::string>& documents) {
-  return impl_->score(query, documents, false, {});
+  return impl_->score({query}, documents, false, {});
 }
 std::vector<float> Embedder::score(const std::string& query, const std::vector<std::string>& documents,
                                    const EmbedCall& call) {
-  return impl_->score(query, documents, true, call);
+  return impl_->score({query}, documents, true, call);
 }
 std::vector<float> Embedder::logits(const std::string& query, const std::vector<std::string>& documents,
                                     const EmbedCall& call) {
-  return impl_->score(query, documents, false, call);
+  return impl_->score({query}, documents, false, call);
+}
+
+namespace {
+// Pairs as the queries and documents Impl::score takes.
+std::pair<std::vector<std::string>, std::vector<std::string>> split_pairs(
+    const std::vector<std::pair<std::string, std::string>>& pairs) {
+  std::pair<std::vector<std::string>, std::vector<std::string>> out;
+  out.first.reserve(pairs.size());
+  out.second.reserve(pairs.size());
+  for (const auto& [query, document] : pairs) {
+    out.first.push_back(query);
+    out.second.push_back(document);
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<float> Embedder::score_pairs(const std::vector<std::pair<std::string, std::string>>& pairs,
+                                         const EmbedCall& call) {
+  auto [queries, documents] = split_pairs(pairs);
+  return impl_->score(queries, documents, true, call);
+}
+std::vector<float> Embedder::logits_pairs(const std::vector<std::pair<std::string, std::string>>& pairs,
+                                          const EmbedCall& call) {
+  auto [queries, documents] = split_pairs(pairs);
+  return impl_->score(queries, documents, false, call);
 }
 bool Embedder::is_cross_encoder() const { return impl_->cfg_.classifier; }
 std::string Embedder::prompt(const std::string& name) const { return impl_->prompt_text(name); }

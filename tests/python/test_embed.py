@@ -190,6 +190,21 @@ def test_errors_are_python_exceptions(tmp_path, encoder):
     check_real(encoder.encode(["still here"]))
 
 
+def test_a_hub_id_is_found_in_the_hugging_face_cache(tmp_path, monkeypatch, encoder):
+    # The layout huggingface_hub writes: refs/main names the snapshot.
+    repo = tmp_path / "hub" / "models--sentence-transformers--all-MiniLM-L6-v2"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("5f3c1e2d")
+    (repo / "snapshots").mkdir()
+    os.symlink(need(MINILM), repo / "snapshots" / "5f3c1e2d")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    cached = rlx.SentenceEncoder("sentence-transformers/all-MiniLM-L6-v2", device="cpu", threads=1)
+    np.testing.assert_array_equal(cached.encode(["a cached model"]), encoder.encode(["a cached model"]))
+    with pytest.raises(FileNotFoundError, match=r"'sentence-transformers/all-MiniLM-L6-v2@v9' is not a directory "
+                                                r"and is not in the Hugging Face cache; looked in"):
+        rlx.SentenceEncoder("sentence-transformers/all-MiniLM-L6-v2@v9")
+
+
 def test_four_threads_on_one_encoder_equal_one(encoder):
     _, texts, _ = reference()
     inputs = [texts[i:] + texts[:i] for i in range(4)]

@@ -55,10 +55,11 @@ def test_stubs_and_docstrings():
     stub = (PACKAGE / "_rlx.pyi").read_text()
     compile(stub, "_rlx.pyi", "exec")  # valid Python
     for name in ("class SentenceEncoder", "def encode(self, sentences: str", "class LLM", "def generate(self, prompt",
-                 "def generate_batch", "def chat(self, messages", "class GenerationStream", "class Error(RuntimeError)"):
+                 "def generate_batch", "def chat(self, messages", "class GenerationStream", "class Error(RuntimeError)",
+                 "class CrossEncoder", "def predict(self, pairs", "def rank(self, query: str"):
         assert name in stub, name
     for f in (rlx.SentenceEncoder.encode, rlx.SentenceEncoder.similarity, rlx.LLM.generate, rlx.LLM.chat,
-              rlx.LLM.generate_batch, rlx.Tokenizer.encode):
+              rlx.LLM.generate_batch, rlx.Tokenizer.encode, rlx.CrossEncoder.predict, rlx.CrossEncoder.rank):
         assert f.__doc__ and len(f.__doc__) > 40, f
     assert issubclass(rlx.Error, RuntimeError)
 
@@ -70,7 +71,7 @@ def python_blocks(readme):
 
 def test_readme_examples_run_as_written():
     blocks = python_blocks((SOURCE_DIR / "README.md").read_text())
-    assert len(blocks) >= 2
+    assert len(blocks) >= 3
     for code in blocks:
         # From the checkout's root, where scripts/setup put the models.
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=SOURCE_DIR, timeout=300)

@@ -58,6 +58,40 @@ TEST_P(CrossEncoderFamily, ScoresEachPairAsTheReferenceForward) {
 INSTANTIATE_TEST_SUITE_P(Families, CrossEncoderFamily, ::testing::Values("bert", "roberta", "distilbert", "xlm-roberta"),
                          [](const auto& info) { return info.param == "xlm-roberta" ? "xlm_roberta" : info.param; });
 
+// Pairs of different queries (sentence-transformers' predict input) run
+// batched together and score each as the reference forward of its own pair.
+TEST(CrossEncoder, PairsOfDifferentQueriesScoreEachPair) {
+  test::TempDir d;
+  test::TinyBertSpec s;
+  s.classifier = true;
+  TinyBert m(s);
+  m.write(d.path());
+  EmbedderOptions o;
+  o.max_batch = 2;  // batches that mix queries
+  Embedder e(d.path().string(), o);
+  const std::vector<std::vector<int>> queries = {kQuery, {5, 6}, {}};
+  std::vector<std::pair<std::string, std::string>> pairs;
+  std::vector<double> want;
+  for (size_t i = 0; i < kDocs.size(); ++i) {
+    const std::vector<int>& q = queries[i % queries.size()];
+    pairs.emplace_back(TinyBert::text_of(q), TinyBert::text_of(kDocs[i]));
+    auto [ids, types] = m.pair_ids(q, kDocs[i]);
+    want.push_back(m.logit(ids, types));
+  }
+  const std::vector<float> logits = e.logits_pairs(pairs), scores = e.score_pairs(pairs);
+  ASSERT_EQ(logits.size(), pairs.size());
+  ASSERT_EQ(scores.size(), pairs.size());
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    EXPECT_NEAR(logits[i], want[i], 2e-5) << "pair " << i;
+    EXPECT_NEAR(scores[i], 1.0 / (1.0 + std::exp(-want[i])), 1e-5) << "pair " << i;
+  }
+  EXPECT_TRUE(e.score_pairs({}).empty());
+  EmbedCall call;
+  call.prompt = "Judge: ";
+  const std::string msg = test::error_of([&] { e.score_pairs(pairs, call); });
+  EXPECT_NE(msg.find("prompt"), std::string::npos) << msg;
+}
+
 // A prompt is a causal-LM cross-encoder's system message; a
 // sequence-classification one refuses it rather than dropping it.
 TEST(CrossEncoder, APromptIsRefusedByName) {
