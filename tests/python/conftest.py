@@ -5,6 +5,7 @@ sets RLX_SOURCE_DIR and RLX_CLI; run elsewhere, they default to this checkout.""
 import os
 import pathlib
 import subprocess
+import threading
 
 import pytest
 
@@ -49,3 +50,25 @@ def tiny():
     import rlx
 
     return rlx.LLM(need(TINY_LLAMA), device="cpu", threads=1, max_sequences=3)
+
+
+def ticks_while(work):
+    """How far a busy counter thread counts while work() runs: a call that
+    holds the GIL leaves it a few switch intervals' worth."""
+    ticks = 0
+    stop = threading.Event()
+
+    def count():
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+
+    t = threading.Thread(target=count)
+    t.start()
+    try:
+        before = ticks
+        work()
+        return ticks - before
+    finally:
+        stop.set()
+        t.join()

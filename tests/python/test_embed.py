@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import rlx
-from conftest import DATA, MINILM, need, run_cli
+from conftest import DATA, MINILM, need, run_cli, ticks_while
 
 
 def reference():
@@ -234,22 +234,6 @@ def test_four_threads_on_one_encoder_equal_one(encoder):
 
 def test_the_gil_is_released_while_encoding(encoder):
     texts = ["a sentence of a few words to embed, number %d" % i for i in range(400)]
-    ticks = 0
-    stop = threading.Event()
-
-    def count():
-        nonlocal ticks
-        while not stop.is_set():
-            ticks += 1
-
-    t = threading.Thread(target=count)
-    t.start()
-    try:
-        before = ticks
-        encoder.encode(texts)
-        during = ticks - before
-    finally:
-        stop.set()
-        t.join()
+    during = ticks_while(lambda: encoder.encode(texts))
     # Holding the GIL, encode would leave the counter a few switch intervals' worth.
     assert during > 100000, during

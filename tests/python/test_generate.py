@@ -10,7 +10,7 @@ import time
 import pytest
 
 import rlx
-from conftest import DATA, SMOLLM2, TINY_LLAMA, need, run_cli
+from conftest import DATA, SMOLLM2, TINY_LLAMA, need, run_cli, ticks_while
 
 PROMPT = "The capital of France is"
 
@@ -240,21 +240,5 @@ def test_streams_and_threads_share_the_engine(tiny):
 
 
 def test_the_gil_is_released_while_generating(smollm2):
-    ticks = 0
-    stop = threading.Event()
-
-    def count():
-        nonlocal ticks
-        while not stop.is_set():
-            ticks += 1
-
-    t = threading.Thread(target=count)
-    t.start()
-    try:
-        before = ticks
-        smollm2.generate(PROMPT, max_tokens=24, ignore_eos=True)
-        during = ticks - before
-    finally:
-        stop.set()
-        t.join()
+    during = ticks_while(lambda: smollm2.generate(PROMPT, max_tokens=24, ignore_eos=True))
     assert during > 100000, during

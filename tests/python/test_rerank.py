@@ -5,13 +5,12 @@ Qwen3-Reranker-style causal LM, both tiny and random, on the CPU."""
 
 import json
 import os
-import threading
 
 import numpy as np
 import pytest
 
 import rlx
-from conftest import DATA, MINILM, need, run_cli
+from conftest import DATA, MINILM, need, run_cli, ticks_while
 
 BERT = DATA / "bert_cross_encoder"
 QWEN3 = DATA / "qwen3_reranker"
@@ -233,22 +232,6 @@ def test_errors_are_python_exceptions(tmp_path, bert, qwen3):
 
 def test_the_gil_is_released_while_scoring(qwen3):
     pairs = [("What is the capital of France?", "passage number %d about Paris and France" % i) for i in range(300)]
-    ticks = 0
-    stop = threading.Event()
-
-    def count():
-        nonlocal ticks
-        while not stop.is_set():
-            ticks += 1
-
-    t = threading.Thread(target=count)
-    t.start()
-    try:
-        before = ticks
-        qwen3.predict(pairs)
-        during = ticks - before
-    finally:
-        stop.set()
-        t.join()
+    during = ticks_while(lambda: qwen3.predict(pairs))
     # Holding the GIL, predict would leave the counter a few switch intervals' worth.
     assert during > 100000, during
