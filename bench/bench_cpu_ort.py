@@ -13,13 +13,15 @@ into .deps/bench-py on first use; nothing here is needed to build rlx.
 
   python3 bench/bench_cpu_ort.py [--rlx build/rlx] [--model models/all-MiniLM-L6-v2]
                                  [--threads 2] [--repeats 3] [--rows minilm-b1s128,...] [--cpu-time]
-                                 [--rlx-dtype bf16] [--ort-int8]
+                                 [--rlx-dtype bf16] [--ort-int8] [--rlx-int8]
 
 --rlx-dtype runs rlx in bf16 (or f16) against ONNX Runtime's f32 and reports
 the accuracy of rlx's hidden states against ORT's f32 ones (worst per-token
 cosine and the mean-pooled sentence vectors' cosine). --ort-int8 adds ONNX
 Runtime's own dynamic int8 quantization (quantize_dynamic, per-channel
-weights) as a third column, with its accuracy the same way.
+weights) as a column, with its accuracy the same way. --rlx-int8 adds rlx
+with int8 products (`--quantize int8`, in --rlx-dtype) as a column, its
+accuracy the same way.
 """
 import argparse
 import importlib
@@ -161,9 +163,9 @@ def time_ort(sess, feed, runs, warmup):
     return statistics.median(us)
 
 
-def time_rlx(args, row, runs, warmup):
+def time_rlx(args, row, runs, warmup, extra=()):
     cmd = [args.rlx, "bench", "--device", "cpu", "--batch", str(row["batch"]), "--seq", str(row["seq"]),
-           "--runs", str(runs), "--warmup", str(warmup), "--json", "--dtype", args.rlx_dtype]
+           "--runs", str(runs), "--warmup", str(warmup), "--json", "--dtype", args.rlx_dtype, *extra]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     if row["model"]:
@@ -186,11 +188,11 @@ def ort_cpu_ms(sess, feed, runs, warmup):
     return statistics.median(t)
 
 
-def rlx_cpu_ms(args, row, runs):
+def rlx_cpu_ms(args, row, runs, extra=()):
     """Median process CPU time of one rlx run on one thread, as `rlx bench`
     measures it around each run (median_cpu_us)."""
     cmd = [args.rlx, "bench", "--device", "cpu", "--batch", str(row["batch"]), "--seq", str(row["seq"]),
-           "--runs", str(runs), "--warmup", "2", "--threads", "1", "--json", "--dtype", args.rlx_dtype]
+           "--runs", str(runs), "--warmup", "2", "--threads", "1", "--json", "--dtype", args.rlx_dtype, *extra]
     if row["model"]:
         cmd += ["--model", row["model"]]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -217,6 +219,15 @@ def check_parity(args, sess, model, vocab, workdir, int8_sess=None):
                     "--dtype", args.rlx_dtype], check=True, capture_output=True)
     r = np.fromfile(out, np.float32)
     o = sess.run(None, feed)[0].reshape(-1)
+    if args.rlx_int8:
+        subprocess.run([args.rlx, "forward", "--model", model, "--ids", ids, "--out", out, "--device", "cpu",
+                        "--dtype", args.rlx_dtype, "--quantize", "int8"], check=True, capture_output=True)
+        r8 = np.fromfile(out, np.float32)
+        tok8, pooled8 = cosines(r8, o, batch, seq)
+        print(f"parity: rlx forward ({args.rlx_dtype}, int8 products) vs ONNX Runtime f32: worst token cosine "
+              f"{tok8:.6f}, worst mean-pooled cosine {pooled8:.6f}")
+        if not pooled8 > 0.99:
+            sys.exit(f"bench: rlx int8 is far from ONNX Runtime f32 on {model} (pooled cosine {pooled8})")
     err = float(np.max(np.abs(r - o)) / np.max(np.abs(o)))
     tok, pooled = cosines(r, o, batch, seq)
     print(f"parity: rlx forward ({args.rlx_dtype}) vs ONNX Runtime f32, {model}, batch {batch} seq {seq}: "
@@ -269,6 +280,7 @@ def main():
     ap.add_argument("--markdown", help="also write the table here")
     ap.add_argument("--rlx-dtype", default="f32", choices=["f32", "bf16", "f16"], help="rlx's --dtype")
     ap.add_argument("--ort-int8", action="store_true", help="also time ONNX Runtime's dynamic int8 quantization")
+    ap.add_argument("--rlx-int8", action="store_true", help="also time rlx with int8 products (--quantize int8)")
     ap.add_argument("--cpu-time", action="store_true",
                     help="one thread each, CPU time per run instead of wall clock (for a loaded machine)")
     args = ap.parse_args()
@@ -311,38 +323,49 @@ def main():
             sess, vocab = session(proto, args.threads, workdir, "bertbase"), 30522
             sess8 = session(proto, args.threads, workdir, "bertbase", int8=True) if args.ort_int8 else None
         feed = ort_inputs(sess, vocab, row["batch"], row["seq"])
-        o, r, q = [], [], []
+        o, r, q, r8 = [], [], [], []
+        int8_flag = ["--quantize", "int8"]
         for _ in range(args.repeats):  # alternate so every side sees the same machine
             if args.cpu_time:
                 o.append(ort_cpu_ms(sess, feed, row["runs"], warmup=2) * 1e3)
                 r.append(rlx_cpu_ms(args, row, row["runs"]) * 1e3)
                 if sess8 is not None:
                     q.append(ort_cpu_ms(sess8, feed, row["runs"], warmup=2) * 1e3)
+                if args.rlx_int8:
+                    r8.append(rlx_cpu_ms(args, row, row["runs"], int8_flag) * 1e3)
                 continue
             o.append(time_ort(sess, feed, row["runs"], warmup=2))
             r.append(time_rlx(args, row, row["runs"], warmup=2))
             if sess8 is not None:
                 q.append(time_ort(sess8, feed, row["runs"], warmup=2))
+            if args.rlx_int8:
+                r8.append(time_rlx(args, row, row["runs"], 2, int8_flag))
         res = dict(row=row["name"], batch=row["batch"], seq=row["seq"], ort_ms=statistics.median(o) / 1e3,
                    rlx_ms=statistics.median(r) / 1e3, ort_spread=(min(o) / 1e3, max(o) / 1e3),
                    rlx_spread=(min(r) / 1e3, max(r) / 1e3))
         res["ratio"] = res["rlx_ms"] / res["ort_ms"]
         if q:
             res["int8_ms"], res["int8_spread"] = statistics.median(q) / 1e3, (min(q) / 1e3, max(q) / 1e3)
+        if r8:
+            res["rlx8_ms"], res["rlx8_spread"] = statistics.median(r8) / 1e3, (min(r8) / 1e3, max(r8) / 1e3)
         results.append(res)
-        int8 = f"   ORT int8 {res['int8_ms']:8.2f} ms ({res['int8_ms'] / res['ort_ms']:.2f}x of f32)" if q else ""
+        rlx8 = f"   rlx int8 {res['rlx8_ms']:8.2f} ms ({res['rlx8_ms'] / res['ort_ms']:.2f}x of ORT f32)" if r8 else ""
+        int8 = rlx8 + f"   ORT int8 {res['int8_ms']:8.2f} ms ({res['int8_ms'] / res['ort_ms']:.2f}x of f32)" if q else rlx8
         print(f"{res['row']:<18} ORT {res['ort_ms']:8.2f} ms [{res['ort_spread'][0]:.2f}..{res['ort_spread'][1]:.2f}]"
               f"   rlx {res['rlx_ms']:8.2f} ms [{res['rlx_spread'][0]:.2f}..{res['rlx_spread'][1]:.2f}]"
               f"   rlx/ORT {res['ratio']:.2f}x{int8}", flush=True)
 
     what_time = "CPU time per run, 1 thread" if args.cpu_time else f"{args.threads} threads"
-    int8_head = " ONNX Runtime int8 (/ f32) |" if args.ort_int8 else ""
+    int8_head = (f" rlx {args.rlx_dtype} int8 (/ ORT f32) |" if args.rlx_int8 else "") + \
+        (" ONNX Runtime int8 (/ f32) |" if args.ort_int8 else "")
     lines = [f"| workload ({what_time}) | ONNX Runtime {ort.__version__} f32 | rlx {args.rlx_dtype} | rlx / ORT f32 |"
-             + int8_head, "|---|---|---|---|" + ("---|" if args.ort_int8 else "")]
+             + int8_head, "|---|---|---|---|" + ("---|" if args.rlx_int8 else "") + ("---|" if args.ort_int8 else "")]
     for res in results:
         what = f"{name}, batch {res['batch']}, seq {res['seq']}" if res["row"].startswith("minilm") \
             else f"BERT-base shape, batch {res['batch']}, seq {res['seq']}"
-        int8 = (f" {res['int8_ms']:.1f} ms ({res['int8_ms'] / res['ort_ms']:.2f}×) |" if "int8_ms" in res else "")
+        int8 = (f" {res['rlx8_ms']:.1f} ms ({res['rlx8_spread'][0]:.1f}–{res['rlx8_spread'][1]:.1f}; "
+                f"{res['rlx8_ms'] / res['ort_ms']:.2f}×) |" if "rlx8_ms" in res else "") + \
+            (f" {res['int8_ms']:.1f} ms ({res['int8_ms'] / res['ort_ms']:.2f}×) |" if "int8_ms" in res else "")
         lines.append(f"| {what} | {res['ort_ms']:.1f} ms ({res['ort_spread'][0]:.1f}–{res['ort_spread'][1]:.1f}) "
                      f"| {res['rlx_ms']:.1f} ms ({res['rlx_spread'][0]:.1f}–{res['rlx_spread'][1]:.1f}) "
                      f"| {res['ratio']:.2f}× |" + int8)

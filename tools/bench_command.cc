@@ -203,6 +203,7 @@ void add_bench_command(CLI::App& app) {
   auto warmup = std::make_shared<int>(5);
   auto trace = std::make_shared<std::string>();
   auto threads = std::make_shared<int>(0);
+  auto quantize = std::make_shared<std::string>();
   cmd->add_option("--model", *model, "Hugging Face BERT directory; without it, the demo encoder");
   cmd->add_option("--layers", s->layers, "encoder layers (demo encoder)");
   cmd->add_option("--hidden", s->hidden, "hidden size (demo encoder)");
@@ -212,6 +213,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--seq", s->seq, "sequence length");
   cmd->add_option("--device", *device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--dtype", *dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  cmd->add_option("--quantize", *quantize, kQuantizeInt8Help)->check(CLI::IsMember({"int8"}));
   cmd->add_option("--runs", *runs, "timed runs per mode");
   cmd->add_option("--warmup", *warmup, "untimed runs first");
   cmd->add_option("--threads", *threads, "CPU threads (0 = physical cores)")->check(non_negative());
@@ -224,7 +226,9 @@ void add_bench_command(CLI::App& app) {
     check_count("--warmup", *warmup, 0, 1000000);
     check_batch_seq(s->batch, s->seq);
     s->dtype = dtype_option(*dtype);
-    bool gpu = device_option(*device) == rlx::Device::Cuda;
+    const bool int8 = int8_option(*quantize);
+    const std::string label = *dtype + (int8 ? " int8 products" : "");
+    bool gpu = device_option(*device, int8) == rlx::Device::Cuda;
     std::vector<Row> rows;
     std::string title;
 
@@ -241,6 +245,7 @@ void add_bench_command(CLI::App& app) {
         o.seq = s->seq;
         o.trace_json = trace_json;
         o.threads = *threads;
+        o.int8_products = int8;
         return rlx::load_bert(*model, o);
       };
       if (gpu) {
@@ -260,9 +265,9 @@ void add_bench_command(CLI::App& app) {
       char buf[512];
       std::snprintf(buf, sizeof buf, "rlx bench: %s (%d layers, hidden %d, heads %d, ffn %d), batch %d, seq %d, %s, %s",
                     model->c_str(), cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
-                    cfg.intermediate_size, s->batch, s->seq, dtype->c_str(), gpu ? "cuda" : "cpu");
+                    cfg.intermediate_size, s->batch, s->seq, label.c_str(), gpu ? "cuda" : "cpu");
       title = buf;
-      print_rows(rows, title, *json, s->batch, s->seq, *dtype, gpu);
+      print_rows(rows, title, *json, s->batch, s->seq, label, gpu);
       return;
     }
 
@@ -273,6 +278,7 @@ void add_bench_command(CLI::App& app) {
       o.device = gpu ? rlx::Device::Cuda : rlx::Device::Cpu;
       o.mode = m;
       o.threads = *threads;
+      o.int8_products = int8;
       if (m == rlx::ExecMode::Graph) o.trace_json = *trace;  // written after the first run
       auto exe = rlx::compile(g, o);
       fill_random_params(*exe, 1);
@@ -294,8 +300,8 @@ void add_bench_command(CLI::App& app) {
     }
     char buf[512];
     std::snprintf(buf, sizeof buf, "rlx bench: encoder %d layers, hidden %d, heads %d, ffn %d, batch %d, seq %d, %s, %s",
-                  s->layers, s->hidden, s->heads, s->ffn, s->batch, s->seq, dtype->c_str(), gpu ? "cuda" : "cpu");
+                  s->layers, s->hidden, s->heads, s->ffn, s->batch, s->seq, label.c_str(), gpu ? "cuda" : "cpu");
     title = buf;
-    print_rows(rows, title, *json, s->batch, s->seq, *dtype, gpu);
+    print_rows(rows, title, *json, s->batch, s->seq, label, gpu);
   });
 }

@@ -36,6 +36,17 @@ rlx::Device device_option(const std::string& s) {
   return rlx::cuda_available() ? rlx::Device::Cuda : rlx::Device::Cpu;
 }
 
+bool int8_option(const std::string& quantize) {
+  RLX_CHECK(quantize.empty() || quantize == "int8", "--quantize must be int8, not '" << quantize << "'");
+  return quantize == "int8";
+}
+
+rlx::Device device_option(const std::string& device, bool int8) {
+  if (!int8) return device_option(device);
+  RLX_CHECK(device != "cuda", "--quantize int8 runs on the CPU only; use --device cpu (or f16/bf16 on the GPU)");
+  return rlx::Device::Cpu;
+}
+
 rlx::ExecMode mode_option(const std::string& s) {
   if (s == "perop") return rlx::ExecMode::PerOp;
   if (s == "graph") return rlx::ExecMode::Graph;

@@ -8,6 +8,13 @@
 rlx::DType dtype_option(const std::string& s);     // f32 | f16 | bf16
 rlx::Device device_option(const std::string& s);   // auto | cpu | cuda (cuda must be present)
 rlx::ExecMode mode_option(const std::string& s);   // auto | perop | graph
+// An encoder command's --quantize: "" (none) or "int8" (int8 products on the
+// CPU: true). --device auto then means the CPU, where int8 runs.
+bool int8_option(const std::string& quantize);
+rlx::Device device_option(const std::string& device, bool int8);
+inline constexpr const char* kQuantizeInt8Help =
+    "int8: the products over weights in int8 on the CPU (weights per output column, activations per token; "
+    "AVX512-VNNI), with --dtype bf16 the fastest; embeddings within ~1e-2 of f32's";
 
 // --batch and --seq of the commands that compile a fixed shape: positive,
 // batch <= 1024, seq <= 65536 and at most 2^20 tokens in all, so that a typo

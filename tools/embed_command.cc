@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 struct EmbedArgs {
   std::string model, device = "auto", dtype = "f32", file, format = "json", output;
-  std::string pooling = "model", prompt_name;
+  std::string pooling = "model", prompt_name, quantize;
   std::string prompt;
   bool prompt_given = false, normalize = false, no_normalize = false;
   bool similarity = false, truncate = true;
@@ -71,7 +71,8 @@ void run_embed(const EmbedArgs& a) {
   rlx::EmbedderOptions o;
   o.threads = a.threads;
   o.dtype = dtype_option(a.dtype);
-  o.device = device_option(a.device);
+  o.int8_products = int8_option(a.quantize);
+  o.device = device_option(a.device, o.int8_products);
   check_count("--batch", a.batch, 1, rlx::EmbedderOptions::kMaxBatch);
   o.max_batch = a.batch;
   check_count("--max-length", a.max_length, 0, 1 << 20);
@@ -161,6 +162,7 @@ void add_embed_command(CLI::App& app) {
                   "models/all-MiniLM-L6-v2 next to the binary or in the working directory)");
   cmd->add_option("--device", a->device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  cmd->add_option("--quantize", a->quantize, kQuantizeInt8Help)->check(CLI::IsMember({"int8"}));
   cmd->add_option("--file", a->file, "read one sentence per line from a file ('-' = stdin); one row per line, "
                                      "blank lines included");
   cmd->add_flag("--similarity", a->similarity, "also print the cosine similarity matrix");

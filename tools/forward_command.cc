@@ -18,7 +18,7 @@
 namespace {
 
 struct ForwardArgs {
-  std::string model, ids, out, dtype = "f32", device = "cpu", mode = "auto";
+  std::string model, ids, out, dtype = "f32", device = "cpu", mode = "auto", quantize;
 };
 
 // A [batch, seq] integer matrix from JSON, every row the same length and
@@ -61,7 +61,8 @@ void run_forward(const ForwardArgs& a) {
 
   rlx::BertLoadOptions o;
   o.dtype = dtype_option(a.dtype);
-  o.device = device_option(a.device);
+  o.int8_products = int8_option(a.quantize);
+  o.device = device_option(a.device, o.int8_products);
   o.mode = mode_option(a.mode);
   o.batch = batch;
   o.seq = seq;
@@ -99,6 +100,7 @@ void add_forward_command(CLI::App& app) {
       ->required();
   cmd->add_option("--out", a->out, "where last_hidden_state goes, raw little-endian f32")->required();
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  cmd->add_option("--quantize", a->quantize, kQuantizeInt8Help)->check(CLI::IsMember({"int8"}));
   cmd->add_option("--device", a->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--mode", a->mode, "CUDA execution mode: auto, perop or graph")
       ->check(CLI::IsMember({"auto", "perop", "graph"}));

@@ -33,6 +33,12 @@ enum class NormalizeMode { Model, On, Off };
 struct EmbedderOptions {
   DType dtype = DType::F32;
   Device device = Device::Cpu;
+  // CPU only (--quantize int8): the encoder's products over weights in int8,
+  // the weights quantized per output column when first packed and the
+  // activations per token (AVX512-VNNI); attention, norms and the rest stay
+  // in `dtype` (bf16 is the faster). Embeddings within ~1e-2 of f32's
+  // (docs/PERF.md); GPU and processors without VNNI refuse.
+  bool int8_products = false;
   int max_batch = 32;  // a power of two, at most kMaxBatch; larger inputs are chunked
   int max_len = 0;     // tokens per text incl. [CLS]/[SEP]; 0 = the model's own limit
   bool truncate = true;  // false: a text longer than max_len is an error, not cut

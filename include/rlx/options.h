@@ -35,6 +35,10 @@ struct CompileOptions {
   std::shared_ptr<ArenaShare> arena_share;  // see make_arena_share()
   bool allow_tf32 = false;         // CUDA: f32 matmuls may round inputs to TF32 (faster, ~1e-3 error)
   bool verify_plan = false;        // prove the memory plan at compile (always on in debug builds)
+  // CPU: products over weights in int8 (weights quantized per output column
+  // when first packed, activations per row; AVX512-VNNI, else compile
+  // fails); ~1e-2 relative error per product. The CUDA backend refuses it.
+  bool int8_products = false;
 };
 
 }  // namespace rlx

@@ -261,6 +261,7 @@ std::unique_ptr<Executable> load_bert(const std::string& dir, const BertLoadOpti
   co.mode = o.mode;
   co.trace_json = o.trace_json;
   co.threads = o.threads;
+  co.int8_products = o.int8_products;
   auto exe = compile(g, co);
   w.load_into(*exe, g);
   return exe;

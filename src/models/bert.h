@@ -92,6 +92,7 @@ struct BertLoadOptions {
   ExecMode mode = ExecMode::Auto;  // CUDA execution mode
   std::string trace_json;          // CUDA: per-thunk GPU times as a Chrome trace
   int threads = 0;                 // CPU threads, 0 = physical cores
+  bool int8_products = false;      // CPU: products over weights in int8 (CompileOptions::int8_products)
 };
 
 // config.json + sentence-transformers pooling + model.safetensors -> a

@@ -353,6 +353,7 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
   CompileOptions co;
   co.device = opts_.device;
   co.threads = opts_.threads;
+  co.int8_products = opts_.int8_products;
   buckets_ = std::make_unique<BucketCache>(
       "embed", [this](const Bucket& b) { return graph_for(b.batch, b.seq); },
       [this](Executable& exe, const Graph& g) {

@@ -397,5 +397,92 @@ TEST(CpuPackedGemmBf16, MiniLmInBf16TakesTheBf16KernelAtEveryRowCount) {
   EXPECT_GT(worst, 0.99) << "worst per-token cosine of bf16 against f32";
 }
 
+
+// Asked for int8 products, a weight's product runs the int8 kernel (and
+// only then), within int8's reach of the f32 product; a weight written
+// after a run is quantized again for the next.
+TEST(CpuPackedGemmInt8, LinearRunsInt8OnlyWhenAskedAndSeesANewWeight) {
+  if (!cpu::packed_int8_available()) GTEST_SKIP() << "no AVX512-VNNI";
+  ASSERT_EQ(std::getenv("RLX_CPU_GEMM"), nullptr) << "the test checks the default choice";
+  LinearSchedule l(33, 67, 130);
+  const auto bias = random_floats(size_t(l.n), 730), x = random_floats(size_t(l.m * l.k), 731);
+  for (bool int8 : {false, true}) {
+    SCOPED_TRACE(int8 ? "int8" : "f32");
+    CompileOptions o;
+    o.int8_products = int8;
+    auto exe = cpu_backend().prepare(l.s, o);
+    exe->write_binding(binding(l.s.param_bindings, "bias"), bias.data());
+    for (uint64_t seed : {732, 733}) {
+      const auto w = random_floats(size_t(l.n * l.k), seed);
+      exe->write_binding(binding(l.s.param_bindings, "w"), w.data());
+      std::vector<float> out(size_t(l.m * l.n), kNaN);
+      exe->run({x.data()}, {out.data()});
+      // Uniform values: each product's quantization error is ~1e-3 of its size.
+      expect_close(out, l.reference(x, w, bias), int8 ? 1e-2 : 1e-5, "weight " + std::to_string(seed));
+      if (int8) {
+        const auto ref = l.reference(x, w, bias);
+        double worst = 0;
+        for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(out[i] - ref[i]));
+        EXPECT_GT(worst, 1e-6) << "exactly the f32 product: the int8 kernel did not run";
+      }
+    }
+    const cpu::CpuMatmulRuns runs = cpu::matmul_runs(*exe);
+    EXPECT_EQ(runs.packed_int8, int8 ? 2u : 0u);
+    EXPECT_EQ(runs.packed, int8 ? 0u : 2u);
+    EXPECT_EQ(runs.packs_made, 2u) << "one packing per weight written";
+  }
+}
+
+// MiniLM with int8 products, in f32 and in bf16: every product takes the
+// int8 kernel whatever its row count, and the hidden states stay within
+// int8's reach of the f32 model's (cosine per token).
+TEST(CpuPackedGemmInt8, MiniLmWithInt8ProductsTakesTheInt8KernelEverywhere) {
+  if (!cpu::packed_int8_available()) GTEST_SKIP() << "no AVX512-VNNI";
+  ASSERT_EQ(std::getenv("RLX_CPU_GEMM"), nullptr) << "the test checks the default choice";
+  ASSERT_TRUE(minilm_present());
+  const int64_t batch = 3, seq = 100;
+  std::vector<int32_t> ids(size_t(batch * seq)), mask(ids.size(), 1), types(ids.size(), 0);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(1000 + (i * 7919) % 20000);
+  auto hidden_of = [&](DType dt, bool int8) {
+    BertLoadOptions o;
+    o.batch = batch, o.seq = seq, o.threads = 2, o.dtype = dt, o.int8_products = int8;
+    auto exe = load_bert(minilm_dir(), o);
+    uint64_t products = 0;
+    for (const Thunk& t : exe->schedule().thunks)
+      if (const auto* p = std::get_if<MatMulParams>(&t.params)) products += uint64_t(p->batch);
+    auto out = exe->run({{"input_ids", HostTensor::from_i32({batch, seq}, ids)},
+                         {"attention_mask", HostTensor::from_i32({batch, seq}, mask)},
+                         {"token_type_ids", HostTensor::from_i32({batch, seq}, types)}});
+    const cpu::CpuMatmulRuns runs = cpu::matmul_runs(exe->backend());
+    if (int8) {
+      EXPECT_GT(products, 0u);
+      EXPECT_EQ(runs.packed_int8, products) << dtype_name(dt);
+      EXPECT_EQ(runs.packed + runs.packed_bf16 + runs.library, 0u) << dtype_name(dt);
+    } else {
+      EXPECT_EQ(runs.packed_int8, 0u);
+    }
+    return out.at("last_hidden_state").to_f32();
+  };
+  const std::vector<float> f32 = hidden_of(DType::F32, false);
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const std::vector<float> q = hidden_of(dt, true);
+    ASSERT_EQ(q.size(), f32.size());
+    const size_t dim = f32.size() / size_t(batch * seq);
+    double worst = 1.0, best = 0.0;
+    for (size_t t = 0; t < size_t(batch * seq); ++t) {
+      double dot = 0, n0 = 0, n1 = 0;
+      for (size_t d = 0; d < dim; ++d) {
+        const double x = f32[t * dim + d], y = q[t * dim + d];
+        ASSERT_TRUE(std::isfinite(y));
+        dot += x * y, n0 += x * x, n1 += y * y;
+      }
+      worst = std::min(worst, dot / std::sqrt(n0 * n1));
+      best = std::max(best, dot / std::sqrt(n0 * n1));
+    }
+    EXPECT_GT(worst, 0.99) << "worst per-token cosine of int8 products (" << dtype_name(dt) << ") against f32";
+    EXPECT_LT(worst, 0.99999) << "int8 products as close as f32's own: the int8 kernel did not run";
+  }
+}
+
 }  // namespace
 }  // namespace rlx::test

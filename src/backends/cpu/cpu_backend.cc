@@ -50,8 +50,12 @@ uint64_t physical_memory_bytes() {
 
 class CpuExecutable final : public BackendExecutable {
  public:
-  CpuExecutable(const Schedule& s, const CpuRegistry& registry, int threads, std::shared_ptr<ArenaShare> share)
-      : registry_(registry), threads_(threads > 0 ? threads : default_threads()), share_(share ? std::move(share) : make_arena_share()) {
+  CpuExecutable(const Schedule& s, const CpuRegistry& registry, int threads, std::shared_ptr<ArenaShare> share,
+                bool int8_products)
+      : registry_(registry), threads_(threads > 0 ? threads : default_threads()), share_(share ? std::move(share) : make_arena_share()),
+        int8_products_(int8_products) {
+    RLX_CHECK(!int8_products || packed_int8_available(),
+              "cpu: int8 products (--quantize int8) need AVX512-VNNI, which this processor lacks");
     arena_bytes_ = s.arena_bytes;
     bool fresh = false;
     auto alloc = [](uint64_t bytes) {
@@ -136,6 +140,7 @@ class CpuExecutable final : public BackendExecutable {
     if (!ctx_) return "host execution";
     return "host execution; matmul runs: " + std::to_string(ctx_->runs(GemmPath::Packed)) + " on packed weights, " +
            std::to_string(ctx_->runs(GemmPath::PackedBf16)) + " on packed bf16 pairs, " +
+           std::to_string(ctx_->runs(GemmPath::PackedInt8)) + " in int8, " +
            std::to_string(ctx_->runs(GemmPath::Library)) + " through " + gemm_library() + "; packed weights " +
            std::to_string(packs_->bytes()) + " bytes";
   }
@@ -170,7 +175,7 @@ class CpuExecutable final : public BackendExecutable {
       const char* v = std::getenv("RLX_TRACE");
       return v && std::strcmp(v, "matmul") == 0;
     }();
-    std::vector<uint64_t> packed;
+    std::vector<uint64_t> packed, int8;
     for (size_t i = 0; i < s.thunks.size(); ++i) {
       const auto* p = std::get_if<MatMulParams>(&s.thunks[i].params);
       if (!p) continue;
@@ -187,15 +192,22 @@ class CpuExecutable final : public BackendExecutable {
         why = "RLX_CPU_GEMM=library";
       else if (choice == GemmChoice::Auto && !packs_bf16_pairs(p->dtype) && !packed_gemm_wins(p->m, p->n, p->k))
         why = "the library measured faster at this shape";
-      if (!why) packed.push_back(p->b);
+      // Asked for int8: every product over a weight, whatever its shape (the
+      // int8 kernel reads a quarter of f32's weight bytes, half of bf16's).
+      const bool in_int8 = int8_products_ && (!why || std::strcmp(why, "the library measured faster at this shape") == 0);
+      if (in_int8) int8.push_back(p->b), why = nullptr;
+      else if (!why) packed.push_back(p->b);
       if (trace)
         std::fprintf(stderr, "rlx cpu: %s m=%lld n=%lld k=%lld: %s%s\n", describe(s.thunks[i], i).c_str(),
-                     (long long)p->m, (long long)p->n, (long long)p->k, why ? "library, " : packs_bf16_pairs(p->dtype) ? "packed bf16 pairs" : "packed weights",
+                     (long long)p->m, (long long)p->n, (long long)p->k,
+                     why ? "library, " : in_int8 ? "packed int8" : packs_bf16_pairs(p->dtype) ? "packed bf16 pairs" : "packed weights",
                      why ? why : "");
     }
-    std::sort(packed.begin(), packed.end());
-    packed.erase(std::unique(packed.begin(), packed.end()), packed.end());
-    context().set_packed_weights(packs_.get(), std::move(packed));
+    for (auto* v : {&packed, &int8}) {
+      std::sort(v->begin(), v->end());
+      v->erase(std::unique(v->begin(), v->end()), v->end());
+    }
+    context().set_packed_weights(packs_.get(), std::move(packed), std::move(int8));
   }
 
   void check_binding(const Binding& b) const {
@@ -221,6 +233,7 @@ class CpuExecutable final : public BackendExecutable {
   int threads_;
   std::shared_ptr<ArenaShare> share_;
   std::shared_ptr<WeightPacks> packs_;
+  bool int8_products_ = false;
   uint64_t arena_bytes_ = 0;
   uint8_t* arena_ = nullptr;
   std::vector<std::pair<uint64_t, std::shared_ptr<const std::vector<uint8_t>>>> constants_;
@@ -237,14 +250,20 @@ float* CpuContext::scratch(int slot, size_t n) {
   return buf.data();
 }
 
-void CpuContext::set_packed_weights(WeightPacks* packs, std::vector<uint64_t> b_offsets) {
+void CpuContext::set_packed_weights(WeightPacks* packs, std::vector<uint64_t> b_offsets, std::vector<uint64_t> int8_b) {
   packs_ = packs;
   packed_b_ = std::move(b_offsets);
+  int8_b_ = std::move(int8_b);
 }
 
 const float* CpuContext::packed_weights(const MatMulParams& p) {
   if (!packs_ || !std::binary_search(packed_b_.begin(), packed_b_.end(), p.b)) return nullptr;
   return packs_->get(p, arena_);
+}
+
+const uint32_t* CpuContext::packed_int8(const MatMulParams& p) {
+  if (!packs_ || !std::binary_search(int8_b_.begin(), int8_b_.end(), p.b)) return nullptr;
+  return reinterpret_cast<const uint32_t*>(packs_->get(p, arena_, true));
 }
 
 CpuMatmulRuns matmul_runs(const BackendExecutable& exe) {
@@ -254,6 +273,7 @@ CpuMatmulRuns matmul_runs(const BackendExecutable& exe) {
   CpuMatmulRuns r{ctx ? ctx->runs(GemmPath::Packed) : 0, ctx ? ctx->runs(GemmPath::Library) : 0,
                   cpu->packs().packs_made()};
   r.packed_bf16 = ctx ? ctx->runs(GemmPath::PackedBf16) : 0;
+  r.packed_int8 = ctx ? ctx->runs(GemmPath::PackedInt8) : 0;
   return r;
 }
 
@@ -264,7 +284,7 @@ CpuBackend::CpuBackend() {
 }
 
 std::unique_ptr<BackendExecutable> CpuBackend::prepare(const Schedule& s, const CompileOptions& o) {
-  return std::make_unique<CpuExecutable>(s, registry_, o.threads, o.arena_share);
+  return std::make_unique<CpuExecutable>(s, registry_, o.threads, o.arena_share, o.int8_products);
 }
 
 }  // namespace cpu

@@ -24,6 +24,7 @@ class CpuBackend final : public Backend {
 struct CpuMatmulRuns {
   uint64_t packed = 0, library = 0, packs_made = 0;
   uint64_t packed_bf16 = 0;  // products on the bf16 kernel (not counted in packed)
+  uint64_t packed_int8 = 0;  // products on the int8 kernel (not counted in packed)
 };
 CpuMatmulRuns matmul_runs(const BackendExecutable& exe);
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <string_view>
 
@@ -33,6 +34,9 @@ constexpr int64_t kMC = 12 * MR;
 
 // bf16 pairs: a panel block of twice the k in the same 48 KB.
 constexpr int64_t kMaxKCPairs = 2 * kMaxKC;
+// int8 quads: four times the k in the same 48 KB (MiniLM's and BERT-base's
+// FFN down, k = 1536 and 3072, in one and two blocks).
+constexpr int64_t kMaxKCQuads = 4 * kMaxKC;
 
 // Equal k blocks of at most max_kc, each a multiple of `step` (the k a word
 // of the packed panel holds): the block boundaries depend on k alone, so the
@@ -164,6 +168,80 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void narrow_row_
   }
 }
 
+// The int8 tile: each 32-bit word of the panel holds one column's four
+// consecutive k as int8, A's four u8 at kk..kk + 3 are one word as they lie
+// in the row, and VPDPBUSD adds the four u8 x s8 products into an i32 lane:
+// a step covers four k for the loads and instructions of the bf16 tile's
+// two. The sums are stored as i32 bits in C (added to C's old ones when
+// `accumulate`): exact, so k blocks change nothing. A row is padded to a
+// multiple of 4 (its bytes past k meet the panel's zero weights).
+#define RLX_AVX512_VNNI __attribute__((target("avx512f,avx512vnni")))
+template <int R>
+RLX_AVX512_VNNI void tile_int8(int64_t kc, const uint8_t* a, int64_t lda, const uint32_t* bp, float* c, int64_t ldc,
+                               int64_t cols, bool accumulate, const uint32_t* next) {
+  __m512i acc0[R], acc1[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_si512();
+  const int64_t quads = (kc + 3) / 4;
+  for (int64_t kq = 0; kq < quads; ++kq) {
+    if (next) {
+      _mm_prefetch(reinterpret_cast<const char*>(next + kq * NR), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(next + kq * NR + 16), _MM_HINT_T1);
+    }
+    const __m512i b0 = _mm512_load_si512(bp + kq * NR), b1 = _mm512_load_si512(bp + kq * NR + 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      uint32_t w;
+      std::memcpy(&w, a + r * lda + 4 * kq, sizeof w);
+      const __m512i av = _mm512_set1_epi32(int(w));
+      acc0[r] = _mm512_dpbusd_epi32(acc0[r], av, b0);
+      acc1[r] = _mm512_dpbusd_epi32(acc1[r], av, b1);
+    }
+  }
+  const int64_t rest = cols - 16;
+  const __mmask16 m0 = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1);
+  const __mmask16 m1 = rest >= 16 ? __mmask16(0xffff) : rest <= 0 ? __mmask16(0) : __mmask16((1u << rest) - 1);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    auto* row = reinterpret_cast<int32_t*>(c + r * ldc);
+    if (accumulate) {
+      acc0[r] = _mm512_add_epi32(_mm512_maskz_loadu_epi32(m0, row), acc0[r]);
+      acc1[r] = _mm512_add_epi32(_mm512_maskz_loadu_epi32(m1, row + 16), acc1[r]);
+    }
+    _mm512_mask_storeu_epi32(row, m0, acc0[r]);
+    _mm512_mask_storeu_epi32(row + 16, m1, acc1[r]);
+  }
+}
+
+using TileInt8Fn = void (*)(int64_t, const uint8_t*, int64_t, const uint32_t*, float*, int64_t, int64_t, bool,
+                            const uint32_t*);
+template <int... R> constexpr auto tiles_int8(std::integer_sequence<int, R...>) {
+  return std::array<TileInt8Fn, sizeof...(R)>{&tile_int8<R + 1>...};
+}
+constexpr auto kTilesInt8 = tiles_int8(std::make_integer_sequence<int, int(MR)>{});
+
+// A finished row piece of i32 sums into f32 in place:
+// scale_a * scale_b[j] * (sum[j] - sums[j]).
+RLX_AVX512 void dequantize_row_int8(float* row, float scale_a, const float* scale_b, const int32_t* sums,
+                                    int64_t cols) {
+  auto* q = reinterpret_cast<int32_t*>(row);
+  const __m512 sa = _mm512_set1_ps(scale_a);
+  for (int64_t j = 0; j < cols; j += 16) {
+    const int64_t left = cols - j;
+    const __mmask16 m = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+    const __m512i d = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(m, q + j), _mm512_maskz_loadu_epi32(m, sums + j));
+    const __m512 s = _mm512_mul_ps(sa, _mm512_maskz_loadu_ps(m, scale_b + j));
+    _mm512_mask_storeu_ps(row + j, m, _mm512_mul_ps(_mm512_cvtepi32_ps(d), s));
+  }
+}
+
+// From CPUID leaf 7, ECX bit 11 (clang 14's __builtin_cpu_supports does not
+// know "avx512vnni").
+bool has_avx512_vnni() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11)) != 0;
+}
+
 // From CPUID leaf 7 subleaf 1, EAX bit 5 (clang 14's __builtin_cpu_supports
 // does not know "avx512bf16").
 bool has_avx512_bf16() {
@@ -188,6 +266,15 @@ struct Bf16Format {
   static constexpr int64_t kStep = 2, kMaxBlock = kMaxKCPairs;
 #ifdef RLX_PACKED_GEMM
   static constexpr const auto& tiles = kTilesBf16;
+#endif
+};
+
+struct Int8Format {
+  using A = uint8_t;
+  using W = uint32_t;
+  static constexpr int64_t kStep = 4, kMaxBlock = kMaxKCQuads;
+#ifdef RLX_PACKED_GEMM
+  static constexpr const auto& tiles = kTilesInt8;
 #endif
 };
 
@@ -297,6 +384,15 @@ bool packed_bf16_available() {
 #endif
 }
 
+bool packed_int8_available() {
+#ifdef RLX_PACKED_GEMM
+  static const bool ok = packed_gemm_available() && has_avx512_vnni();
+  return ok;
+#else
+  return false;
+#endif
+}
+
 bool packs_bf16_pairs(DType weights) { return weights == DType::BF16 && packed_bf16_available(); }
 
 // Thread CPU time, one thread, alternating with OpenBLAS 0.3.34 (SkylakeX
@@ -348,6 +444,51 @@ void pack_weights_bf16_pairs(const BFloat* b, int64_t n, int64_t k, int64_t ldb,
   });
 }
 
+PackedInt8 packed_int8_parts(const uint32_t* packed, int64_t n, int64_t k) {
+  const int64_t cols = (n + NR - 1) / NR * NR;
+  PackedInt8 v;
+  v.words = packed;
+  v.scales = reinterpret_cast<const float*>(packed + cols * packed_int8_quads(k));
+  v.sums = reinterpret_cast<const int32_t*>(packed + cols * packed_int8_quads(k) + cols);
+  return v;
+}
+
+template <class T>
+void pack_weights_int8(const T* b, int64_t n, int64_t k, int64_t ldb, bool trans_b, uint32_t* dst) {
+  const int64_t panels = (n + NR - 1) / NR, quads = packed_int8_quads(k), cols_all = panels * NR;
+  auto* scales = reinterpret_cast<float*>(dst + cols_all * quads);
+  auto* sums = reinterpret_cast<int32_t*>(dst + cols_all * quads + cols_all);
+  parallel_for(panels, n * k > 65536, [&](int64_t p) {
+    uint32_t* d = dst + p * quads * NR;
+    const int64_t j0 = p * NR, cols = std::min(NR, n - j0);
+    std::vector<float> col(size_t(std::max<int64_t>(k, 1)));
+    for (int64_t j = 0; j < NR; ++j) {
+      float amax = 0.f;
+      for (int64_t kk = 0; j < cols && kk < k; ++kk) {
+        col[size_t(kk)] = to_f32(trans_b ? b[(j0 + j) * ldb + kk] : b[kk * ldb + j0 + j]);
+        amax = std::max(amax, std::fabs(col[size_t(kk)]));
+      }
+      const float scale = amax / 127.f, inv = amax > 0.f ? 127.f / amax : 0.f;
+      int32_t sum = 0;
+      for (int64_t kq = 0; kq < quads; ++kq) {
+        uint32_t w = 0;
+        for (int64_t h = 0; h < 4 && j < cols && 4 * kq + h < k; ++h) {
+          const int32_t q = int32_t(std::clamp(std::nearbyint(col[size_t(4 * kq + h)] * inv), -127.f, 127.f));
+          sum += q;
+          w |= uint32_t(uint8_t(int8_t(q))) << (8 * h);
+        }
+        d[kq * NR + j] = w;
+      }
+      scales[j0 + j] = j < cols ? scale : 0.f;
+      sums[j0 + j] = 128 * sum;
+    }
+  });
+}
+
+template void pack_weights_int8<float>(const float*, int64_t, int64_t, int64_t, bool, uint32_t*);
+template void pack_weights_int8<Half>(const Half*, int64_t, int64_t, int64_t, bool, uint32_t*);
+template void pack_weights_int8<BFloat>(const BFloat*, int64_t, int64_t, int64_t, bool, uint32_t*);
+
 void gemm_packed(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* packed_b,
                  float* c, int64_t ldc, const float* bias, Activation act, int threads) {
   const auto finish = [&](float* row, int64_t, int64_t j0, int64_t cols) {
@@ -368,6 +509,29 @@ void gemm_packed_bf16(bool trans_a, int64_t m, int64_t n, int64_t k, const BFloa
   };
   run_packed<Bf16Format>(trans_a, m, n, k, a, lda, packed_b, c, ldc,
                          bias || act != Activation::None || out.out != nullptr, finish, threads);
+}
+
+void gemm_packed_int8(int64_t m, int64_t n, int64_t k, const Int8Rows& a, const uint32_t* packed_b, float* c,
+                      int64_t ldc, const float* bias, Activation act, int threads, const Bf16Output& out) {
+  RLX_CHECK(packed_int8_available(), "cpu: the int8 packed GEMM needs AVX512-VNNI");
+#ifdef RLX_PACKED_GEMM
+  const PackedInt8 w = packed_int8_parts(packed_b, n, k);
+  // VNNI without AVX512-BF16 (Ice Lake) narrows without VCVTNEPS2BF16.
+  const bool bf16 = out.out && has_avx512_bf16();
+  const auto finish = [&](float* row, int64_t i, int64_t j0, int64_t cols) {
+    dequantize_row_int8(row, a.scales[i], w.scales + j0, w.sums + j0, cols);
+    if (bias || act != Activation::None) activation_row(act, row, bias ? bias + j0 : nullptr, row, cols);
+    if (!out.out) return;
+    const BFloat* res = out.residual ? out.residual + i * out.ld + j0 : nullptr;
+    BFloat* o = out.out + i * out.ld + j0;
+    if (bf16) return narrow_row_bf16(row, res, o, cols);
+    for (int64_t j = 0; j < cols; ++j) o[j] = from_f32<BFloat>(row[j] + (res ? to_f32(res[j]) : 0.f));
+  };
+  run_packed<Int8Format>(false, m, n, k, a.q, a.ld, packed_b, c, ldc, true, finish, threads);
+#else
+  (void)m, (void)n, (void)k, (void)a, (void)packed_b, (void)c, (void)ldc, (void)bias, (void)act, (void)threads,
+      (void)out;
+#endif
 }
 
 }  // namespace rlx::cpu

@@ -3,13 +3,17 @@
 // (cpu_gemm.h). f16/bf16 activations are widened to f32 scratch first (their
 // packed weights are f32 already), except bf16 on packed bf16 weights where
 // the processor has AVX512-BF16: those products read their bf16 rows in place
-// (matmul_bf16_pairs). Bias and activation run as an epilogue.
+// (matmul_bf16_pairs). Products compiled with int8_products run on weights
+// quantized per column and activations quantized per row (matmul_int8).
+// Bias and activation run as an epilogue.
 #include <algorithm>
+#include <type_traits>
 
 #include "backends/cpu/cpu_activation.h"
 #include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_matmul.h"
 #include "backends/cpu/cpu_gemm_packed.h"
+#include "backends/cpu/cpu_int8_rows.h"
 #include "backends/cpu/cpu_matvec_fusion.h"
 #include "backends/cpu/cpu_parallel.h"
 #include "backends/cpu/cpu_registry.h"
@@ -52,7 +56,10 @@ int threads_for(const MatMulParams& p) {
   return work < (int64_t(1) << 17) ? 1 : run_threads();
 }
 
+template <class T> void matmul_int8(const MatMulParams& p, CpuContext& ctx, const uint32_t* packed);
+
 void matmul_f32(const MatMulParams& p, CpuContext& ctx) {
+  if (const uint32_t* q8 = ctx.packed_int8(p)) return matmul_int8<float>(p, ctx, q8);
   uint8_t* arena = ctx.arena();
   const float* bias = p.bias == kNoBuffer ? nullptr : at<float>(arena, p.bias);
   const float* packed = ctx.packed_weights(p);
@@ -143,8 +150,61 @@ void matmul_bf16_pairs(const MatMulParams& p, CpuContext& ctx, const uint32_t* p
   }
 }
 
+// A's rows quantized to int8 per row, against B quantized per column at its
+// packing (cpu_gemm_packed.h gemm_packed_int8). A fused norm's rows, and a
+// transposed A, are made dense f32 rows first. f32 out takes bias and
+// activation in the product, then its residual; bf16 out also its residual
+// and narrowing; f16 (and a glu) the widened path's epilogue.
+template <class T> void matmul_int8(const MatMulParams& p, CpuContext& ctx, const uint32_t* packed) {
+  uint8_t* arena = ctx.arena();
+  ctx.count(GemmPath::PackedInt8, uint64_t(p.batch));
+  const int64_t ld = int8_row_bytes(p.k);
+  float* scales = ctx.scratch(1, size_t(p.m + p.m * ld / 4 + 16));
+  auto* q = reinterpret_cast<uint8_t*>(scales + (p.m + 15) / 16 * 16);
+  const bool glu = p.fused.glu != Activation::None;
+  // Where the product's f32 result goes: the output itself (f32, no glu), else scratch.
+  const bool direct = std::is_same_v<T, float> && !glu;
+  const bool narrow_inside = std::is_same_v<T, BFloat> && !glu;
+  float* c32 = direct ? nullptr : ctx.scratch(2, size_t(p.m * p.n));
+  const float* bias32 = bias_f32<T>(p, ctx);
+  const T* residual = residual_of<T>(p, arena);
+  const int threads = threads_for(p);
+  for (int64_t bi = 0; bi < p.batch; ++bi) {
+    const T* a = at<T>(arena, p.a) + bi * p.stride_a;
+    if (p.fused.norm_gamma != kNoBuffer || p.trans_a) {
+      float* a32 = ctx.scratch(0, size_t(p.m * p.k));
+      if (p.fused.norm_gamma != kNoBuffer)  // a few rows (fuse_matvec: batch 1)
+        product_rows_f32(a, p.m, p.k, p.lda, p.fused, arena, a32);
+      else
+        for (int64_t i = 0; i < p.m; ++i)
+          for (int64_t kk = 0; kk < p.k; ++kk) a32[i * p.k + kk] = to_f32(a[kk * p.lda + i]);
+      quantize_rows_int8(a32, p.m, p.k, p.k, q, scales, threads);
+    } else {
+      quantize_rows_int8(a, p.m, p.k, p.lda, q, scales, threads);
+    }
+    const Int8Rows rows{q, ld, scales};
+    if (direct) {
+      float* c = at<float>(arena, p.out) + bi * p.stride_out;
+      gemm_packed_int8(p.m, p.n, p.k, rows, packed, c, p.ldc, bias32, p.act, threads);
+      if (residual)
+        for (int64_t i = 0; i < p.m; ++i)
+          for (int64_t j = 0; j < p.n; ++j) c[i * p.ldc + j] += to_f32(residual[bi * p.stride_out + i * p.ldc + j]);
+    } else if (narrow_inside) {
+      Bf16Output out;
+      out.out = reinterpret_cast<BFloat*>(at<T>(arena, p.out) + bi * p.stride_out);
+      out.residual = residual ? reinterpret_cast<const BFloat*>(residual + bi * p.stride_out) : nullptr;
+      out.ld = p.ldc;
+      gemm_packed_int8(p.m, p.n, p.k, rows, packed, c32, p.n, bias32, p.act, threads, out);
+    } else {
+      gemm_packed_int8(p.m, p.n, p.k, rows, packed, c32, p.n, nullptr, Activation::None, threads);
+      narrow_result<T>(p, arena, c32, bias32, p.act, bi);
+    }
+  }
+}
+
 template <class T> void matmul_widened(const MatMulParams& p, CpuContext& ctx) {
   uint8_t* arena = ctx.arena();
+  if (const uint32_t* q8 = ctx.packed_int8(p)) return matmul_int8<T>(p, ctx, q8);
   const float* packed = ctx.packed_weights(p);
   if (packed && packs_bf16_pairs(p.dtype)) return matmul_bf16_pairs(p, ctx, reinterpret_cast<const uint32_t*>(packed));
   ctx.count(packed ? GemmPath::Packed : GemmPath::Library, uint64_t(p.batch));

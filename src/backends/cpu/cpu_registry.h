@@ -14,8 +14,9 @@ class WeightPacks;
 
 // Which GEMM runs a matmul: the packed kernel over weights packed once
 // (cpu_gemm_packed.h) or the library (cpu_gemm.h).
-// Packed: f32 kernel; PackedBf16: bf16 kernel on bf16 pairs; Library: BLAS.
-enum class GemmPath : uint8_t { Packed, PackedBf16, Library };
+// Packed: f32 kernel; PackedBf16: bf16 kernel on bf16 pairs; PackedInt8:
+// int8 kernel on weights quantized per column; Library: BLAS.
+enum class GemmPath : uint8_t { Packed, PackedBf16, PackedInt8, Library };
 
 // What a kernel gets besides its params: the arena, grow-only scratch
 // buffers owned by the executable (so steady-state runs do not allocate), and
@@ -28,10 +29,14 @@ class CpuContext {
   float* scratch(int slot, size_t n);
 
   // The packed-weights set and the B offsets of the matmuls that take the
-  // packed path (sorted); set by the executable at prepare.
-  void set_packed_weights(WeightPacks* packs, std::vector<uint64_t> b_offsets);
-  // The packed op(B) of p when p takes the packed path, else null.
+  // packed path, and of those that take it in int8 (sorted); set by the
+  // executable at prepare.
+  void set_packed_weights(WeightPacks* packs, std::vector<uint64_t> b_offsets, std::vector<uint64_t> int8_b = {});
+  // The packed op(B) of p when p takes the packed path (not in int8), else null.
   const float* packed_weights(const MatMulParams& p);
+  // p's B quantized and packed by pack_weights_int8 when p takes the int8
+  // path, else null.
+  const uint32_t* packed_int8(const MatMulParams& p);
   // The arena's packed-weights set (null in a context made without one).
   WeightPacks* weight_packs() const { return packs_; }
   // Matmul runs (batch entries) by path, for tests and the summary.
@@ -42,8 +47,8 @@ class CpuContext {
   uint8_t* arena_;
   std::array<std::vector<float>, 4> scratch_;
   WeightPacks* packs_ = nullptr;
-  std::vector<uint64_t> packed_b_;
-  std::array<uint64_t, 3> runs_{};
+  std::vector<uint64_t> packed_b_, int8_b_;
+  std::array<uint64_t, 4> runs_{};
 };
 
 class CpuRegistry {

@@ -15,33 +15,43 @@ void weight_span(const MatMulParams& p, uint64_t* lo, uint64_t* hi) {
 }
 
 namespace {
-// Bytes of the packed form: bf16 pairs where the bf16 kernel takes this
-// dtype, else f32.
-uint64_t packed_bytes(int64_t n, int64_t k, DType dtype) {
+// Bytes of the packed form: int8 when asked, bf16 pairs where the bf16
+// kernel takes this dtype, else f32.
+uint64_t packed_bytes(int64_t n, int64_t k, DType dtype, bool int8) {
+  if (int8) return uint64_t(packed_int8_words(n, k)) * sizeof(uint32_t);
   return packs_bf16_pairs(dtype) ? uint64_t(packed_bf16_words(n, k)) * sizeof(uint32_t)
                                  : uint64_t(packed_weights_floats(n, k)) * sizeof(float);
 }
 }  // namespace
 
-const float* WeightPacks::get(const MatMulParams& p, const uint8_t* arena) {
+const float* WeightPacks::get(const MatMulParams& p, const uint8_t* arena, bool int8) {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t lo = 0, hi = 0;
   weight_span(p, &lo, &hi);
   Entry* e = nullptr;
   for (Entry& x : entries_)
     if (x.lo == lo && x.hi == hi && x.n == p.n && x.k == p.k && x.ldb == p.ldb && x.trans_b == bool(p.trans_b) &&
-        x.dtype == p.dtype)
+        x.dtype == p.dtype && x.int8 == int8)
       e = &x;
   if (!e) {
     entries_.emplace_back();
     e = &entries_.back();
     e->lo = lo, e->hi = hi, e->n = p.n, e->k = p.k, e->ldb = p.ldb, e->trans_b = p.trans_b, e->dtype = p.dtype;
-    const size_t bytes = (size_t(packed_bytes(p.n, p.k, p.dtype)) + 63) / 64 * 64;
+    e->int8 = int8;
+    const size_t bytes = (size_t(packed_bytes(p.n, p.k, p.dtype, int8)) + 63) / 64 * 64;
     e->data.reset(static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))));
     RLX_CHECK(e->data, "cpu: cannot allocate " << bytes << " bytes of packed weights for the matmul at offset "
                                                << p.b);
   }
-  if (!e->valid && packs_bf16_pairs(p.dtype)) {
+  if (!e->valid && int8) {
+    with_float_type(p.dtype, [&](auto t) {
+      using T = decltype(t);
+      pack_weights_int8(reinterpret_cast<const T*>(arena + p.b), p.n, p.k, p.ldb, p.trans_b,
+                        reinterpret_cast<uint32_t*>(e->data.get()));
+    });
+    e->valid = true;
+    ++packs_made_;
+  } else if (!e->valid && packs_bf16_pairs(p.dtype)) {
     pack_weights_bf16_pairs(reinterpret_cast<const BFloat*>(arena + p.b), p.n, p.k, p.ldb, p.trans_b,
                             reinterpret_cast<uint32_t*>(e->data.get()));
     e->valid = true;
@@ -109,7 +119,7 @@ bool WeightPacks::quant_rows16_as(uint64_t quants, int64_t n, int64_t k, uint8_t
 uint64_t WeightPacks::bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t total = 0;
-  for (const Entry& e : entries_) total += packed_bytes(e.n, e.k, e.dtype);
+  for (const Entry& e : entries_) total += packed_bytes(e.n, e.k, e.dtype, e.int8);
   return total;
 }
 

@@ -20,8 +20,9 @@ class WeightPacks {
  public:
   // The packed op(B) of p (batch entry 0) read from `arena`: packed now when
   // there is none for this operand or its bytes were written since. f32, or
-  // bf16 pairs (uint32_t words) where packs_bf16_pairs(p.dtype).
-  const float* get(const MatMulParams& p, const uint8_t* arena);
+  // bf16 pairs (uint32_t words) where packs_bf16_pairs(p.dtype), or with
+  // `int8` quantized per column (pack_weights_int8's uint32_t words).
+  const float* get(const MatMulParams& p, const uint8_t* arena, bool int8 = false);
   // The arena's bytes [offset, offset + size) are about to be written: packs
   // read from any of them are stale, and interleaved quantized weights among
   // them are put back in the row layout first (the write may cover part).
@@ -51,6 +52,7 @@ class WeightPacks {
     int64_t n = 0, k = 0, ldb = 0;
     bool trans_b = false;
     DType dtype = DType::F32;
+    bool int8 = false;
     std::unique_ptr<float, Free> data;
     bool valid = false;
   };

@@ -39,6 +39,8 @@ std::vector<uint64_t> binding_bytes(const std::vector<Binding>& bs) {
 }  // namespace
 
 CudaExecutable::CudaExecutable(const Schedule& s, const CompileOptions& o) : schedule_(s), tracer_(o.trace_json) {
+  RLX_CHECK(!o.int8_products, "cuda: int8 products (CompileOptions::int8_products, --quantize int8) run on the CPU "
+                              "only; compile for the CPU, or use f16/bf16 on the GPU");
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation");
   // A new arena starts as NaN bytes, so anything a kernel fails to write shows.
   share_ = o.arena_share ? o.arena_share : make_arena_share();
