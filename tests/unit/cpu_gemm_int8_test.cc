@@ -146,7 +146,7 @@ TEST(CpuInt8Gemm, NarrowsToBf16WithResidualAsTheF32ResultWould) {
   const auto a = random_floats(size_t(m * k), 400), b = random_floats(size_t(n * k), 401);
   const auto residual = quantize(random_floats(size_t(m * n), 402), DType::BF16);
   std::vector<uint8_t> q(size_t(m * ldq));
-  std::vector<float> scales(size_t(m));
+  std::vector<float> scales(static_cast<size_t>(m));
   cpu::quantize_rows_int8(a.data(), m, k, k, q.data(), scales.data(), 1);
   std::vector<uint32_t> packed(size_t(cpu::packed_int8_words(n, k)) + 16);
   uint32_t* dst = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(packed.data()) + 63) / 64 * 64);

@@ -168,17 +168,34 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void narrow_row_
   }
 }
 
+// What the int8 tile's last k block does in registers, so that the i32
+// sums never go through memory: dequantize (scale_a[i] * scale_b[j] *
+// (sum - sums[j])), add the bias, and then either store f32 into C (for an
+// activation or an f32 result) or, with `out` set, add the residual and
+// store bf16 there (no activation; needs AVX512-BF16).
+struct Int8Epilogue {
+  const float* scale_a = nullptr;  // per row of A
+  const float* scale_b = nullptr;  // per column of B
+  const int32_t* sums = nullptr;   // per column: 128 * sum of its int8 values
+  const float* bias = nullptr;
+  BFloat* out = nullptr;
+  const BFloat* residual = nullptr;
+  int64_t ld = 0;
+};
+
 // The int8 tile: each 32-bit word of the panel holds one column's four
 // consecutive k as int8, A's four u8 at kk..kk + 3 are one word as they lie
 // in the row, and VPDPBUSD adds the four u8 x s8 products into an i32 lane:
 // a step covers four k for the loads and instructions of the bf16 tile's
-// two. The sums are stored as i32 bits in C (added to C's old ones when
-// `accumulate`): exact, so k blocks change nothing. A row is padded to a
-// multiple of 4 (its bytes past k meet the panel's zero weights).
-#define RLX_AVX512_VNNI __attribute__((target("avx512f,avx512vnni")))
+// two. The sums are exact, so an earlier k block stores them as i32 bits in
+// C and the next adds them back; the last block (`e` set) applies the
+// epilogue above. A row is padded to a multiple of 4 (its bytes past k meet
+// the panel's zero weights). Rows i.., columns j0.. of C: for the epilogue.
+#define RLX_AVX512_VNNI __attribute__((target("avx512f,avx512vnni,avx512bw,avx512vl,avx512bf16")))
 template <int R>
 RLX_AVX512_VNNI void tile_int8(int64_t kc, const uint8_t* a, int64_t lda, const uint32_t* bp, float* c, int64_t ldc,
-                               int64_t cols, bool accumulate, const uint32_t* next) {
+                               int64_t cols, bool accumulate, const uint32_t* next, const Int8Epilogue* e,
+                               int64_t i, int64_t j0) {
   __m512i acc0[R], acc1[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_si512();
@@ -201,39 +218,56 @@ RLX_AVX512_VNNI void tile_int8(int64_t kc, const uint8_t* a, int64_t lda, const 
   const int64_t rest = cols - 16;
   const __mmask16 m0 = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1);
   const __mmask16 m1 = rest >= 16 ? __mmask16(0xffff) : rest <= 0 ? __mmask16(0) : __mmask16((1u << rest) - 1);
+  if (accumulate)
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-    auto* row = reinterpret_cast<int32_t*>(c + r * ldc);
-    if (accumulate) {
+    for (int r = 0; r < R; ++r) {
+      const auto* row = reinterpret_cast<const int32_t*>(c + r * ldc);
       acc0[r] = _mm512_add_epi32(_mm512_maskz_loadu_epi32(m0, row), acc0[r]);
       acc1[r] = _mm512_add_epi32(_mm512_maskz_loadu_epi32(m1, row + 16), acc1[r]);
     }
-    _mm512_mask_storeu_epi32(row, m0, acc0[r]);
-    _mm512_mask_storeu_epi32(row + 16, m1, acc1[r]);
+  if (!e) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      auto* row = reinterpret_cast<int32_t*>(c + r * ldc);
+      _mm512_mask_storeu_epi32(row, m0, acc0[r]);
+      _mm512_mask_storeu_epi32(row + 16, m1, acc1[r]);
+    }
+    return;
+  }
+  const __m512 sb0 = _mm512_maskz_loadu_ps(m0, e->scale_b + j0), sb1 = _mm512_maskz_loadu_ps(m1, e->scale_b + j0 + 16);
+  const __m512i o0 = _mm512_maskz_loadu_epi32(m0, e->sums + j0), o1 = _mm512_maskz_loadu_epi32(m1, e->sums + j0 + 16);
+  const __m512 bias0 = e->bias ? _mm512_maskz_loadu_ps(m0, e->bias + j0) : _mm512_setzero_ps();
+  const __m512 bias1 = e->bias ? _mm512_maskz_loadu_ps(m1, e->bias + j0 + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    const __m512 sa = _mm512_set1_ps(e->scale_a[i + r]);
+    const __m512 v0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc0[r], o0)), _mm512_mul_ps(sa, sb0), bias0);
+    const __m512 v1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc1[r], o1)), _mm512_mul_ps(sa, sb1), bias1);
+    if (e->out) {
+      BFloat* o = e->out + (i + r) * e->ld + j0;
+      __m512 w0 = v0, w1 = v1;
+      if (e->residual) {
+        const BFloat* res = e->residual + (i + r) * e->ld + j0;
+        const __m512i r0 = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m0, res));
+        const __m512i r1 = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, res + 16));
+        w0 = _mm512_add_ps(w0, _mm512_castsi512_ps(_mm512_slli_epi32(r0, 16)));
+        w1 = _mm512_add_ps(w1, _mm512_castsi512_ps(_mm512_slli_epi32(r1, 16)));
+      }
+      _mm256_mask_storeu_epi16(o, m0, (__m256i)_mm512_cvtneps_pbh(w0));
+      _mm256_mask_storeu_epi16(o + 16, m1, (__m256i)_mm512_cvtneps_pbh(w1));
+    } else {
+      _mm512_mask_storeu_ps(c + r * ldc, m0, v0);
+      _mm512_mask_storeu_ps(c + r * ldc + 16, m1, v1);
+    }
   }
 }
 
 using TileInt8Fn = void (*)(int64_t, const uint8_t*, int64_t, const uint32_t*, float*, int64_t, int64_t, bool,
-                            const uint32_t*);
+                            const uint32_t*, const Int8Epilogue*, int64_t, int64_t);
 template <int... R> constexpr auto tiles_int8(std::integer_sequence<int, R...>) {
   return std::array<TileInt8Fn, sizeof...(R)>{&tile_int8<R + 1>...};
 }
 constexpr auto kTilesInt8 = tiles_int8(std::make_integer_sequence<int, int(MR)>{});
-
-// A finished row piece of i32 sums into f32 in place:
-// scale_a * scale_b[j] * (sum[j] - sums[j]).
-RLX_AVX512 void dequantize_row_int8(float* row, float scale_a, const float* scale_b, const int32_t* sums,
-                                    int64_t cols) {
-  auto* q = reinterpret_cast<int32_t*>(row);
-  const __m512 sa = _mm512_set1_ps(scale_a);
-  for (int64_t j = 0; j < cols; j += 16) {
-    const int64_t left = cols - j;
-    const __mmask16 m = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
-    const __m512i d = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(m, q + j), _mm512_maskz_loadu_epi32(m, sums + j));
-    const __m512 s = _mm512_mul_ps(sa, _mm512_maskz_loadu_ps(m, scale_b + j));
-    _mm512_mask_storeu_ps(row + j, m, _mm512_mul_ps(_mm512_cvtepi32_ps(d), s));
-  }
-}
 
 // From CPUID leaf 7, ECX bit 11 (clang 14's __builtin_cpu_supports does not
 // know "avx512vnni").
@@ -252,12 +286,21 @@ bool has_avx512_bf16() {
 
 // The two formats of a packed panel: the f32 kernel's one k per float, and
 // the bf16 kernel's two k per 32-bit word.
+// Where a register tile lies, for a format whose last k block finishes the
+// tile in registers (int8): rows i.., columns j0.., `last` for the last block.
+struct TileSpot {
+  bool last;
+  int64_t i, j0;
+};
+
 struct F32Format {
   using A = float;
   using W = float;
   static constexpr int64_t kStep = 1, kMaxBlock = kMaxKC;
 #ifdef RLX_PACKED_GEMM
-  static constexpr const auto& tiles = kTiles;
+  template <class... Args> static void tile(int64_t R, const void*, TileSpot, Args... args) {
+    kTiles[size_t(R - 1)](args...);
+  }
 #endif
 };
 struct Bf16Format {
@@ -265,7 +308,9 @@ struct Bf16Format {
   using W = uint32_t;
   static constexpr int64_t kStep = 2, kMaxBlock = kMaxKCPairs;
 #ifdef RLX_PACKED_GEMM
-  static constexpr const auto& tiles = kTilesBf16;
+  template <class... Args> static void tile(int64_t R, const void*, TileSpot, Args... args) {
+    kTilesBf16[size_t(R - 1)](args...);
+  }
 #endif
 };
 
@@ -274,7 +319,10 @@ struct Int8Format {
   using W = uint32_t;
   static constexpr int64_t kStep = 4, kMaxBlock = kMaxKCQuads;
 #ifdef RLX_PACKED_GEMM
-  static constexpr const auto& tiles = kTilesInt8;
+  template <class... Args> static void tile(int64_t R, const void* epilogue, TileSpot spot, Args... args) {
+    kTilesInt8[size_t(R - 1)](args..., spot.last ? static_cast<const Int8Epilogue*>(epilogue) : nullptr, spot.i,
+                              spot.j0);
+  }
 #endif
 };
 
@@ -296,11 +344,12 @@ void pack_a_transposed(const T* a, int64_t lda, int64_t i0, int64_t rows, int64_
 // copied per unit into rows).
 // `finish(row, i, j0, cols)` runs on each finished row piece of C (row i,
 // columns [j0, j0 + cols)) while it is in cache; `epilogue` says whether
-// there is anything to run.
+// there is anything to run. `tile_epilogue` goes to the format's tiles
+// (int8's last k block finishes in registers).
 template <class F, class Finish>
 void run_packed(bool trans_a, int64_t m, int64_t n, int64_t k, const typename F::A* a, int64_t lda,
                 const typename F::W* packed_b, float* c, int64_t ldc, bool epilogue, const Finish& finish,
-                int threads) {
+                int threads, const void* tile_epilogue = nullptr) {
 #ifdef RLX_PACKED_GEMM
   using A = typename F::A;
   if (m <= 0 || n <= 0) return;
@@ -337,7 +386,8 @@ void run_packed(bool trans_a, int64_t m, int64_t n, int64_t k, const typename F:
             float* ct = c + (i0 + t) * ldc + j0;
             // The first tile of a panel fetches the next panel's block.
             const typename F::W* next = t == 0 && p + 1 < p1 ? bp + steps * NR : nullptr;
-            F::tiles[size_t(R - 1)](kc, ab + t * ab_ld, ab_ld, bp, ct, ldc, cols, k0 > 0, next);
+            F::tile(R, tile_epilogue, TileSpot{k0 + kc == k, i0 + t, j0}, kc, ab + t * ab_ld, ab_ld, bp, ct, ldc,
+                    cols, k0 > 0, next);
             if (epilogue && k0 + kc == k)
               for (int64_t r = 0; r < R; ++r) finish(ct + r * ldc, i0 + t + r, j0, cols);
           }
@@ -353,7 +403,7 @@ void run_packed(bool trans_a, int64_t m, int64_t n, int64_t k, const typename F:
   });
 #else
   (void)trans_a, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)packed_b, (void)c, (void)ldc, (void)epilogue,
-      (void)finish, (void)threads;
+      (void)finish, (void)threads, (void)tile_epilogue;
   RLX_FAIL("cpu: the packed GEMM needs an x86-64 build");
 #endif
 }
@@ -516,18 +566,33 @@ void gemm_packed_int8(int64_t m, int64_t n, int64_t k, const Int8Rows& a, const 
   RLX_CHECK(packed_int8_available(), "cpu: the int8 packed GEMM needs AVX512-VNNI");
 #ifdef RLX_PACKED_GEMM
   const PackedInt8 w = packed_int8_parts(packed_b, n, k);
-  // VNNI without AVX512-BF16 (Ice Lake) narrows without VCVTNEPS2BF16.
-  const bool bf16 = out.out && has_avx512_bf16();
+  Int8Epilogue e;
+  e.scale_a = a.scales, e.scale_b = w.scales, e.sums = w.sums, e.bias = bias;
+  // Narrowed in the tile where nothing comes between (no activation) and
+  // VCVTNEPS2BF16 is there (VNNI without AVX512-BF16: Ice Lake).
+  static const bool bf16 = has_avx512_bf16();  // CPUID traps to the hypervisor in a VM: asked once
+  const bool in_tile = out.out && act == Activation::None && bf16;
+  if (in_tile) e.out = out.out, e.residual = out.residual, e.ld = out.ld;
   const auto finish = [&](float* row, int64_t i, int64_t j0, int64_t cols) {
-    dequantize_row_int8(row, a.scales[i], w.scales + j0, w.sums + j0, cols);
-    if (bias || act != Activation::None) activation_row(act, row, bias ? bias + j0 : nullptr, row, cols);
-    if (!out.out) return;
+    if (act != Activation::None) activation_row(act, row, nullptr, row, cols);
+    if (!out.out || in_tile) return;
     const BFloat* res = out.residual ? out.residual + i * out.ld + j0 : nullptr;
     BFloat* o = out.out + i * out.ld + j0;
     if (bf16) return narrow_row_bf16(row, res, o, cols);
     for (int64_t j = 0; j < cols; ++j) o[j] = from_f32<BFloat>(row[j] + (res ? to_f32(res[j]) : 0.f));
   };
-  run_packed<Int8Format>(false, m, n, k, a.q, a.ld, packed_b, c, ldc, true, finish, threads);
+  if (k == 0) {  // no tile runs: C is the bias, then the rest of the epilogue
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = bias ? bias[j] : 0.f;
+      if (act != Activation::None) activation_row(act, c + i * ldc, nullptr, c + i * ldc, n);
+      if (out.out)
+        for (int64_t j = 0; j < n; ++j)
+          out.out[i * out.ld + j] = from_f32<BFloat>(c[i * ldc + j] + (out.residual ? to_f32(out.residual[i * out.ld + j]) : 0.f));
+    }
+    return;
+  }
+  run_packed<Int8Format>(false, m, n, k, a.q, a.ld, packed_b, c, ldc, act != Activation::None || (out.out && !in_tile),
+                         finish, threads, &e);
 #else
   (void)m, (void)n, (void)k, (void)a, (void)packed_b, (void)c, (void)ldc, (void)bias, (void)act, (void)threads,
       (void)out;
