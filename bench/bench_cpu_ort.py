@@ -219,6 +219,10 @@ def check_parity(args, sess, model, vocab, workdir, int8_sess=None):
                     "--dtype", args.rlx_dtype], check=True, capture_output=True)
     r = np.fromfile(out, np.float32)
     o = sess.run(None, feed)[0].reshape(-1)
+    err = float(np.max(np.abs(r - o)) / np.max(np.abs(o)))
+    tok, pooled = cosines(r, o, batch, seq)
+    print(f"parity: rlx forward ({args.rlx_dtype}) vs ONNX Runtime f32, {model}, batch {batch} seq {seq}: "
+          f"max rel error {err:.2e}, worst token cosine {tok:.6f}, worst mean-pooled cosine {pooled:.6f}")
     if args.rlx_int8:
         subprocess.run([args.rlx, "forward", "--model", model, "--ids", ids, "--out", out, "--device", "cpu",
                         "--dtype", args.rlx_dtype, "--quantize", "int8"], check=True, capture_output=True)
@@ -228,10 +232,6 @@ def check_parity(args, sess, model, vocab, workdir, int8_sess=None):
               f"{tok8:.6f}, worst mean-pooled cosine {pooled8:.6f}")
         if not pooled8 > 0.99:
             sys.exit(f"bench: rlx int8 is far from ONNX Runtime f32 on {model} (pooled cosine {pooled8})")
-    err = float(np.max(np.abs(r - o)) / np.max(np.abs(o)))
-    tok, pooled = cosines(r, o, batch, seq)
-    print(f"parity: rlx forward ({args.rlx_dtype}) vs ONNX Runtime f32, {model}, batch {batch} seq {seq}: "
-          f"max rel error {err:.2e}, worst token cosine {tok:.6f}, worst mean-pooled cosine {pooled:.6f}")
     if int8_sess is not None:
         q = int8_sess.run(None, feed)[0].reshape(-1)
         qtok, qpooled = cosines(q, o, batch, seq)

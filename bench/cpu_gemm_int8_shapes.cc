@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
       std::vector<BFloat> out_b(c.size()), out_i(c.size());
       std::vector<uint8_t> q(size_t(m) * int8_row_bytes(s.k));
       std::vector<float> qs(static_cast<size_t>(m));
+      std::vector<int32_t> qz(static_cast<size_t>(m));
       Bf16Output ob{out_b.data(), nullptr, s.n}, oi{out_i.data(), nullptr, s.n};
       std::vector<double> tb, ti;
       for (int r = 0; r < reps + 1; ++r) {
@@ -88,8 +89,8 @@ int main(int argc, char** argv) {
         gemm_packed_bf16(false, m, s.n, s.k, a16.data(), s.k, pb, c.data(), s.n, bias.data(), rlx::Activation::Gelu,
                          1, ob);
         const double t1 = thread_seconds();
-        quantize_rows_int8(a16.data(), m, s.k, s.k, q.data(), qs.data(), 1);
-        gemm_packed_int8(m, s.n, s.k, Int8Rows{q.data(), int8_row_bytes(s.k), qs.data()}, pi, c.data(), s.n,
+        quantize_rows_int8(a16.data(), m, s.k, s.k, q.data(), qs.data(), qz.data(), 1);
+        gemm_packed_int8(m, s.n, s.k, Int8Rows{q.data(), int8_row_bytes(s.k), qs.data(), qz.data()}, pi, c.data(), s.n,
                          bias.data(), rlx::Activation::Gelu, 1, oi);
         const double t2 = thread_seconds();
         if (r > 0) tb.push_back(t1 - t0), ti.push_back(t2 - t1);
@@ -100,7 +101,7 @@ int main(int argc, char** argv) {
       const int rows = std::min(m, 8);
       std::vector<float> lin_b(size_t(rows) * s.n), lin_i(size_t(rows) * s.n);
       gemm_packed_bf16(false, rows, s.n, s.k, a16.data(), s.k, pb, lin_b.data(), s.n, nullptr, rlx::Activation::None, 1);
-      gemm_packed_int8(rows, s.n, s.k, Int8Rows{q.data(), int8_row_bytes(s.k), qs.data()}, pi, lin_i.data(), s.n,
+      gemm_packed_int8(rows, s.n, s.k, Int8Rows{q.data(), int8_row_bytes(s.k), qs.data(), qz.data()}, pi, lin_i.data(), s.n,
                        nullptr, rlx::Activation::None, 1);
       for (int i = 0; i < rows; ++i)
         for (int j = 0; j < s.n; ++j) {

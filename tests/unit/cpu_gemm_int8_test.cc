@@ -1,5 +1,5 @@
-// The packed GEMM's int8 path: activations quantized per row
-// (cpu_int8_rows.h) and weights per column (pack_weights_int8), at sizes
+// The packed GEMM's int8 path: activations quantized per row, asymmetric
+// (cpu_int8_rows.h), and weights per column, symmetric (pack_weights_int8), at sizes
 // that are not multiples of the tile, the vector or the k block. The
 // quantized bytes must be exactly the scalar rule's; the product must be the
 // dequantized product (a double reference over the test's own quantization:
@@ -25,18 +25,35 @@ namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-// The scalar rule: scale = max |v| / 127, q = nearbyint(v * 127 / max).
+// The weights' rule: scale = max |v| / 127, q = nearbyint(v * 127 / max).
 struct Quantized {
-  std::vector<int32_t> q;
+  std::vector<int32_t> q;  // the value's code minus its zero point
   double scale = 0;
 };
-Quantized quantize_ref(const std::vector<float>& v) {
+Quantized quantize_weights_ref(const std::vector<float>& v) {
   float top = 0.f;
   for (float x : v) top = std::max(top, std::fabs(x));
   const float inv = top > 0.f ? 127.f / top : 0.f;
   Quantized r;
   r.scale = double(top / 127.f);
   for (float x : v) r.q.push_back(int32_t(std::clamp(std::nearbyint(x * inv), -127.f, 127.f)));
+  return r;
+}
+// The activations' rule, written out again: [min(0, min), max(0, max)] in
+// 255 steps, the zero point the code of 0.
+struct QuantizedRow {
+  std::vector<int32_t> u8;
+  double scale = 0;
+  int32_t zero = 0;
+};
+QuantizedRow quantize_row_ref(const std::vector<float>& v) {
+  float lo = 0.f, hi = 0.f;
+  for (float x : v) lo = std::min(lo, x), hi = std::max(hi, x);
+  QuantizedRow r;
+  r.scale = double((hi - lo) / 255.f);
+  const float inv = hi > lo ? 255.f / (hi - lo) : 0.f;
+  r.zero = int32_t(std::clamp(std::nearbyint(-lo * inv), 0.f, 255.f));
+  for (float x : v) r.u8.push_back(std::clamp(int32_t(std::nearbyint(x * inv)) + r.zero, 0, 255));
   return r;
 }
 
@@ -56,25 +73,33 @@ void check_case(const Case& c, DType dt, uint64_t seed) {
   const auto bias = random_floats(size_t(c.n), seed + 2, -2.f, 2.f);
   if (c.m > 2)  // an all-zero row: scale 0, a zero product
     for (int64_t kk = 0; kk < c.k; ++kk) a[size_t(2 * lda + kk)] = 0.f;
+  if (c.m > 3)  // a row of one sign, as a GELU's output: its zero point at the end of the range
+    for (int64_t kk = 0; kk < c.k; ++kk) a[size_t(3 * lda + kk)] = std::fabs(a[size_t(3 * lda + kk)]);
+  if (c.m > 4)  // and of the other sign: the zero point 255
+    for (int64_t kk = 0; kk < c.k; ++kk) a[size_t(4 * lda + kk)] = -std::fabs(a[size_t(4 * lda + kk)]);
 
   // The kernel's quantization of A, bytes past k included.
   const std::vector<uint8_t> a_bytes = to_bytes(a, dt);
   std::vector<uint8_t> q(size_t(c.m * ldq), 0);
   std::vector<float> scales(size_t(c.m), kNaN);
+  std::vector<int32_t> zeros(size_t(c.m), -1);
   cpu::with_float_type(dt, [&](auto t) {
     using T = decltype(t);
-    cpu::quantize_rows_int8(reinterpret_cast<const T*>(a_bytes.data()), c.m, c.k, lda, q.data(), scales.data(), 2);
+    cpu::quantize_rows_int8(reinterpret_cast<const T*>(a_bytes.data()), c.m, c.k, lda, q.data(), scales.data(),
+                            zeros.data(), 2);
   });
-  std::vector<Quantized> qa, qb;
+  std::vector<QuantizedRow> qa;
+  std::vector<Quantized> qb;
   for (int64_t i = 0; i < c.m; ++i) {
-    qa.push_back(quantize_ref(std::vector<float>(a.begin() + i * lda, a.begin() + i * lda + c.k)));
+    qa.push_back(quantize_row_ref(std::vector<float>(a.begin() + i * lda, a.begin() + i * lda + c.k)));
     ASSERT_EQ(double(scales[size_t(i)]), qa.back().scale) << "row " << i << "'s scale";
+    ASSERT_EQ(zeros[size_t(i)], qa.back().zero) << "row " << i << "'s zero point";
     for (int64_t kk = 0; kk < ldq; ++kk)
-      ASSERT_EQ(int(q[size_t(i * ldq + kk)]), kk < c.k ? qa.back().q[size_t(kk)] + 128 : 128)
+      ASSERT_EQ(int(q[size_t(i * ldq + kk)]), kk < c.k ? qa.back().u8[size_t(kk)] : qa.back().zero)
           << "row " << i << ", k " << kk;
   }
   for (int64_t j = 0; j < c.n; ++j)
-    qb.push_back(quantize_ref(std::vector<float>(b.begin() + j * ldb, b.begin() + j * ldb + c.k)));
+    qb.push_back(quantize_weights_ref(std::vector<float>(b.begin() + j * ldb, b.begin() + j * ldb + c.k)));
 
   std::vector<uint32_t> packed(size_t(cpu::packed_int8_words(c.n, c.k)) + 16, 0xdeadbeefu);
   uint32_t* dst = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(packed.data()) + 63) / 64 * 64);
@@ -85,7 +110,7 @@ void check_case(const Case& c, DType dt, uint64_t seed) {
   std::vector<float> out(size_t(c.m * ldc), kNaN);
   const int saved = omp_get_max_threads();
   omp_set_num_threads(2);
-  cpu::gemm_packed_int8(c.m, c.n, c.k, cpu::Int8Rows{q.data(), ldq, scales.data()}, dst, out.data(), ldc,
+  cpu::gemm_packed_int8(c.m, c.n, c.k, cpu::Int8Rows{q.data(), ldq, scales.data(), zeros.data()}, dst, out.data(), ldc,
                         c.bias ? bias.data() : nullptr, c.act, 2);
   omp_set_num_threads(saved);
 
@@ -95,11 +120,12 @@ void check_case(const Case& c, DType dt, uint64_t seed) {
   for (int64_t i = 0; i < c.m; ++i) {
     EXPECT_TRUE(std::isnan(out[size_t(i * ldc + c.n)])) << "wrote row " << i << "'s padding";
     for (int64_t j = 0; j < c.n; ++j) {
-      const Quantized &x = qa[size_t(i)], &w = qb[size_t(j)];
+      const QuantizedRow& x = qa[size_t(i)];
+      const Quantized& w = qb[size_t(j)];
       double sum = 0, real = 0, err = 0, magnitude = 0;
       for (int64_t kk = 0; kk < c.k; ++kk) {
         const double av = a[size_t(i * lda + kk)], bv = b[size_t(j * ldb + kk)];
-        sum += double(x.q[size_t(kk)]) * double(w.q[size_t(kk)]);
+        sum += double(x.u8[size_t(kk)] - x.zero) * double(w.q[size_t(kk)]);
         real += av * bv;
         magnitude += std::fabs(av * bv);
         // |a - sa qa| <= sa / 2 and |b - sb qb| <= sb / 2 per term.
@@ -147,11 +173,12 @@ TEST(CpuInt8Gemm, NarrowsToBf16WithResidualAsTheF32ResultWould) {
   const auto residual = quantize(random_floats(size_t(m * n), 402), DType::BF16);
   std::vector<uint8_t> q(size_t(m * ldq));
   std::vector<float> scales(static_cast<size_t>(m));
-  cpu::quantize_rows_int8(a.data(), m, k, k, q.data(), scales.data(), 1);
+  std::vector<int32_t> zeros(static_cast<size_t>(m));
+  cpu::quantize_rows_int8(a.data(), m, k, k, q.data(), scales.data(), zeros.data(), 1);
   std::vector<uint32_t> packed(size_t(cpu::packed_int8_words(n, k)) + 16);
   uint32_t* dst = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(packed.data()) + 63) / 64 * 64);
   cpu::pack_weights_int8(b.data(), n, k, k, true, dst);
-  const cpu::Int8Rows rows{q.data(), ldq, scales.data()};
+  const cpu::Int8Rows rows{q.data(), ldq, scales.data(), zeros.data()};
   std::vector<float> c32(size_t(m * n), kNaN), plain(size_t(m * n), kNaN);
   const std::vector<uint8_t> res_bytes = to_bytes(residual, DType::BF16);
   std::vector<uint8_t> out_bytes = nan_bytes(size_t(m * n), DType::BF16);

@@ -120,7 +120,7 @@ TEST(MiniLMParity, Int8ProductsStayClose) {
     }
     EXPECT_LT(worst_vs_f32, 0.99999) << dtype_name(dt) << ": as close as f32's own, the int8 path did not run";
     std::printf("MiniLM int8 products (%s): worst cosine %.6f against sentence-transformers, %.6f against rlx f32\n",
-                dtype_name(dt), worst, worst_vs_f32);
+                std::string(dtype_name(dt)).c_str(), worst, worst_vs_f32);
   }
 }
 

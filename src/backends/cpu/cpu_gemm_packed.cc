@@ -170,13 +170,14 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) void narrow_row_
 
 // What the int8 tile's last k block does in registers, so that the i32
 // sums never go through memory: dequantize (scale_a[i] * scale_b[j] *
-// (sum - sums[j])), add the bias, and then either store f32 into C (for an
+// (sum - zero_a[i] * sums[j])), add the bias, and then either store f32 into C (for an
 // activation or an f32 result) or, with `out` set, add the residual and
 // store bf16 there (no activation; needs AVX512-BF16).
 struct Int8Epilogue {
   const float* scale_a = nullptr;  // per row of A
+  const int32_t* zero_a = nullptr;  // per row of A: the u8 that stands for 0
   const float* scale_b = nullptr;  // per column of B
-  const int32_t* sums = nullptr;   // per column: 128 * sum of its int8 values
+  const int32_t* sums = nullptr;   // per column: the sum of its int8 values
   const float* bias = nullptr;
   BFloat* out = nullptr;
   const BFloat* residual = nullptr;
@@ -241,8 +242,11 @@ RLX_AVX512_VNNI void tile_int8(int64_t kc, const uint8_t* a, int64_t lda, const 
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     const __m512 sa = _mm512_set1_ps(e->scale_a[i + r]);
-    const __m512 v0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc0[r], o0)), _mm512_mul_ps(sa, sb0), bias0);
-    const __m512 v1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc1[r], o1)), _mm512_mul_ps(sa, sb1), bias1);
+    const __m512i za = _mm512_set1_epi32(e->zero_a[i + r]);
+    const __m512i d0 = _mm512_sub_epi32(acc0[r], _mm512_mullo_epi32(za, o0));
+    const __m512i d1 = _mm512_sub_epi32(acc1[r], _mm512_mullo_epi32(za, o1));
+    const __m512 v0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), _mm512_mul_ps(sa, sb0), bias0);
+    const __m512 v1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), _mm512_mul_ps(sa, sb1), bias1);
     if (e->out) {
       BFloat* o = e->out + (i + r) * e->ld + j0;
       __m512 w0 = v0, w1 = v1;
@@ -530,7 +534,7 @@ void pack_weights_int8(const T* b, int64_t n, int64_t k, int64_t ldb, bool trans
         d[kq * NR + j] = w;
       }
       scales[j0 + j] = j < cols ? scale : 0.f;
-      sums[j0 + j] = 128 * sum;
+      sums[j0 + j] = sum;
     }
   });
 }
@@ -567,7 +571,7 @@ void gemm_packed_int8(int64_t m, int64_t n, int64_t k, const Int8Rows& a, const 
 #ifdef RLX_PACKED_GEMM
   const PackedInt8 w = packed_int8_parts(packed_b, n, k);
   Int8Epilogue e;
-  e.scale_a = a.scales, e.scale_b = w.scales, e.sums = w.sums, e.bias = bias;
+  e.scale_a = a.scales, e.zero_a = a.zeros, e.scale_b = w.scales, e.sums = w.sums, e.bias = bias;
   // Narrowed in the tile where nothing comes between (no activation) and
   // VCVTNEPS2BF16 is there (VNNI without AVX512-BF16: Ice Lake).
   static const bool bf16 = has_avx512_bf16();  // CPUID traps to the hypervisor in a VM: asked once

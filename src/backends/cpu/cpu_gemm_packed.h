@@ -60,8 +60,8 @@ bool packed_int8_available();
 // (scale = max |w| / 127): panels of kPackedNR columns, each 32-bit word four
 // consecutive k of one column as int8 (lowest byte first, k past the end
 // zero), words [(k + 3) / 4][kPackedNR] per panel; then, per column (n
-// rounded up to a panel), its scale (f32), then 128 x the sum of its int8
-// values (i32: what A's +128 offset adds to each product).
+// rounded up to a panel), its scale (f32), then the sum of its int8 values
+// (i32: times a row's zero point, what that offset adds to its products).
 inline int64_t packed_int8_quads(int64_t k) { return (k + 3) / 4; }
 inline int64_t packed_int8_words(int64_t n, int64_t k) {
   const int64_t cols = (n + kPackedNR - 1) / kPackedNR * kPackedNR;
@@ -70,19 +70,20 @@ inline int64_t packed_int8_words(int64_t n, int64_t k) {
 struct PackedInt8 {
   const uint32_t* words = nullptr;
   const float* scales = nullptr;  // [n rounded up to a panel]
-  const int32_t* sums = nullptr;  // 128 * sum_k q[k][j]
+  const int32_t* sums = nullptr;  // sum_k q[k][j]
 };
 PackedInt8 packed_int8_parts(const uint32_t* packed, int64_t n, int64_t k);
 template <class T>
 void pack_weights_int8(const T* b, int64_t n, int64_t k, int64_t ldb, bool trans_b, uint32_t* dst);
 
-// A quantized per row (cpu_int8_rows.h): row i's k values as q + 128 (u8)
-// at q + i * ld, ld a multiple of 4 with the bytes past k 128 (zero), and
-// its scale.
+// A quantized per row (cpu_int8_rows.h): row i's k values as u8 at
+// q + i * ld (ld a multiple of 4, the bytes past k its zero point), its
+// scale and zero point: a ~ scale * (u8 - zero).
 struct Int8Rows {
   const uint8_t* q = nullptr;
   int64_t ld = 0;
   const float* scales = nullptr;
+  const int32_t* zeros = nullptr;
 };
 
 // C (m x n, row length ldc) = act(op(A) @ B + bias) with B packed by
@@ -110,11 +111,11 @@ void gemm_packed_bf16(bool trans_a, int64_t m, int64_t n, int64_t k, const BFloa
 
 // C = act(A @ B + bias) with A quantized per row and B packed by
 // pack_weights_int8: u8 x s8 products summed in i32 (VPDPBUSD), dequantized
-// per row and column (scale_a[i] * scale_b[j] * (sum - sums[j])) on each
-// finished tile row, then bias, activation and (when `out.out` is set) the
-// bf16 narrowing. C (f32) holds the i32 sums until then. Exact integer sums,
-// so the result does not depend on k blocks or threads. Needs
-// packed_int8_available().
+// per row and column (scale_a[i] * scale_b[j] * (sum - zero_a[i] * sums[j]))
+// in registers, with the bias, then the activation and (when `out.out` is
+// set) the bf16 narrowing. Between k blocks C (f32) holds the i32 sums.
+// Exact integer sums, so the result does not depend on k blocks or threads.
+// Needs packed_int8_available().
 void gemm_packed_int8(int64_t m, int64_t n, int64_t k, const Int8Rows& a, const uint32_t* packed_b, float* c,
                       int64_t ldc, const float* bias, Activation act, int threads, const Bf16Output& out = {});
 

@@ -27,38 +27,41 @@ RLX_AVX512BW inline __attribute__((always_inline)) __m512 load16(const BFloat* x
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, x)), 16));
 }
 
-// One row: max |x|, then q = round(x * 127 / max) + 128 (nearest even, as
-// the scalar reference's nearbyint), the padding 128.
-template <class T> RLX_AVX512BW void quantize_row(const T* x, int64_t k, int64_t ld, uint8_t* q, float* scale) {
-  __m512 amax = _mm512_setzero_ps();
+// One row: its min and max, then u8 = round(x * inv) + zero (nearest
+// even, as the scalar form's nearbyint), clamped; the padding the zero point.
+template <class T>
+RLX_AVX512BW void quantize_row(const T* x, int64_t k, int64_t ld, uint8_t* q, float* scale, int32_t* zero) {
+  __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
   for (int64_t j = 0; j < k; j += 16) {
     const __mmask16 m = k - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (k - j)) - 1);
-    amax = _mm512_max_ps(amax, _mm512_abs_ps(load16(x + j, m)));
+    const __m512 v = load16(x + j, m);  // masked lanes are 0, inside [lo, hi] already
+    lo = _mm512_min_ps(lo, v), hi = _mm512_max_ps(hi, v);
   }
-  const float top = _mm512_reduce_max_ps(amax);
-  *scale = top / 127.f;
-  const __m512 inv = _mm512_set1_ps(top > 0.f ? 127.f / top : 0.f);
-  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127), off = _mm512_set1_epi32(128);
+  const Int8RowRange r = int8_row_range(_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi));
+  *scale = r.scale, *zero = r.zero;
+  const __m512 inv = _mm512_set1_ps(r.inv);
+  const __m512i z = _mm512_set1_epi32(r.zero), top = _mm512_set1_epi32(255), none = _mm512_setzero_si512();
   for (int64_t j = 0; j < ld; j += 16) {
     const int64_t left = ld - j;
     const __mmask16 st = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
     const __mmask16 m = k - j >= 16 ? __mmask16(0xffff) : k - j <= 0 ? __mmask16(0) : __mmask16((1u << (k - j)) - 1);
-    __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(load16(x + j, m), inv));
-    v = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(v, lo), hi), off);
+    __m512i v = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(load16(x + j, m), inv)), z);
+    v = _mm512_min_epi32(_mm512_max_epi32(v, none), top);
     _mm512_mask_cvtepi32_storeu_epi8(q + j, st, v);
   }
 }
 #endif
 
 // The scalar form (no AVX-512 or f16 rows): the same values.
-template <class T> void quantize_row_scalar(const T* x, int64_t k, int64_t ld, uint8_t* q, float* scale) {
-  float top = 0.f;
-  for (int64_t j = 0; j < k; ++j) top = std::max(top, std::fabs(to_f32(x[j])));
-  *scale = top / 127.f;
-  const float inv = top > 0.f ? 127.f / top : 0.f;
+template <class T>
+void quantize_row_scalar(const T* x, int64_t k, int64_t ld, uint8_t* q, float* scale, int32_t* zero) {
+  float lo = 0.f, hi = 0.f;
+  for (int64_t j = 0; j < k; ++j) lo = std::min(lo, to_f32(x[j])), hi = std::max(hi, to_f32(x[j]));
+  const Int8RowRange r = int8_row_range(lo, hi);
+  *scale = r.scale, *zero = r.zero;
   for (int64_t j = 0; j < k; ++j)
-    q[j] = uint8_t(int32_t(std::clamp(std::nearbyint(to_f32(x[j]) * inv), -127.f, 127.f)) + 128);
-  for (int64_t j = k; j < ld; ++j) q[j] = 128;
+    q[j] = uint8_t(std::clamp(int32_t(std::nearbyint(to_f32(x[j]) * r.inv)) + r.zero, 0, 255));
+  for (int64_t j = k; j < ld; ++j) q[j] = uint8_t(r.zero);
 }
 
 bool avx512bw() {
@@ -74,7 +77,8 @@ bool avx512bw() {
 }  // namespace
 
 template <class T>
-void quantize_rows_int8(const T* a, int64_t m, int64_t k, int64_t lda, uint8_t* q, float* scales, int threads) {
+void quantize_rows_int8(const T* a, int64_t m, int64_t k, int64_t lda, uint8_t* q, float* scales, int32_t* zeros,
+                        int threads) {
   const int64_t ld = int8_row_bytes(k);
   const bool vector = avx512bw();
   parallel_ranges(m, m * k > 65536 ? threads : 1, [&](int64_t lo, int64_t hi, int) {
@@ -82,18 +86,18 @@ void quantize_rows_int8(const T* a, int64_t m, int64_t k, int64_t lda, uint8_t* 
 #ifdef RLX_INT8_ROWS_X86
       if constexpr (!std::is_same_v<T, Half>)
         if (vector) {
-          quantize_row(a + i * lda, k, ld, q + i * ld, scales + i);
+          quantize_row(a + i * lda, k, ld, q + i * ld, scales + i, zeros + i);
           continue;
         }
 #endif
-      quantize_row_scalar(a + i * lda, k, ld, q + i * ld, scales + i);
+      quantize_row_scalar(a + i * lda, k, ld, q + i * ld, scales + i, zeros + i);
     }
   });
   (void)vector;
 }
 
-template void quantize_rows_int8<float>(const float*, int64_t, int64_t, int64_t, uint8_t*, float*, int);
-template void quantize_rows_int8<Half>(const Half*, int64_t, int64_t, int64_t, uint8_t*, float*, int);
-template void quantize_rows_int8<BFloat>(const BFloat*, int64_t, int64_t, int64_t, uint8_t*, float*, int);
+template void quantize_rows_int8<float>(const float*, int64_t, int64_t, int64_t, uint8_t*, float*, int32_t*, int);
+template void quantize_rows_int8<Half>(const Half*, int64_t, int64_t, int64_t, uint8_t*, float*, int32_t*, int);
+template void quantize_rows_int8<BFloat>(const BFloat*, int64_t, int64_t, int64_t, uint8_t*, float*, int32_t*, int);
 
 }  // namespace rlx::cpu

@@ -159,8 +159,11 @@ template <class T> void matmul_int8(const MatMulParams& p, CpuContext& ctx, cons
   uint8_t* arena = ctx.arena();
   ctx.count(GemmPath::PackedInt8, uint64_t(p.batch));
   const int64_t ld = int8_row_bytes(p.k);
-  float* scales = ctx.scratch(1, size_t(p.m + p.m * ld / 4 + 16));
-  auto* q = reinterpret_cast<uint8_t*>(scales + (p.m + 15) / 16 * 16);
+  // Scratch slot 1: the rows' scales, zero points, then their u8 values.
+  const int64_t m16 = (p.m + 15) / 16 * 16;
+  float* scales = ctx.scratch(1, size_t(2 * m16 + p.m * ld / 4));
+  auto* zeros = reinterpret_cast<int32_t*>(scales + m16);
+  auto* q = reinterpret_cast<uint8_t*>(scales + 2 * m16);
   const bool glu = p.fused.glu != Activation::None;
   // Where the product's f32 result goes: the output itself (f32, no glu), else scratch.
   const bool direct = std::is_same_v<T, float> && !glu;
@@ -178,11 +181,11 @@ template <class T> void matmul_int8(const MatMulParams& p, CpuContext& ctx, cons
       else
         for (int64_t i = 0; i < p.m; ++i)
           for (int64_t kk = 0; kk < p.k; ++kk) a32[i * p.k + kk] = to_f32(a[kk * p.lda + i]);
-      quantize_rows_int8(a32, p.m, p.k, p.k, q, scales, threads);
+      quantize_rows_int8(a32, p.m, p.k, p.k, q, scales, zeros, threads);
     } else {
-      quantize_rows_int8(a, p.m, p.k, p.lda, q, scales, threads);
+      quantize_rows_int8(a, p.m, p.k, p.lda, q, scales, zeros, threads);
     }
-    const Int8Rows rows{q, ld, scales};
+    const Int8Rows rows{q, ld, scales, zeros};
     if (direct) {
       float* c = at<float>(arena, p.out) + bi * p.stride_out;
       gemm_packed_int8(p.m, p.n, p.k, rows, packed, c, p.ldc, bias32, p.act, threads);
