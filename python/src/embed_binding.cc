@@ -51,17 +51,25 @@ std::vector<std::string> sentence_list(nb::handle sentences) {
 class SentenceEncoder {
  public:
   SentenceEncoder(const std::string& model, const std::string& device, const std::string& dtype, int threads,
-                  int max_seq_length) {
+                  int max_seq_length, std::optional<std::string> quantize) {
     const std::string path = model_path(model);
     if (threads < 0) throw nb::value_error("threads must be >= 0 (0: every physical core)");
     if (max_seq_length < 0) throw nb::value_error("max_seq_length must be >= 0 (0: the model's own limit)");
+    if (quantize && *quantize != "int8")
+      throw nb::value_error(("quantize must be None or 'int8', not '" + *quantize + "'").c_str());
     rlx::EmbedderOptions o;
-    o.device = resolve_device(parse_device(device));
+    o.int8_products = quantize.has_value();
+    const rlx::Device asked = parse_device(device);
+    if (o.int8_products && asked == rlx::Device::Cuda)
+      throw nb::value_error("quantize='int8' runs on the CPU only; use device='cpu' (or f16/bf16 on the GPU)");
+    // int8 products run on the CPU: 'auto' means the CPU then.
+    o.device = o.int8_products ? rlx::Device::Cpu : resolve_device(asked);
     o.dtype = parse_dtype(dtype);
     o.threads = threads;
     o.max_len = max_seq_length;
     device_ = o.device;
     dtype_ = o.dtype;
+    int8_ = o.int8_products;
     path_ = path;
     nb::gil_scoped_release release;
     embedder_ = std::make_unique<rlx::Embedder>(path, o);
@@ -137,16 +145,19 @@ class SentenceEncoder {
   const rlx::EmbeddingTokenizer& tokenizer() const { return embedder_->tokenizer(); }
   std::string repr() const {
     return "SentenceEncoder('" + path_ + "', device='" + device_name(device_) + "', dtype='" +
-           std::string(rlx::dtype_name(dtype_)) + "', dim=" + std::to_string(dim()) +
+           std::string(rlx::dtype_name(dtype_)) + "'" + (int8_ ? ", quantize='int8'" : "") +
+           ", dim=" + std::to_string(dim()) +
            ", max_seq_length=" + std::to_string(max_seq_length()) + ")";
   }
   std::string device() const { return device_name(device_); }
   std::string dtype() const { return std::string(rlx::dtype_name(dtype_)); }
+  std::optional<std::string> quantize() const { return int8_ ? std::optional<std::string>("int8") : std::nullopt; }
 
  private:
   std::unique_ptr<rlx::Embedder> embedder_;
   rlx::Device device_ = rlx::Device::Cpu;
   rlx::DType dtype_ = rlx::DType::F32;
+  bool int8_ = false;
   std::string path_;
 };
 
@@ -226,12 +237,16 @@ void bind_embedder(nb::module_& m) {
                               "Sentence embeddings from a Hugging Face BERT-family model directory (config.json, "
                               "tokenizer files, model.safetensors, sentence-transformers modules), shaped like "
                               "sentence_transformers.SentenceTransformer.")
-      .def(nb::init<const std::string&, const std::string&, const std::string&, int, int>(), "path"_a,
-           "device"_a = "auto", "dtype"_a = "f32", "threads"_a = 0, "max_seq_length"_a = 0,
+      .def(nb::init<const std::string&, const std::string&, const std::string&, int, int, std::optional<std::string>>(),
+           "path"_a, "device"_a = "auto", "dtype"_a = "f32", "threads"_a = 0, "max_seq_length"_a = 0,
+           "quantize"_a = nb::none(),
            "Loads the model in `path` (a directory, a BERT GGUF file, or a Hub id such as "
            "'sentence-transformers/all-MiniLM-L6-v2' already in the local Hugging Face cache). device: 'auto' "
            "(CUDA where present, else the CPU), 'cpu' or 'cuda'; dtype: 'f32', 'f16' or 'bf16'; threads: CPU "
-           "threads (0: every physical core); max_seq_length: tokens per text (0: the model's own limit).")
+           "threads (0: every physical core); max_seq_length: tokens per text (0: the model's own limit); "
+           "quantize: None, or 'int8' for the products over weights in int8 on the CPU (weights per output "
+           "column, activations per token; AVX512-VNNI), fastest with dtype='bf16', embeddings within ~1e-2 "
+           "of f32's.")
       .def("encode", &SentenceEncoder::encode, "sentences"_a, "batch_size"_a = 32,
            "normalize_embeddings"_a = nb::none(), "prompt"_a = nb::none(), "convert_to_numpy"_a = true,
            "show_progress_bar"_a = false, "convert_to"_a = nb::none(),
@@ -262,6 +277,7 @@ void bind_embedder(nb::module_& m) {
                    "Whether the model's own modules end in a Normalize (unit-length rows).")
       .def_prop_ro("device", &SentenceEncoder::device)
       .def_prop_ro("dtype", &SentenceEncoder::dtype)
+      .def_prop_ro("quantize", &SentenceEncoder::quantize, "'int8' when the products run in int8, else None.")
       .def("__repr__", &SentenceEncoder::repr);
 }
 

@@ -237,3 +237,21 @@ def test_the_gil_is_released_while_encoding(encoder):
     during = ticks_while(lambda: encoder.encode(texts))
     # Holding the GIL, encode would leave the counter a few switch intervals' worth.
     assert during > 100000, during
+
+
+def test_int8_products_stay_close_to_f32(encoder):
+    """quantize='int8' (the CLI's --quantize int8): every committed sentence
+    within cosine 0.99 of sentence-transformers' f32 vector, not identical to
+    rlx's f32 one (the int8 path ran); CUDA and other names refused."""
+    _, texts, want = reference()
+    q = rlx.SentenceEncoder(need(MINILM), device="auto", dtype="bf16", threads=1, quantize="int8")
+    assert q.quantize == "int8" and q.device == "cpu" and encoder.quantize is None
+    assert "quantize='int8'" in repr(q)
+    got = q.encode(texts)
+    check_real(got)
+    assert cosine_rows(got, want).min() >= 0.99
+    assert cosine_rows(got, encoder.encode(texts)).min() < 0.99999
+    with pytest.raises(ValueError, match="int8"):
+        rlx.SentenceEncoder(need(MINILM), device="cpu", quantize="int4")
+    with pytest.raises(ValueError, match="CPU only"):
+        rlx.SentenceEncoder(need(MINILM), device="cuda", quantize="int8")
