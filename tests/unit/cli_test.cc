@@ -58,6 +58,39 @@ TEST(Cli, EmbedPrintsTheLibraryEmbeddingsAndTheirSimilarity) {
   EXPECT_GT(sim[0][1], sim[0][2] + 0.3) << "paraphrases must be closer than unrelated sentences";
 }
 
+// --quantize int8: the library's int8-product embeddings, bit for bit as
+// printed, within cosine 0.99 of f32's; other names and --device cuda refused.
+TEST(Cli, EmbedQuantizeInt8IsTheLibrarysInt8Path) {
+  ASSERT_TRUE(test::minilm_present());
+  const std::vector<std::string> texts = {"A man is eating food.", "hello"};
+  Ran r = run_cli("embed --device cpu --dtype bf16 --quantize int8 --model " + test::minilm_dir() + " \"" + texts[0] +
+                  "\" \"" + texts[1] + "\"");
+  if (r.status != 0 && r.err.find("AVX512-VNNI") != std::string::npos) GTEST_SKIP() << r.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EmbedderOptions o;
+  o.dtype = DType::BF16;
+  o.int8_products = true;
+  const auto want = Embedder(test::minilm_dir(), o).embed(texts);
+  const auto f32 = Embedder(test::minilm_dir()).embed(texts);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    auto got = j["embeddings"][i]["embedding"].get<std::vector<float>>();
+    ASSERT_EQ(got.size(), want[i].size());
+    double err = 0, dot = 0, n0 = 0, n1 = 0;
+    for (size_t k = 0; k < got.size(); ++k) {
+      err = std::max(err, std::fabs(double(got[k]) - want[i][k]));
+      dot += double(got[k]) * f32[i][k], n0 += double(got[k]) * got[k], n1 += double(f32[i][k]) * f32[i][k];
+    }
+    EXPECT_LT(err, 1e-5) << "printed embedding " << i << " differs from the library's int8 one";
+    EXPECT_GE(dot / std::sqrt(n0 * n1), 0.99) << texts[i];
+  }
+  r = run_cli("embed --device cpu --quantize int4 --model " + test::minilm_dir() + " \"hello\"");
+  EXPECT_NE(r.status, 0);
+  r = run_cli("embed --device cuda --quantize int8 --model " + test::minilm_dir() + " \"hello\"");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--quantize int8 runs on the CPU only"), std::string::npos) << r.err;
+}
+
 TEST(Cli, InspectReportsFusionAndReuse) {
   Ran r = run_cli("inspect --layers 2 --hidden 96 --heads 4 --ffn 160 --seq 37");
   ASSERT_EQ(r.status, 0) << r.out;
