@@ -190,11 +190,12 @@ class CpuExecutable final : public BackendExecutable {
         why = "no AVX-512 for the packed kernel";
       else if (choice == GemmChoice::Library)
         why = "RLX_CPU_GEMM=library";
-      else if (choice == GemmChoice::Auto && !packs_bf16_pairs(p->dtype) && !packed_gemm_wins(p->m, p->n, p->k))
-        why = "the library measured faster at this shape";
+      bool shape_only = false;  // the packed kernel runs here, the library measured faster
+      if (!why && choice == GemmChoice::Auto && !packs_bf16_pairs(p->dtype) && !packed_gemm_wins(p->m, p->n, p->k))
+        why = "the library measured faster at this shape", shape_only = true;
       // Asked for int8: every product over a weight, whatever its shape (the
       // int8 kernel reads a quarter of f32's weight bytes, half of bf16's).
-      const bool in_int8 = int8_products_ && (!why || std::strcmp(why, "the library measured faster at this shape") == 0);
+      const bool in_int8 = int8_products_ && (!why || shape_only);
       if (in_int8) int8.push_back(p->b), why = nullptr;
       else if (!why) packed.push_back(p->b);
       if (trace)
