@@ -656,6 +656,64 @@ inline OpCase window_softcap_case(const std::string& name, int64_t sq, int64_t s
   return {name, "attention", build, reference};
 }
 
+// Causal windowed attention over a ring cache (AttentionAttrs::ring: the key
+// at position j in row j mod rows) for batch 2: sq queries at positions
+// pos[b].., the window's keys wrapping past the ring's end; rows outside the
+// window hold other positions' keys (random), which no output may read.
+// Sizes pick the kernel as window_softcap_case's do.
+inline OpCase ring_window_case(const std::string& name, int64_t sq, int64_t rows, int qh, int kvh, int hd, int window,
+                               std::vector<float> pos, uint64_t seed) {
+  const float scale = 0.37f;
+  auto build = [=](DType dt) {
+    OpGraph c;
+    ValueId q = c.graph.input("q", {2, sq, int64_t(qh) * hd}, dt);
+    ValueId k = c.graph.input("k", {2, rows, int64_t(kvh) * hd}, dt);
+    ValueId v = c.graph.input("v", {2, rows, int64_t(kvh) * hd}, dt);
+    AttentionAttrs a;
+    a.q_heads = qh;
+    a.kv_heads = kvh;
+    a.head_dim = hd;
+    a.scale = scale;
+    a.mask = MaskKind::Causal;
+    a.window = window;
+    a.q_pos = true;
+    a.ring = true;
+    c.graph.output("out", c.graph.attention(q, k, v, -1, a, c.graph.input("pos", {2}, DType::I32)));
+    c.inputs["q"] = quantize(random_floats(size_t(2 * sq * qh * hd), seed, -3.f, 3.f), dt);
+    c.inputs["k"] = quantize(random_floats(size_t(2 * rows * kvh * hd), seed + 1, -3.f, 3.f), dt);
+    c.inputs["v"] = quantize(random_floats(size_t(2 * rows * kvh * hd), seed + 2, -2.f, 2.f), dt);
+    c.inputs["pos"] = pos;
+    return c;
+  };
+  auto reference = [=](const Values& in) {
+    const auto &q = in.at("q"), &k = in.at("k"), &v = in.at("v");
+    std::vector<double> out(size_t(2 * sq * qh * hd), 0.0);
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t i = 0; i < sq; ++i)
+        for (int h = 0; h < qh; ++h) {
+          const int64_t at = int64_t(in.at("pos")[size_t(b)]) + i;
+          const int64_t first = std::max<int64_t>(0, at - window + 1), g = h / (qh / kvh);
+          auto row = [&](int64_t j) { return (b * rows + j % rows) * kvh + g; };
+          std::vector<double> w;
+          double mx = -1e300, sum = 0;
+          for (int64_t j = first; j <= at; ++j) {
+            double d = 0;
+            for (int e = 0; e < hd; ++e) d += double(q[size_t(((b * sq + i) * qh + h) * hd + e)]) * k[size_t(row(j) * hd + e)];
+            w.push_back(d * double(scale));
+            mx = std::max(mx, w.back());
+          }
+          for (double& x : w) sum += (x = std::exp(x - mx));
+          for (int e = 0; e < hd; ++e) {
+            double o = 0;
+            for (int64_t j = first; j <= at; ++j) o += w[size_t(j - first)] / sum * v[size_t(row(j) * hd + e)];
+            out[size_t(((b * sq + i) * qh + h) * hd + e)] = o;
+          }
+        }
+    return std::map<std::string, std::vector<double>>{{"out", out}};
+  };
+  return {name, "attention", build, reference};
+}
+
 // Attention without a causal mask over batch 2 with a two-sided sliding
 // window (query i sees keys |i - j| < window: ModernBERT's local layers),
 // sequences longer than the window; with padding, batch 1 keeps its first
@@ -742,6 +800,13 @@ inline std::vector<OpCase> op_cases() {
   // window inside a cache split over a cluster.
   cases.push_back(
       window_softcap_case("attention_window_softcap_decode_hd256", 1, 600, 4, 2, 256, 300, 1.7f, {430.f, 599.f}, 101));
+  // Ring caches: a decode row in place (f32) and on the rows kernel, prefill
+  // rows on the general kernel, a long window split over a cluster, head_dim
+  // 256; in each, batch 0's window wraps past the ring's end.
+  cases.push_back(ring_window_case("attention_ring_decode", 1, 45, 4, 2, 16, 9, {50.f, 20.f}, 131));
+  cases.push_back(ring_window_case("attention_ring_prefill", 5, 43, 4, 2, 24, 6, {40.f, 3.f}, 134));
+  cases.push_back(ring_window_case("attention_ring_decode_split", 1, 300, 2, 1, 16, 200, {650.f, 250.f}, 137));
+  cases.push_back(ring_window_case("attention_ring_decode_hd256", 1, 300, 4, 2, 256, 120, {700.f, 130.f}, 140));
   cases.push_back(two_sided_window_case("attention_two_sided_window_padding", 19, 3, 3, 16, 4, true, 12, 103));
   cases.push_back(two_sided_window_case("attention_two_sided_window_gqa", 23, 4, 2, 8, 5, false, 23, 106));
   cases.push_back(two_sided_window_case("attention_two_sided_window_general", 21, 2, 1, 136, 3, true, 17, 109));
@@ -886,6 +951,29 @@ inline std::vector<OpCase> op_cases() {
                        for (int i = 0; i < 4; ++i)
                          for (int e = 0; e < 15; ++e)
                            cache[size_t((b * 9 + int(pos[size_t(b)]) + i) * 15 + e)] = rows[size_t((b * 4 + i) * 15 + e)];
+                     return std::map<std::string, std::vector<double>>{{"cache", cache}};
+                   }});
+
+  // A ring cache's write: rows [2, 4, 6] into a zeroed cache [2, 7, 6] at
+  // positions {5, 9}, row t mod 7 (batch 0 wraps to rows 5, 6, 0, 1).
+  cases.push_back({"kv_write_ring", "kv_write",
+                   [](DType dt) {
+                     OpGraph c;
+                     ValueId cache = c.graph.state("cache", {2, 7, 6}, dt);
+                     ValueId rows = c.graph.input("rows", {2, 4, 6}, dt);
+                     ValueId pos = c.graph.input("pos", {2}, DType::I32);
+                     c.graph.output("cache", c.graph.kv_write(cache, rows, pos, -1, true));
+                     c.inputs["rows"] = quantize(random_floats(2 * 4 * 6, 143, -3.f, 3.f), dt);
+                     c.inputs["pos"] = {5.f, 9.f};
+                     return c;
+                   },
+                   [](const Values& in) {
+                     std::vector<double> cache(2 * 7 * 6, 0.0);
+                     const auto &rows = in.at("rows"), &pos = in.at("pos");
+                     for (int b = 0; b < 2; ++b)
+                       for (int i = 0; i < 4; ++i)
+                         for (int e = 0; e < 6; ++e)
+                           cache[size_t((b * 7 + (int(pos[size_t(b)]) + i) % 7) * 6 + e)] = rows[size_t((b * 4 + i) * 6 + e)];
                      return std::map<std::string, std::vector<double>>{{"cache", cache}};
                    }});
 

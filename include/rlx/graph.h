@@ -126,7 +126,18 @@ struct AttentionAttrs {
   // softcap > 0: each scaled score s becomes softcap * tanh(s / softcap)
   // before the softmax (Gemma 2's attention-logit soft-capping).
   float softcap = 0.f;
+  // ring: k/v are a ring of Skv rows per sequence, the key at position j in
+  // row j mod Skv (a sliding-window layer's cache that does not grow past
+  // the window; kv_write with ring fills it). Needs a causal window, query
+  // positions and Skv >= kv_ring_rows(window, Sq).
+  bool ring = false;
 };
+// The rows a ring cache needs for runs of up to max_run tokens: the window,
+// the rows one run writes, and a margin that lets the CPU read from the
+// window's first key rounded down to 32 (so a step sums its keys in the
+// lanes a cache of every position would), none of them overwritten yet.
+inline constexpr int64_t kKvRingMargin = 32;
+inline int64_t kv_ring_rows(int64_t window, int64_t max_run) { return window + max_run + kKvRingMargin; }
 // Where attention's optional inputs sit: q, k, v, [mask], [q_pos], [kv_slots].
 inline size_t attention_q_pos_input(const AttentionAttrs& a) { return a.mask == MaskKind::Padding ? 4 : 3; }
 inline size_t attention_kv_slots_input(const AttentionAttrs& a) { return attention_q_pos_input(a) + 1; }
@@ -148,11 +159,14 @@ struct SwiGluAttrs {
 // max_ctx, row], S any size) each batch b writes; a slot outside the pool is
 // skipped like a position outside the cache.
 // rope.head_norm (with rotate): the gain is the last input.
+// With ring, position t lands in row t mod max_ctx (AttentionAttrs::ring):
+// no position is outside the cache.
 struct KvWriteAttrs {
   int64_t offset = 0, stride = 0;
   bool rotate = false;
   RopeAttrs rope;
   bool slots = false;
+  bool ring = false;
 };
 struct NarrowAttrs { int axis = 0; int64_t start = 0, length = 0; };
 struct AxisAttrs { int axis = 0; };
@@ -267,8 +281,9 @@ class Graph {
   // pos[b] .. pos[b]+n-1 (pos: i32 [B], read at run time). Returns the cache
   // after the write (the same memory): readers of it run after the write.
   // With slots (i32 [B], read at run time) batch b writes cache row slots[b]
-  // of a pool [S, max_ctx, ...] instead of row b.
-  ValueId kv_write(ValueId cache, ValueId rows, ValueId pos, ValueId slots = -1);
+  // of a pool [S, max_ctx, ...] instead of row b. With ring, position t
+  // goes to row t mod max_ctx (KvWriteAttrs::ring).
+  ValueId kv_write(ValueId cache, ValueId rows, ValueId pos, ValueId slots = -1, bool ring = false);
   // silu(first half) * second half of each row of a fused gate/up [..., 2*cols].
   ValueId swiglu_fused(ValueId gate_up);
   // i32 [...]: the index of the largest element along x's last dim; ties and

@@ -337,7 +337,10 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
     if (n.op != OpKind::KvWrite) continue;
     const Node* in = source_input(n.inputs[2]);
     if (!in) continue;
-    const int64_t limit = g.value(n.inputs[0]).shape[1] - g.value(n.inputs[1]).shape[1] + 1;
+    // A ring takes any position; only its rows' positions must fit an i32.
+    const int64_t limit = std::get<KvWriteAttrs>(n.attrs).ring
+                              ? int64_t(INT32_MAX) - g.value(n.inputs[1]).shape[1] + 1
+                              : g.value(n.inputs[0]).shape[1] - g.value(n.inputs[1]).shape[1] + 1;
     s->index_checks.push_back(IndexCheck{in->name, limit, "positions of " + g.describe(id) + " (" +
                                                               std::to_string(g.value(n.inputs[1]).shape[1]) +
                                                               " rows into " +

@@ -265,6 +265,7 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.softcap = at.softcap;
       p.mask_kind = at.mask;
       p.dtype = V(0).dtype;
+      p.ring = at.ring;
       if (at.rotate_q) {
         p.q_rope_n_rot = at.q_rope.n_rot ? at.q_rope.n_rot : at.q_rope.head_dim;
         p.q_rope_theta = at.q_rope.theta;
@@ -391,6 +392,7 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       const auto& at = std::get<KvWriteAttrs>(n.attrs);
       p.rows_offset = at.offset;
       p.rows_stride = at.stride ? at.stride : p.row;
+      p.ring = at.ring;
       if (at.rotate) {
         p.rope_heads = at.rope.heads;
         p.head_dim = at.rope.head_dim;

@@ -41,7 +41,11 @@ void Sequence::truncate(int64_t n) {
   RLX_CHECK(n >= 0, "sequence: truncate to " << n << " tokens");
   if (n >= int64_t(s_->tokens.size())) return;
   s_->tokens.resize(size_t(n));
-  s_->cached = std::min(s_->cached, n);  // rows past n are overwritten before they are read
+  // Rows past n are overwritten before they are read; a ring keeps the
+  // window before n only when n is at most one token back from the end of
+  // what it holds (kv_ring_rows' margin).
+  const bool ring_lost = s_->engine->runner.window_rings() && n + 1 < s_->cached;
+  s_->cached = ring_lost ? 0 : std::min(s_->cached, n);
 }
 
 // ---- Engine ----

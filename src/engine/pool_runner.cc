@@ -47,8 +47,9 @@ PoolRunner::PoolRunner(const LlamaWeights& weights, const QuantizedWeights& quan
 PoolRunner::~PoolRunner() = default;
 
 Graph PoolRunner::graph(int64_t batch, int64_t seq, bool logits) const {
+  // Runs take at most prefill_chunk tokens: window layers' rings are sized by it.
   return build_llama_graph(cfg_, batch, seq, o_.dtype, o_.cache_len, LlamaFeed::Inputs, {}, quantized_,
-                           LlamaPool{pool_slots_, logits});
+                           LlamaPool{pool_slots_, logits}, o_.prefill_chunk);
 }
 
 Executable& PoolRunner::executable(int64_t batch, int64_t seq, bool logits) {
@@ -158,9 +159,12 @@ std::vector<PoolRunner::Choice> PoolRunner::decode(const std::vector<DecodeRow>&
 
 uint64_t PoolRunner::kv_pool_bytes() const {
   const int64_t kv_dim = int64_t(cfg_.num_kv_heads) * cfg_.head_dim;
-  return uint64_t(cfg_.num_layers) * uint64_t(pool_slots_) * uint64_t(o_.cache_len) * uint64_t(2 * kv_dim) *
-         dtype_size(o_.dtype);
+  uint64_t rows = 0;
+  for (int l = 0; l < cfg_.num_layers; ++l) rows += uint64_t(llama_kv_rows(cfg_, l, o_.cache_len, o_.prefill_chunk));
+  return rows * uint64_t(pool_slots_) * uint64_t(2 * kv_dim) * dtype_size(o_.dtype);
 }
+
+bool PoolRunner::window_rings() const { return llama_kv_ring(cfg_, o_.cache_len, o_.prefill_chunk); }
 
 uint64_t PoolRunner::arena_bytes() const { return co_.arena_share->bytes(); }
 

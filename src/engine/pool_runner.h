@@ -35,6 +35,10 @@ class PoolRunner {
   int64_t cache_len() const { return o_.cache_len; }
   int sequences() const { return o_.sequences; }
   int64_t vocab() const { return cfg_.vocab_size; }
+  // Whether window layers keep rings (llama_kv_ring): a slot then holds only
+  // the window's keys, and a sequence cut back past its last cached token
+  // must run again from its start.
+  bool window_rings() const;
 
   // The next token's argmax, and its logits (f32 [vocab]) when asked for.
   struct Choice {

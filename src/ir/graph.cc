@@ -208,9 +208,10 @@ ValueId Graph::attention(ValueId q, ValueId k, ValueId v, ValueId mask, const At
   if (kv_slots >= 0) in.push_back(kv_slots);
   return add_node(OpKind::Attention, in, a)[0];
 }
-ValueId Graph::kv_write(ValueId cache, ValueId rows, ValueId pos, ValueId slots) {
+ValueId Graph::kv_write(ValueId cache, ValueId rows, ValueId pos, ValueId slots, bool ring) {
   KvWriteAttrs at;
   at.slots = slots >= 0;
+  at.ring = ring;
   if (slots >= 0) return add_node(OpKind::KvWrite, {cache, rows, pos, slots}, at)[0];
   return add_node(OpKind::KvWrite, {cache, rows, pos}, at)[0];
 }

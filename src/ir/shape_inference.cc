@@ -278,6 +278,12 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
         need_dtype(V(3), DType::I32, who, "padding mask");
       }
       if (at.q_pos) need_vector(V(attention_q_pos_input(at)), q.shape[0], DType::I32, who, "query start positions");
+      if (at.ring)
+        RLX_CHECK(at.mask == MaskKind::Causal && at.window > 0 && at.q_pos &&
+                      k.shape[1] >= kv_ring_rows(at.window, q.shape[1]),
+                  who << ": a ring of " << k.shape[1] << " keys needs a causal window, query positions and at least "
+                      << kv_ring_rows(at.window, q.shape[1]) << " rows (window " << at.window << ", " << q.shape[1]
+                      << " queries)");
       if (at.rotate_q) {
         const int n_rot = at.q_rope.n_rot ? at.q_rope.n_rot : at.q_rope.head_dim;
         RLX_CHECK(at.q_pos && q.shape[1] == 1, who << ": rotating q needs one query row at positions read "

@@ -18,9 +18,19 @@ namespace {
 // hidden states (an embedder's Transformer module).
 enum class Head { Logits, HiddenRows, HiddenAll };
 
+bool is_local_layer(const LlamaConfig& c, int l) {
+  return !c.local_layers.empty() && c.local_layers[size_t(l)] && c.sliding_window > 0;
+}
+
+// A ring pays where the window plus a run (and the margin) is shorter than the cache.
+bool ring_pays(const LlamaConfig& c, int64_t cache_len, int64_t window_run) {
+  return cache_len > 0 && window_run > 0 && c.sliding_window > 0 &&
+         kv_ring_rows(c.sliding_window, window_run) < cache_len;
+}
+
 Graph build_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, int64_t cache_len, LlamaFeed feed,
                   const SamplingOptions& sampling, const QuantizedWeights& quantized, const LlamaPool& pool,
-                  Head out) {
+                  Head out, int64_t window_run) {
   RLX_CHECK(is_float(dt), "llama: compute dtype must be f32, f16 or bf16");
   RLX_CHECK(batch > 0 && seq > 0, "llama: batch and seq must be positive");
   RLX_CHECK(seq <= c.max_positions, "llama: seq " << seq << " exceeds the context length " << c.max_positions);
@@ -32,6 +42,9 @@ Graph build_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, in
   const bool pooled = pool.slots > 0;
   RLX_CHECK(!pooled || (cached && !from_state), "llama: a cache pool needs a KV cache and input-fed runs");
   RLX_CHECK(out == Head::Logits || !cached, "llama: hidden states come from a graph without a KV cache");
+  const bool ring = ring_pays(c, cache_len, window_run);
+  RLX_CHECK(!ring || seq <= window_run, "llama: a run of " << seq << " tokens over window caches made for runs of "
+                                                           << window_run);
   Graph g;
   // The decode loop's state, first so that every cached graph places it alike.
   const bool loop_state = cached && !pooled;
@@ -149,6 +162,7 @@ Graph build_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, in
   // base without the global layers' scaling where the config gives one.
   AttentionAttrs local_attn = attn;
   local_attn.window = c.sliding_window;
+  local_attn.ring = ring;
   RopeAttrs local_rq = rq, local_rk = rk;
   if (c.local_rope_theta > 0.f) {
     local_rq.theta = local_rk.theta = c.local_rope_theta;
@@ -159,7 +173,7 @@ Graph build_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, in
 
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    const bool local = !c.local_layers.empty() && c.local_layers[size_t(l)] && c.sliding_window > 0;
+    const bool local = is_local_layer(c, l);
     ValueId h = g.rms_norm(x, param(p + "attn_norm.weight", {H}), c.rms_eps);
     auto qkv = c.fused_qkv_gate_up ? std::vector<ValueId>{}
                                    : quantized_group(h, {{p + "attn_q.weight", q_dim}, {p + "attn_k.weight", kv_dim},
@@ -188,8 +202,9 @@ Graph build_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, in
       // The new K and V rows join one cache row each (K then V); attention
       // reads all of it up to each position. One cache per layer lets one
       // kv_write store both, rotating K on the way (fuse_kv_write).
-      ValueId kv = g.kv_write(g.state(p + "kv_cache", {pooled ? pool.slots : batch, cache_len, 2 * kv_dim}, dt),
-                              g.concat({k, v}, 2), positions, slot);
+      const int64_t rows = llama_kv_rows(c, l, cache_len, window_run);
+      ValueId kv = g.kv_write(g.state(p + "kv_cache", {pooled ? pool.slots : batch, rows, 2 * kv_dim}, dt),
+                              g.concat({k, v}, 2), positions, slot, rows < cache_len);
       k = g.narrow(kv, 2, 0, kv_dim);
       v = g.narrow(kv, 2, kv_dim, kv_dim);
     }
@@ -278,13 +293,24 @@ Graph build_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, in
 
 Graph build_llama_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, int64_t cache_len,
                         LlamaFeed feed, const SamplingOptions& sampling, const QuantizedWeights& quantized,
-                        const LlamaPool& pool) {
-  return build_graph(c, batch, seq, dt, cache_len, feed, sampling, quantized, pool, Head::Logits);
+                        const LlamaPool& pool, int64_t window_run) {
+  return build_graph(c, batch, seq, dt, cache_len, feed, sampling, quantized, pool, Head::Logits, window_run);
+}
+
+int64_t llama_kv_rows(const LlamaConfig& c, int layer, int64_t cache_len, int64_t window_run) {
+  if (!is_local_layer(c, layer) || !ring_pays(c, cache_len, window_run)) return cache_len;
+  return kv_ring_rows(c.sliding_window, window_run);
+}
+
+bool llama_kv_ring(const LlamaConfig& c, int64_t cache_len, int64_t window_run) {
+  for (int l = 0; l < c.num_layers; ++l)
+    if (llama_kv_rows(c, l, cache_len, window_run) < cache_len) return true;
+  return false;
 }
 
 Graph build_llama_hidden_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, LlamaHidden which) {
   return build_graph(c, batch, seq, dt, 0, LlamaFeed::Inputs, {}, {}, {},
-                     which == LlamaHidden::Rows ? Head::HiddenRows : Head::HiddenAll);
+                     which == LlamaHidden::Rows ? Head::HiddenRows : Head::HiddenAll, 0);
 }
 
 LlamaGguf::LlamaGguf(const std::string& path)

@@ -148,9 +148,21 @@ struct LlamaPool {
   int64_t slots = 0;
   bool logits = true;
 };
+//
+// window_run > 0 (the most tokens any run of this cache takes, seq <=
+// window_run): a local layer whose window is shorter than the cache by more
+// than that keeps a ring of llama_kv_rows() rows, the key at position t in
+// row t mod rows (AttentionAttrs::ring), so its cache does not grow with the
+// context. A ring holds only the window's keys: a later run may continue
+// the sequence from its last cached token, but not from further back.
 Graph build_llama_graph(const LlamaConfig& cfg, int64_t batch, int64_t seq, DType dt, int64_t cache_len = 0,
                         LlamaFeed feed = LlamaFeed::Inputs, const SamplingOptions& sampling = {},
-                        const QuantizedWeights& quantized = {}, const LlamaPool& pool = {});
+                        const QuantizedWeights& quantized = {}, const LlamaPool& pool = {}, int64_t window_run = 0);
+// The K/V rows layer l's cache has under build_llama_graph(..., cache_len,
+// ..., window_run): cache_len, or a local layer's ring.
+int64_t llama_kv_rows(const LlamaConfig& cfg, int layer, int64_t cache_len, int64_t window_run);
+// Whether any layer's cache is a ring under those arguments.
+bool llama_kv_ring(const LlamaConfig& cfg, int64_t cache_len, int64_t window_run);
 
 // The decoder as an embedder reads it (Qwen3-Embedding, gte-Qwen2): the
 // same stack without the LM head, ending in the final norm. Inputs:

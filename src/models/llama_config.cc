@@ -118,6 +118,12 @@ LlamaConfig llama_config_from_gguf(const GgufFile& f) {
   c.qkv_bias = arch == "qwen2";
   c.qk_norm = arch == "qwen3" || arch == "qwen3moe";
   if (arch == "phi3") {
+    // Phi-3's window, on every layer as llama.cpp applies it.
+    const int window = f.get_as_or<int>(k + "attention.sliding_window", 0, 0, L.positions);
+    if (window > 0 && window < c.max_positions) {
+      c.sliding_window = window;
+      c.local_layers.assign(size_t(c.num_layers), true);
+    }
     c.fused_qkv_gate_up = true;
     RLX_CHECK(f.has_tensor("blk.0.attn_qkv.weight"),
               "llama: '" << f.path() << "': a phi3 GGUF without the fused blk.0.attn_qkv.weight is not supported");
@@ -224,12 +230,33 @@ LlamaConfig load_llama_config(const std::string& dir_or_file) {
   RLX_CHECK(!j.boolean_or("mlp_bias", false), j.where() << "mlp_bias is not supported");
   RLX_CHECK(type == "qwen2" || !j.boolean_or("attention_bias", false),
             j.where() << "attention_bias (a bias on o_proj too) is not supported");
-  // A sliding window as long as the context changes nothing; a shorter one
-  // bounds the context to the window (within it the attention is exact).
+  // A sliding window shorter than the context makes its layers local (a
+  // window as long as the context changes nothing): every layer of Mistral,
+  // Mixtral and Phi-3; Qwen's (use_sliding_window) from max_window_layers
+  // on, as transformers lays them out; layer_types where the file has them.
   const bool windowed = type == "mistral" || type == "mixtral" || type == "phi3" ||
                         j.boolean_or("use_sliding_window", false);
-  if (windowed && j.has("sliding_window"))
-    c.max_positions = std::min(c.max_positions, int(j.at("sliding_window").integer(1, L.positions)));
+  if (windowed && j.has("sliding_window")) {
+    const int window = int(j.at("sliding_window").integer(1, L.positions));
+    if (window < c.max_positions) {
+      c.sliding_window = window;
+      if (j.has("layer_types")) {
+        const JsonField types = j.at("layer_types").array();
+        RLX_CHECK(types.size() == size_t(c.num_layers),
+                  types.where() << types.size() << " layer types for " << c.num_layers << " layers");
+        for (size_t l = 0; l < types.size(); ++l) {
+          const std::string t = types.at(l).string();
+          RLX_CHECK(t == "sliding_attention" || t == "full_attention",
+                    types.at(l).where() << "layer type '" << t << "' (sliding_attention or full_attention)");
+          c.local_layers.push_back(t == "sliding_attention");
+        }
+      } else {
+        const bool qwen = type.rfind("qwen", 0) == 0;
+        const int first = qwen ? int(j.integer_or("max_window_layers", 28, 0, L.layers)) : 0;
+        for (int l = 0; l < c.num_layers; ++l) c.local_layers.push_back(l >= first);
+      }
+    }
+  }
   if (rope) {
     const JsonField& rs = *rope;
     const std::string kind = rs.has("rope_type") ? rs.at("rope_type").string() : rs.string_or("type", "default");

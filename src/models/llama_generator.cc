@@ -51,7 +51,8 @@ void LlamaGenerator::reserve(int64_t max_tokens) {
 
 void LlamaGenerator::prepare() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  const int64_t last = bucket_for(max_tokens_ ? max_tokens_ : config().max_positions);
+  executable(bucket_for(1));  // sizes the arena and decides window_run_
+  const int64_t last = window_run_ ? window_run_ : bucket_for(max_tokens_ ? max_tokens_ : config().max_positions);
   for (int64_t b = bucket_for(1);; b = std::min(bucket_for(b * 2), last)) {
     executable(b);
     if (b == last) break;
@@ -74,15 +75,20 @@ std::unique_ptr<Executable> LlamaGenerator::compile_graph(int64_t seq, LlamaFeed
   co.threads = o_.threads;
   co.mode = o_.mode;
   if (!share_) {
-    // The largest bucket sizes the arena all graphs share; its length is the cache's.
+    // The largest bucket sizes the arena all graphs share; its length is the
+    // cache's. Window layers keep rings where that pays: then runs take at
+    // most window_run_ tokens.
     const int64_t largest = bucket_for(max_tokens_ ? max_tokens_ : config().max_positions);
     cache_len_ = o_.kv_cache ? largest : 0;
+    const int64_t run = bucket_for(std::max<int64_t>(1, o_.prefill_chunk));
+    window_run_ = llama_kv_ring(config(), cache_len_, run) ? run : 0;
     share_ = make_arena_share(planned_arena_bytes(
-        build_llama_graph(config(), 1, largest, o_.dtype, cache_len_, LlamaFeed::Inputs, o_.sampling, quantized_),
+        build_llama_graph(config(), 1, window_run_ ? window_run_ : largest, o_.dtype, cache_len_, LlamaFeed::Inputs,
+                          o_.sampling, quantized_, {}, window_run_),
         co));
   }
   co.arena_share = share_;
-  Graph g = build_llama_graph(config(), 1, seq, o_.dtype, cache_len_, feed, o_.sampling, quantized_);
+  Graph g = build_llama_graph(config(), 1, seq, o_.dtype, cache_len_, feed, o_.sampling, quantized_, {}, window_run_);
   auto exe = compile(g, co);
   if (with_params_) {
     exe->share_params_with(*with_params_);
@@ -113,12 +119,28 @@ Executable& LlamaGenerator::state_fed_executable() {
 }
 
 // ids[start..] through a prefill bucket (the cache then holds ids), or with
-// no cache the whole of ids with start 0.
+// no cache the whole of ids with start 0. With window rings, in runs of at
+// most window_run_ tokens (smaller buckets where a full one would pass the
+// cache's end).
 std::map<std::string, HostTensor> LlamaGenerator::prefill(const std::vector<int32_t>& ids, int64_t start) {
-  const int64_t n = int64_t(ids.size()) - start;
-  const int64_t b = bucket_for(n);
+  const int64_t n = int64_t(ids.size());
+  if (!window_run_) return prefill_run(ids, start, n, bucket_for(n - start));
+  std::map<std::string, HostTensor> out;
+  for (int64_t at = start; at < n;) {
+    int64_t b = bucket_for(std::min(n - at, window_run_));
+    while (b > 1 && at + b > cache_len_) b /= 2;
+    const int64_t end = std::min(n, at + b);
+    out = prefill_run(ids, at, end, b);
+    at = end;
+  }
+  return out;
+}
+
+std::map<std::string, HostTensor> LlamaGenerator::prefill_run(const std::vector<int32_t>& ids, int64_t start,
+                                                              int64_t end, int64_t b) {
+  const int64_t n = end - start;
   Executable& exe = executable(b);
-  std::vector<int32_t> padded(ids.begin() + start, ids.end());
+  std::vector<int32_t> padded(ids.begin() + start, ids.begin() + end);
   padded.resize(size_t(b), 0);  // after the last token: masked out by causality
   std::map<std::string, HostTensor> in{{"input_ids", HostTensor::from_i32({1, b}, padded)},
                                        {"last_index", HostTensor::from_i32({1}, {int32_t(n - 1)})}};
@@ -131,7 +153,7 @@ std::map<std::string, HostTensor> LlamaGenerator::prefill(const std::vector<int3
   }
   auto out = exe.run(in);
   last_device_us_ = exe.last_device_us();
-  check_logits_finite(out, 1, "the forward pass over " + std::to_string(ids.size()) + " tokens");
+  check_logits_finite(out, 1, "the forward pass over " + std::to_string(end) + " tokens");
   return out;
 }
 
@@ -160,7 +182,7 @@ std::map<std::string, HostTensor> LlamaGenerator::run_cached(const std::vector<i
     // The new tokens after the cached prefix, or all of them when their
     // bucket would run past the cache's end.
     int64_t start = extends ? have : 0;
-    if (start + bucket_for(n - start) > cache_len_) start = 0;
+    if (!window_run_ && start + bucket_for(n - start) > cache_len_) start = 0;
     out = prefill(ids, start);
   }
   cached_ = ids;

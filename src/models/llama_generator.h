@@ -36,6 +36,10 @@ struct GeneratorOptions {
   // Matmul weights not stored as Q8_0/Q4_0 are quantized to this at load
   // (llama.cpp's reference rounding); those stored so stay as they are.
   std::optional<QuantType> quantize;
+  // A model with a sliding window shorter than its context prefills at most
+  // this many tokens a run (rounded up to a length bucket), so its window
+  // layers keep a ring of window + that + 32 rows instead of the context.
+  int64_t prefill_chunk = 512;
 };
 
 // The prefill length bucket of n tokens: 16, 32, 64, ... up to the context
@@ -101,6 +105,8 @@ class LlamaGenerator {
   const QuantizedWeights& quantized_weights() const { return quantized_; }
   // Rows of the KV cache (0 until the first graph is compiled, or without it).
   int64_t cache_len() const { return cache_len_; }
+  // The most tokens one run takes where window layers keep rings (0: none).
+  int64_t window_run() const { return window_run_; }
 
  private:
   int64_t bucket_for(int64_t n) const;
@@ -108,6 +114,9 @@ class LlamaGenerator {
   Executable& decode_executable();
   std::unique_ptr<Executable> compile_graph(int64_t seq, LlamaFeed feed = LlamaFeed::Inputs);
   std::map<std::string, HostTensor> prefill(const std::vector<int32_t>& ids, int64_t start);
+  // ids[start, end) through one bucket at position start.
+  std::map<std::string, HostTensor> prefill_run(const std::vector<int32_t>& ids, int64_t start, int64_t end,
+                                                int64_t bucket);
   // One cached run for ids (a host-fed decode step or a prefill); its outputs.
   std::map<std::string, HostTensor> run_cached(const std::vector<int32_t>& ids);
   void check_length(int64_t n) const;
@@ -126,6 +135,7 @@ class LlamaGenerator {
   Executable* with_params_ = nullptr;
   std::recursive_mutex mu_;  // see "Thread safety" above
   int64_t cache_len_ = 0;
+  int64_t window_run_ = 0;
   std::vector<int32_t> cached_;  // the tokens whose K/V rows the cache holds
   // The token the state's next_token holds (the last run's choice; its
   // next_pos is cached_.size()), or -1 when unknown.

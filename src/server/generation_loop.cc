@@ -111,7 +111,7 @@ void GenerationLoop::admit() {
     // At least the last prompt token runs: its logits choose the first new one.
     const int64_t keep = std::min<int64_t>(common, int64_t(job->prompt.size()) - 1);
     seq->truncate(keep);
-    job->cached_prompt_tokens = keep;
+    job->cached_prompt_tokens = seq->cached_tokens() > 0 ? keep : 0;  // a window ring may have lost them
     std::vector<int32_t> append(job->prompt.begin() + keep, job->prompt.end());
     GenerationJob* j = job.get();
     auto last = std::make_shared<Clock::time_point>();

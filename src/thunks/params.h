@@ -135,6 +135,9 @@ struct AttentionParams {
   // kv_slots[b] of kv_batch rows (clamped into range; the host checks them).
   uint64_t kv_slots = kNoBuffer;
   int64_t kv_batch = 0;
+  // ring: the key at position j is in row j mod skv (AttentionAttrs::ring),
+  // so the valid keys end at pos[b] + sq, not at skv.
+  uint8_t ring = 0;
 };
 
 // Rotary embedding on [batch, seq, heads*head_dim] rows (offset/stride as in
@@ -233,6 +236,7 @@ struct KvWriteParams {
   RopeFreqDivisors freqs;
   uint64_t gamma = kNoBuffer;  // the rotated heads normalized first, as RopeParams::gamma
   float norm_eps = 0.f;
+  uint8_t ring = 0;  // position t lands in row t mod max_ctx (KvWriteAttrs::ring)
 };
 
 // out[r] = the index of the largest of x[r, 0..cols) (i32), the lowest on

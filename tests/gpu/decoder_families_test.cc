@@ -60,6 +60,38 @@ TEST_P(DecoderFamilyCuda, MatchesDoubleReference) {
   }
 }
 
+// Window layers' ring caches on the device (prefill runs of 16, rings of
+// 53-54 rows for a 64-token context): 58 tokens, the window wrapping past
+// the ring's end, against the reference in each dtype, recorded.
+TEST(DecoderFamilyCudaRing, WindowRingsMatchTheReference) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
+  for (auto family : {&test::mistral, &test::gemma2, &test::gemma3})
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      const test::Family f = family();
+      test::TempDir d;
+      const test::Weights w = test::weights_of(f.cfg);
+      test::write_hf_dir(d.path(), f, w);
+      GeneratorOptions o;
+      o.device = Device::Cuda;
+      o.dtype = dt;
+      o.mode = ExecMode::Graph;
+      o.prefill_chunk = 16;
+      LlamaGenerator gen(d.path().string(), o);
+      const double tol = dt == DType::F32 ? 1e-4 : dt == DType::F16 ? 3e-2 : 6e-2;
+      const std::vector<int32_t> ids = test::random_ids(58, f.cfg.vocab_size, 13);
+      // A prefill of 37 (runs of 16, 16, 5), a step, a prefill of 14 more, steps to 58.
+      for (int n : {37, 38, 52, 53, 54, 55, 56, 57, 58}) {
+        std::vector<int32_t> prefix(ids.begin(), ids.begin() + n);
+        const std::vector<float> got = gen.next_logits(prefix);
+        if (n == 37 || n == 38 || n == 52 || n == 55 || n == 58)
+          test::expect_close(got, test::reference(f.cfg, w, prefix, n - 1), tol,
+                             f.name + " " + std::string(dtype_name(dt)) + " ring logits after " + std::to_string(n) + " tokens");
+      }
+      EXPECT_EQ(gen.decode_steps(), 7u) << f.name;
+      EXPECT_EQ(gen.window_run(), 16) << f.name;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Families, DecoderFamilyCuda,
     ::testing::Combine(::testing::Values(&test::llama3, &test::qwen2, &test::qwen3, &test::mistral, &test::phi3,

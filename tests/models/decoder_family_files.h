@@ -75,10 +75,12 @@ inline Family qwen3() {
   return f;
 }
 
-// A window (48) shorter than the context (64) bounds the context to it.
+// A window (6) shorter than the context (64): every layer is local.
 inline Family mistral() {
-  Family f{"mistral", "mistral", odd_config(), R"(, "sliding_window": 48)"};
+  Family f{"mistral", "mistral", odd_config(), R"(, "sliding_window": 6)"};
   f.cfg.family = "mistral";
+  f.cfg.sliding_window = 6;
+  f.cfg.local_layers.assign(size_t(f.cfg.num_layers), true);
   return f;
 }
 

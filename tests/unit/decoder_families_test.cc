@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "cpu_quant_kernel_scope.h"
+#include "engine/engine_impl.h"
 #include "models/decoder_family_files.h"  // tests/models
 #include "models/gguf_writer.h"           // tests/models
 #include "models/llama_batch_check.h"  // tests/models
@@ -156,11 +157,109 @@ TEST_P(DecoderFamily, QuantizedAtLoadStaysCloseToTheReference) {
                      f.name + " FP8 logits");
 }
 
-TEST(DecoderFamilies, MistralWindowBoundsTheContext) {
+// A window makes layers local, as transformers lays them out: Mistral's
+// every layer; Qwen2's (use_sliding_window) from max_window_layers on, or as
+// layer_types says; a window as long as the context changes nothing.
+TEST(DecoderFamilies, SlidingWindowsMakeLayersLocal) {
   test::TempDir d;
   const Family f = test::mistral();
   test::write_hf_dir(d.path(), f, test::weights_of(f.cfg));
-  EXPECT_EQ(load_llama_config(d.path().string()).max_positions, 48);
+  const LlamaConfig m = load_llama_config(d.path().string());
+  EXPECT_EQ(m.max_positions, 64);
+  EXPECT_EQ(m.sliding_window, 6);
+  EXPECT_EQ(m.local_layers, std::vector<bool>({true, true}));
+  const std::string base = R"({"model_type": "qwen2", "vocab_size": 301, "hidden_size": 288,
+    "intermediate_size": 776, "num_hidden_layers": 3, "num_attention_heads": 6, "max_position_embeddings": 64, )";
+  auto load = [&](const std::string& rest) {
+    test::write_text(d.path() / "config.json", base + rest + "}");
+    return load_llama_config(d.path().string());
+  };
+  const LlamaConfig q = load(R"("use_sliding_window": true, "sliding_window": 9, "max_window_layers": 1)");
+  EXPECT_EQ(q.sliding_window, 9);
+  EXPECT_EQ(q.local_layers, std::vector<bool>({false, true, true}));
+  const LlamaConfig t = load(R"("use_sliding_window": true, "sliding_window": 9,
+    "layer_types": ["sliding_attention", "full_attention", "sliding_attention"])");
+  EXPECT_EQ(t.local_layers, std::vector<bool>({true, false, true}));
+  EXPECT_EQ(load(R"("use_sliding_window": false, "sliding_window": 9)").sliding_window, 0);
+  EXPECT_EQ(load(R"("use_sliding_window": true, "sliding_window": 64)").sliding_window, 0);
+  const std::string e = test::error_of([&] { load(R"("use_sliding_window": true, "sliding_window": 9,
+    "layer_types": ["sliding_attention", "local"])"); });
+  EXPECT_NE(e.find("2 layer types for 3 layers"), std::string::npos) << e;
+}
+
+// Window layers keep a ring of window + run + 32 rows where that is shorter
+// than the context (64): 60 tokens through rings of 53-54 rows, the prompt
+// of 41 in runs of at most 16, then decode steps past the ring's end, the
+// logits after each against the double reference; the greedy tokens of the
+// state-fed loop equal those of a generator whose caches hold every row.
+TEST(DecoderFamilies, WindowLayersKeepARingShorterThanTheContext) {
+  for (auto family : {&test::mistral, &test::gemma2, &test::gemma3}) {
+    const Family f = family();
+    test::TempDir d;
+    const test::Weights w = test::weights_of(f.cfg);
+    test::write_hf_dir(d.path(), f, w);
+    GeneratorOptions o;
+    o.threads = 1;
+    o.prefill_chunk = 16;
+    LlamaGenerator gen(d.path().string(), o);
+    const std::vector<int32_t> ids = test::random_ids(60, f.cfg.vocab_size, 11);
+    for (size_t n = 41; n <= ids.size(); ++n) {
+      std::vector<int32_t> prefix(ids.begin(), ids.begin() + long(n));
+      test::expect_close(gen.next_logits(prefix), test::reference(f.cfg, w, prefix, int(n) - 1), 1e-4,
+                         f.name + " ring logits after " + std::to_string(n) + " tokens");
+    }
+    EXPECT_EQ(gen.window_run(), 16) << f.name;
+    EXPECT_EQ(gen.decode_steps(), 19u) << f.name;
+    for (int64_t b : gen.buckets()) EXPECT_LE(b, 16) << f.name;
+    const int64_t ring = f.cfg.sliding_window + 16 + kKvRingMargin;
+    for (int l = 0; l < f.cfg.num_layers; ++l)
+      EXPECT_EQ(llama_kv_rows(gen.config(), l, gen.cache_len(), 16), f.cfg.local_layers[size_t(l)] ? ring : 64)
+          << f.name << " layer " << l;
+
+    GeneratorOptions full = o;
+    full.prefill_chunk = 64;
+    LlamaGenerator whole(d.path().string(), full);
+    LlamaGenerator ringed(d.path().string(), o);
+    const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 37);
+    EXPECT_EQ(test::single_greedy(ringed, prompt, 27), test::single_greedy(whole, prompt, 27)) << f.name;
+    EXPECT_EQ(whole.window_run(), 0) << f.name;
+    EXPECT_GT(ringed.device_steps(), 20u) << f.name;
+  }
+}
+
+// The engine's slots keep rings too: a sequence continued past the ring's
+// end gives the single generator's tokens; cut back further than its last
+// cached token, it loses its cache (the window before the cut is gone) and
+// runs again from the start, still giving the same tokens.
+TEST(DecoderFamilies, EngineSlotsKeepWindowRings) {
+  const Family f = test::gemma2();
+  test::TempDir d;
+  test::write_hf_dir(d.path(), f, test::weights_of(f.cfg));
+  LlmOptions lo;
+  lo.threads = 1;
+  lo.max_sequences = 2;
+  lo.prefill_chunk = 16;
+  LLM llm(d.path().string(), lo);
+  ASSERT_TRUE(pool_runner_of(llm.engine()).window_rings());
+  GeneratorOptions go;
+  go.threads = 1;
+  go.prefill_chunk = 64;
+  LlamaGenerator single(d.path().string(), go);
+  const std::vector<int32_t> ids = test::random_ids(35, f.cfg.vocab_size, 23);
+  GenerateOptions o;
+  o.max_tokens = 22;
+  o.ignore_eos = true;
+  auto seq = llm.new_sequence();
+  const Generation first = llm.generate(*seq, ids, o);
+  EXPECT_EQ(first.ids, test::single_greedy(single, ids, 22));
+  EXPECT_EQ(seq->cached_tokens(), 56);
+  seq->truncate(55);
+  EXPECT_EQ(seq->cached_tokens(), 55);
+  seq->truncate(30);
+  EXPECT_EQ(seq->cached_tokens(), 0);
+  o.max_tokens = 10;
+  const std::vector<int32_t> kept(seq->tokens());
+  EXPECT_EQ(llm.generate(*seq, {}, o).ids, test::single_greedy(single, kept, 10));
 }
 
 // transformers 5 writes rope_theta and the scaling inside one rope_parameters

@@ -13,6 +13,9 @@
 // A decode step in f32 (up to kDirectRows query rows) instead takes one task
 // per (batch, key/value head) for all the query heads it serves and reads
 // the cache in place (attention_direct), summing in the same order.
+// A ring cache (p.ring: the key at position j in row j mod skv, a sliding-
+// window layer's) is read from the window's first key rounded down to 32,
+// so its sums run in the lanes and tiles a cache of every key would use.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -201,24 +204,39 @@ RLX_CPU_INLINE void transpose16(f32x16* r) {
 // recompute gives.
 constexpr int64_t kScoreRows = 4;  // query rows whose sums share one transposed block
 
+// Where key (or value) column j of one sequence's head lies: row j of a
+// cache, or in a ring of `ring` rows the row (first + j) mod ring (first <
+// ring, and no more than ring columns are read).
+struct KeyRows {
+  const float* base;
+  int64_t stride;
+  int64_t first = 0, ring = 0;
+  RLX_CPU_INLINE const float* row(int64_t j) const {
+    if (ring == 0) return base + j * stride;
+    const int64_t r = first + j;
+    return base + (r >= ring ? r - ring : r) * stride;
+  }
+  KeyRows at_column(int64_t c) const { return {base + c, stride, first, ring}; }
+};
+
 // R query rows' scores against keys [j0, j0 + n) (n <= 16): fixed counts, so
 // the sums stay in registers.
 template <int R>
-RLX_CPU_INLINE void score_rows(const float* q, const float* k, int64_t k_stride, int64_t hd, int64_t j0, int64_t n,
-                               float* s, int64_t skv) {
+RLX_CPU_INLINE void score_rows(const float* q, const KeyRows& k, int64_t hd, int64_t j0, int64_t n, float* s,
+                               int64_t skv) {
   f32x16 acc[R] = {};
   f32x16 t[16];
   const int64_t hd16 = hd - hd % 16;
   for (int64_t d0 = 0; d0 < hd16; d0 += 16) {
     for (int64_t l = 0; l < 16; ++l)  // keys past the last repeat it: nothing read past the cache
-      t[l] = load16(k + (j0 + std::min(l, n - 1)) * k_stride + d0);
+      t[l] = load16(k.row(j0 + std::min(l, n - 1)) + d0);
     transpose16(t);
     for (int r = 0; r < R; ++r)
       for (int d = 0; d < 16; ++d) acc[r] += q[r * hd + d0 + d] * t[d];
   }
   if (hd16 < hd) {  // the last hd % 16 dimensions, zero-padded
     for (int64_t l = 0; l < 16; ++l) {
-      const float* kl = k + (j0 + std::min(l, n - 1)) * k_stride;
+      const float* kl = k.row(j0 + std::min(l, n - 1));
       t[l] = f32x16{};
       for (int64_t d = hd16; d < hd; ++d) t[l][d - hd16] = kl[d];
     }
@@ -233,20 +251,20 @@ RLX_CPU_INLINE void score_rows(const float* q, const float* k, int64_t k_stride,
 // Scores of nh heads' rows (head i's rows at q + i * rows * hd, its keys at
 // k + i * hd, its scores at s + i * rows * skv), key tile by key tile with
 // every head inside: a tile's cache rows are read once, whole.
-RLX_CPU_INLINE void direct_scores(const float* q, const float* k, int64_t k_stride, int64_t nh, int64_t rows,
-                                  int64_t hd, int64_t skv, float* s) {
+RLX_CPU_INLINE void direct_scores(const float* q, const KeyRows& k, int64_t nh, int64_t rows, int64_t hd,
+                                  int64_t skv, float* s) {
   for (int64_t j0 = 0; j0 < skv; j0 += 16) {
     const int64_t n = std::min<int64_t>(16, skv - j0);
     for (int64_t h = 0; h < nh; ++h)
       for (int64_t r0 = 0; r0 < rows; r0 += kScoreRows) {
         const float* qr = q + (h * rows + r0) * hd;
-        const float* kh = k + h * hd;
+        const KeyRows kh = k.at_column(h * hd);
         float* sr = s + (h * rows + r0) * skv;
         switch (std::min(kScoreRows, rows - r0)) {
-          case 1: score_rows<1>(qr, kh, k_stride, hd, j0, n, sr, skv); break;
-          case 2: score_rows<2>(qr, kh, k_stride, hd, j0, n, sr, skv); break;
-          case 3: score_rows<3>(qr, kh, k_stride, hd, j0, n, sr, skv); break;
-          default: score_rows<4>(qr, kh, k_stride, hd, j0, n, sr, skv); break;
+          case 1: score_rows<1>(qr, kh, hd, j0, n, sr, skv); break;
+          case 2: score_rows<2>(qr, kh, hd, j0, n, sr, skv); break;
+          case 3: score_rows<3>(qr, kh, hd, j0, n, sr, skv); break;
+          default: score_rows<4>(qr, kh, hd, j0, n, sr, skv); break;
         }
       }
   }
@@ -256,15 +274,16 @@ RLX_CPU_INLINE void direct_scores(const float* q, const float* k, int64_t k_stri
 // (from zero when j0 is 0): each sum runs over j in order from zero, whatever
 // the key ranges.
 template <int R, int C>
-RLX_CPU_INLINE void value_rows(const float* s, int64_t skv, const float* v, int64_t v_stride, int64_t hd, int64_t d0,
-                               int64_t j0, int64_t j1, float* out) {
+RLX_CPU_INLINE void value_rows(const float* s, int64_t skv, const KeyRows& v, int64_t hd, int64_t d0, int64_t j0,
+                               int64_t j1, float* out) {
   f32x16 acc[R][C] = {};
   if (j0 > 0)
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) acc[r][c] = load16(out + r * hd + d0 + 16 * c);
   for (int64_t j = j0; j < j1; ++j) {
     f32x16 vj[C];
-    for (int c = 0; c < C; ++c) vj[c] = load16(v + j * v_stride + d0 + 16 * c);
+    const float* vr = v.row(j);
+    for (int c = 0; c < C; ++c) vj[c] = load16(vr + d0 + 16 * c);
     for (int r = 0; r < R; ++r) {
       const float w = s[r * skv + j];
       for (int c = 0; c < C; ++c) acc[r][c] += w * vj[c];
@@ -275,16 +294,16 @@ RLX_CPU_INLINE void value_rows(const float* s, int64_t skv, const float* v, int6
 }
 
 template <int R>
-RLX_CPU_INLINE void value_rows_all(const float* s, int64_t skv, const float* v, int64_t v_stride, int64_t hd,
-                                   int64_t j0, int64_t j1, float* out) {
+RLX_CPU_INLINE void value_rows_all(const float* s, int64_t skv, const KeyRows& v, int64_t hd, int64_t j0, int64_t j1,
+                                   float* out) {
   const int64_t hd16 = hd - hd % 16;
   int64_t d0 = 0;
-  for (; d0 + 64 <= hd16; d0 += 64) value_rows<R, 4>(s, skv, v, v_stride, hd, d0, j0, j1, out);
-  for (; d0 < hd16; d0 += 16) value_rows<R, 1>(s, skv, v, v_stride, hd, d0, j0, j1, out);
+  for (; d0 + 64 <= hd16; d0 += 64) value_rows<R, 4>(s, skv, v, hd, d0, j0, j1, out);
+  for (; d0 < hd16; d0 += 16) value_rows<R, 1>(s, skv, v, hd, d0, j0, j1, out);
   for (int r = 0; r < R; ++r)  // the last hd % 16 dimensions
     for (int64_t d = hd16; d < hd; ++d) {
       float a = j0 > 0 ? out[r * hd + d] : 0.f;
-      for (int64_t j = j0; j < j1; ++j) a += s[r * skv + j] * v[j * v_stride + d];
+      for (int64_t j = j0; j < j1; ++j) a += s[r * skv + j] * v.row(j)[d];
       out[r * hd + d] = a;
     }
 }
@@ -292,8 +311,8 @@ RLX_CPU_INLINE void value_rows_all(const float* s, int64_t skv, const float* v, 
 // out = s . v for nh heads (head i's weights at s + i * rows * skv, values
 // at v + i * hd, outputs at out + i * rows * hd), 64 keys at a time with
 // every head inside, so a tile's cache rows are read once, whole.
-RLX_CPU_INLINE void direct_values(const float* s, int64_t skv, const float* v, int64_t v_stride, int64_t nh,
-                                  int64_t rows, int64_t hd, float* out) {
+RLX_CPU_INLINE void direct_values(const float* s, int64_t skv, const KeyRows& v, int64_t nh, int64_t rows, int64_t hd,
+                                  float* out) {
   constexpr int64_t kKeys = 64;
   if (skv == 0)
     for (int64_t i = 0; i < nh * rows * hd; ++i) out[i] = 0.f;
@@ -302,26 +321,25 @@ RLX_CPU_INLINE void direct_values(const float* s, int64_t skv, const float* v, i
     for (int64_t h = 0; h < nh; ++h)
       for (int64_t r0 = 0; r0 < rows; r0 += 4) {
         const float* sr = s + (h * rows + r0) * skv;
-        const float* vh = v + h * hd;
+        const KeyRows vh = v.at_column(h * hd);
         float* o = out + (h * rows + r0) * hd;
         switch (std::min<int64_t>(4, rows - r0)) {
-          case 1: value_rows_all<1>(sr, skv, vh, v_stride, hd, j0, j1, o); break;
-          case 2: value_rows_all<2>(sr, skv, vh, v_stride, hd, j0, j1, o); break;
-          case 3: value_rows_all<3>(sr, skv, vh, v_stride, hd, j0, j1, o); break;
-          default: value_rows_all<4>(sr, skv, vh, v_stride, hd, j0, j1, o); break;
+          case 1: value_rows_all<1>(sr, skv, vh, hd, j0, j1, o); break;
+          case 2: value_rows_all<2>(sr, skv, vh, hd, j0, j1, o); break;
+          case 3: value_rows_all<3>(sr, skv, vh, hd, j0, j1, o); break;
+          default: value_rows_all<4>(sr, skv, vh, hd, j0, j1, o); break;
         }
       }
   }
 }
 
-RLX_CPU_CLONES void attend_rows_direct(const float* q, const float* k, int64_t k_stride, const float* v,
-                                       int64_t v_stride, int64_t nh, const int32_t* keep, int64_t causal_shift,
-                                       int64_t window, float softcap, int64_t rows, int64_t sq, int64_t hd,
-                                       int64_t skv, float* s, float* out) {
-  direct_scores(q, k, k_stride, nh, rows, hd, skv, s);
+RLX_CPU_CLONES void attend_rows_direct(const float* q, const KeyRows& k, const KeyRows& v, int64_t nh,
+                                       const int32_t* keep, int64_t causal_shift, int64_t window, float softcap,
+                                       int64_t rows, int64_t sq, int64_t hd, int64_t skv, float* s, float* out) {
+  direct_scores(q, k, nh, rows, hd, skv, s);
   for (int64_t i = 0; i < nh * rows; ++i)
     softmax_scores(s + i * skv, (i % rows) % sq, keep, causal_shift, window, softcap, skv);
-  direct_values(s, skv, v, v_stride, nh, rows, hd, out);
+  direct_values(s, skv, v, nh, rows, hd, out);
 }
 
 // Query row i of sequence b, heads [h0, h0 + heads): rotated where a RoPE
@@ -347,12 +365,22 @@ void scaled_queries(const T* q, const AttentionParams& p, int64_t b, int64_t h0,
   }
 }
 
-// What one sequence b of the batch attends to.
+// What one sequence b of the batch attends to: key columns [0, kv_len),
+// column j the key at position first + j.
 struct SequenceKeys {
   int64_t kv_len;        // keys valid (with query positions: those before pos[b] + sq)
   int64_t causal_shift;  // query i sits at key i + causal_shift
   const int32_t* keep;   // its padding mask, or null
   int64_t kb;            // its row of the cache (a ragged batch's slot)
+  int64_t first = 0;     // a ring's first key read (0 otherwise)
+  int64_t ring = 0;      // a ring's rows (0: not a ring)
+  // Key column j at column offset c of a cache [*, skv, stride]: its row.
+  template <class T> const T* row(const T* cache, int64_t skv, int64_t stride, int64_t c, int64_t j) const {
+    return cache + (kb * skv + (ring ? (first + j) % ring : j)) * stride + c;
+  }
+  KeyRows rows(const float* cache, int64_t skv, int64_t stride, int64_t c) const {
+    return {cache + kb * skv * stride + c, stride, ring ? first % ring : 0, ring};
+  }
 };
 SequenceKeys sequence_keys(const AttentionParams& p, int64_t b, const int32_t* q_pos, const int32_t* mask,
                            const int32_t* kv_slots) {
@@ -367,6 +395,16 @@ SequenceKeys sequence_keys(const AttentionParams& p, int64_t b, const int32_t* q
   s.keep = mask ? padding_keep(mask + b * p.skv, p.skv) : nullptr;
   // A ragged batch reads its sequence's cache slot (clamped: the host checks slots).
   s.kb = kv_slots ? std::clamp<int64_t>(kv_slots[b], 0, p.kv_batch - 1) : b;
+  if (p.ring && q_pos) {
+    // Keys from the first query's window start, rounded down to 32: the
+    // columns line up with a full cache's (the margin of kv_ring_rows keeps
+    // those rows unwritten since), so the sums are the same.
+    const int64_t end = int64_t(q_pos[b]) + p.sq;
+    s.first = std::max<int64_t>(0, int64_t(q_pos[b]) - p.window + 1) / kKvRingMargin * kKvRingMargin;
+    s.kv_len = std::max<int64_t>(0, end - s.first);
+    s.causal_shift = int64_t(q_pos[b]) - s.first;
+    s.ring = p.skv;
+  }
   return s;
 }
 
@@ -408,9 +446,9 @@ void attention_direct(const AttentionParams& p, CpuContext& ctx) {
     const SequenceKeys sk = sequence_keys(p, b, q_pos, mask, kv_slots);
     // Head h0 + i's query heads first, its rows (g, i) at qf + (i * rows + g * sq + i) * hd.
     for (int64_t i = 0; i < sq; ++i) scaled_queries(q, p, b, h0 * group, nh * group, i, q_pos, qf + i * hd, sq * hd);
-    attend_rows_direct(qf, k + sk.kb * skv * p.k_stride + p.k_offset + h0 * hd, p.k_stride,
-                       v + sk.kb * skv * p.v_stride + p.v_offset + h0 * hd, p.v_stride, nh, sk.keep,
-                       sk.causal_shift, window, p.softcap, rows, sq, hd, sk.kv_len, s, of);
+    attend_rows_direct(qf, sk.rows(k, skv, p.k_stride, p.k_offset + h0 * hd),
+                       sk.rows(v, skv, p.v_stride, p.v_offset + h0 * hd), nh, sk.keep, sk.causal_shift,
+                       window, p.softcap, rows, sq, hd, sk.kv_len, s, of);
     for (int64_t g = 0; g < nh * group; ++g)
       for (int64_t i = 0; i < sq; ++i)
         std::copy(of + (g * sq + i) * hd, of + (g * sq + i + 1) * hd,
@@ -447,11 +485,11 @@ template <class T> void attention(const AttentionParams& p, CpuContext& ctx) {
     float* of = s + rows * skv;
     const int64_t h = task % p.q_heads, b = task / p.q_heads, kvh = h / group;
     const SequenceKeys sk = sequence_keys(p, b, q_pos, mask, kv_slots);
-    const int64_t kv_len = sk.kv_len, kb = sk.kb;
+    const int64_t kv_len = sk.kv_len;
     const int64_t window = window_keys(p);
     for (int64_t j = 0; j < kv_len; ++j) {
-      const T* kr = k + (kb * skv + j) * p.k_stride + p.k_offset + kvh * hd;
-      const T* vr = v + (kb * skv + j) * p.v_stride + p.v_offset + kvh * hd;
+      const T* kr = sk.row(k, skv, p.k_stride, p.k_offset + kvh * hd, j);
+      const T* vr = sk.row(v, skv, p.v_stride, p.v_offset + kvh * hd, j);
       for (int64_t d = 0; d < hd; ++d) {
         kt[d * kv_len + j] = to_f32(kr[d]);
         vf[j * hd + d] = to_f32(vr[d]);

@@ -3,7 +3,8 @@
 // first rope_heads heads rotated at that position on the way (cpu_rope.h);
 // a row whose position falls outside the cache is skipped, never written
 // out of bounds. With slots, batch b lands in cache row slots[b] (a pool of
-// per-sequence caches); a slot outside the pool is skipped the same way.
+// per-sequence caches); a slot outside the pool is skipped the same way. A
+// ring cache takes position t in row t mod max_ctx.
 #include <cstring>
 #include <vector>
 
@@ -27,9 +28,9 @@ template <class T> void kv_write(const KvWriteParams& p, CpuContext& ctx) {
     if (slot < 0 || slot >= p.cache_batch) continue;
     for (int64_t i = 0; i < p.n_new; ++i) {
       const int64_t t = int64_t(pos[b]) + i;
-      if (t < 0 || t >= p.max_ctx) continue;
+      if (t < 0 || (!p.ring && t >= p.max_ctx)) continue;
       const T* src = rows + (b * p.n_new + i) * p.rows_stride + p.rows_offset;
-      T* dst = cache + (slot * p.max_ctx + t) * p.row;
+      T* dst = cache + (slot * p.max_ctx + (p.ring ? t % p.max_ctx : t)) * p.row;
       const T* rot = src;
       if (gamma) {
         head_rms_norm(src, normed.data(), p.rope_heads, p.head_dim, gamma, p.norm_eps);

@@ -20,6 +20,8 @@
 // position q sees keys in (q - window, q]; otherwise two-sided, sq == skv:
 // query i sees keys |i - j| < window) and a soft cap on the scaled
 // scores (p.softcap > 0: s -> softcap * tanh(s / softcap)), as the CPU kernel.
+// The paths that take query positions also read a ring cache (p.ring: the
+// key at position j in row j mod skv); they read only the window's keys.
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/dispatch.h"
@@ -56,6 +58,18 @@ __device__ inline float decode_query(const AttentionParams& p, uint8_t* arena, c
   return to_f32(rope_element(q, d, p.q_rope_n_rot, p.q_rope_interleaved, p.q_rope_theta, p.q_rope_freqs,
                              position)) *
          p.scale;
+}
+
+// The row of the key at position j: j itself, or in a ring cache (a
+// sliding-window layer's) j mod skv. Positions and skv are below 2^31.
+__device__ __forceinline__ int64_t key_row(const AttentionParams& p, int64_t j) {
+  return p.ring ? int64_t(uint32_t(j) % uint32_t(p.skv)) : j;
+}
+
+// The keys valid under a KV cache whose first new query sits at start:
+// those before start + sq, no more than the cache holds unless it is a ring.
+__device__ __forceinline__ int64_t cached_keys(const AttentionParams& p, int64_t start) {
+  return p.ring ? start + p.sq : max(int64_t(0), min(p.skv, start + p.sq));
 }
 
 // The first k/v row of batch b: its own, or in a ragged batch the row of the
@@ -113,7 +127,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionP
   int64_t kv_len = p.skv, causal_shift = p.skv - p.sq;  // query i sees keys j <= i + shift
   if (p.pos != kNoBuffer) {
     const int64_t start = at<const int32_t>(arena, p.pos)[b];
-    kv_len = max(int64_t(0), min(p.skv, start + p.sq));
+    kv_len = cached_keys(p, start);
     causal_shift = start;
   }
 
@@ -147,8 +161,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionP
       int64_t j = k0 + kk;
       float kv = 0.f, vv = 0.f;
       if (j < kv_len) {  // rows past the valid length are never read
-        kv = to_f32(k[(kv0 + j) * p.k_stride + p.k_offset + int64_t(kvh) * D + d]);
-        vv = to_f32(v[(kv0 + j) * p.v_stride + p.v_offset + int64_t(kvh) * D + d]);
+        const int64_t row = kv0 + key_row(p, j);
+        kv = to_f32(k[row * p.k_stride + p.k_offset + int64_t(kvh) * D + d]);
+        vv = to_f32(v[row * p.v_stride + p.v_offset + int64_t(kvh) * D + d]);
       }
       k_s[kk][d] = kv;
       v_s[kk][d] = vv;
@@ -473,7 +488,7 @@ __device__ __forceinline__ int64_t decode_key_end(const AttentionParams& p, uint
   int64_t kv_len = p.skv, causal_shift = p.skv - 1;  // the row sees keys j <= shift
   if (p.pos != kNoBuffer) {
     const int64_t start = at<const int32_t>(arena, p.pos)[b];
-    kv_len = max(int64_t(0), min(p.skv, start + 1));
+    kv_len = cached_keys(p, start);  // sq == 1
     causal_shift = start;
   }
   return p.mask_kind == MaskKind::Causal ? min(kv_len, causal_shift + 1) : kv_len;
@@ -546,14 +561,14 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attention_decode_kernel(con
     bool ok[kDecodeKeys];
 #pragma unroll
     for (int g = 0; g < kDecodeKeys; ++g) {
-      const int64_t j = j0 + g;
+      const int64_t j = j0 + g, row = key_row(p, j);
       ok[g] = j < kv_end && (!mask || mask[j] != 0);  // warp-uniform
 #pragma unroll
       for (int t = 0; t < DPL; ++t) {
         const int d = lane + 32 * t;
         const bool in = ok[g] && d < D;
-        kf[g][t] = in ? to_f32(k[j * p.k_stride + d]) : 0.f;
-        vf[g][t] = in ? to_f32(v[j * p.v_stride + d]) : 0.f;
+        kf[g][t] = in ? to_f32(k[row * p.k_stride + d]) : 0.f;
+        vf[g][t] = in ? to_f32(v[row * p.v_stride + d]) : 0.f;
       }
     }
 #pragma unroll
@@ -660,7 +675,7 @@ __global__ void __launch_bounds__(decode_warps<T, DMAX, SPLIT>() * 32)
     // their registers, which serialized them into 16 round trips a tile.)
     uint4 kc[CK];
     if (ok) {
-      const uint4* kr = reinterpret_cast<const uint4*>(k + j * p.k_stride) + part * CK;
+      const uint4* kr = reinterpret_cast<const uint4*>(k + key_row(p, j) * p.k_stride) + part * CK;
 #pragma unroll
       for (int c = 0; c < CK; ++c)
         if (part * CK + c < chunks) kc[c] = __ldg(kr + c);
@@ -670,7 +685,7 @@ __global__ void __launch_bounds__(decode_warps<T, DMAX, SPLIT>() * 32)
     for (int i = 0; i < NV; ++i) {
       const int r = i * R + v_row;
       vc[i] = r < n && v_chunk < chunks
-                  ? __ldg(reinterpret_cast<const uint4*>(v + (j0 + r) * p.v_stride) + v_chunk)
+                  ? __ldg(reinterpret_cast<const uint4*>(v + key_row(p, j0 + r) * p.v_stride) + v_chunk)
                   : make_uint4(0, 0, 0, 0);
     }
     float dot = 0.f;

@@ -7,6 +7,7 @@
 // whose position falls outside the cache is skipped, never written out of
 // bounds. With slots, batch b lands in cache row slots[b] of a pool of
 // per-sequence caches (a ragged batch); a slot outside the pool is skipped.
+// A ring cache takes position t in row t mod max_ctx.
 #include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/dispatch.h"
@@ -22,8 +23,8 @@ __device__ inline T* cache_row(const KvWriteParams& p, const int32_t* pos, const
                                int64_t bi, int64_t row_len) {
   const int64_t b = bi / p.n_new, at_row = int64_t(pos[b]) + bi % p.n_new;
   const int64_t slot = slots ? int64_t(slots[b]) : b;
-  if (at_row < 0 || at_row >= p.max_ctx || slot < 0 || slot >= p.cache_batch) return nullptr;
-  return cache + (slot * p.max_ctx + at_row) * row_len;
+  if (at_row < 0 || (!p.ring && at_row >= p.max_ctx) || slot < 0 || slot >= p.cache_batch) return nullptr;
+  return cache + (slot * p.max_ctx + (p.ring ? at_row % p.max_ctx : at_row)) * row_len;
 }
 
 __device__ inline const int32_t* slots_of(const KvWriteParams& p, uint8_t* arena) {

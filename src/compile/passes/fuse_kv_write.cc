@@ -65,6 +65,7 @@ void fuse_one(Graph& g, int32_t id) {
   if (parent == rows) return;  // nothing to fold
   KvWriteAttrs at;
   at.slots = std::get<KvWriteAttrs>(w.attrs).slots;
+  at.ring = std::get<KvWriteAttrs>(w.attrs).ring;
   at.offset = segs[0].start;
   at.stride = pv.shape[2];
   if (segs[0].rope) {
