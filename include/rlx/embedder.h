@@ -201,8 +201,9 @@ class Embedder {
   size_t compiled_buckets() const;
   const std::vector<Bucket>& buckets_used() const;
 
-  // Smallest bucket holding `count` texts of up to `longest` tokens: powers
-  // of two, seq at least 16 and at most max_seq, batch at most max_batch.
+  // Smallest bucket holding `count` texts of up to `longest` tokens: batch a
+  // power of two, at most max_batch; seq at least 16 and at most max_seq, a
+  // multiple of 16 up to 128, then eight steps per doubling (160, 192, ...).
   static Bucket bucket_for(int64_t count, int64_t longest, int64_t max_seq, int64_t max_batch);
 
  private:

@@ -16,12 +16,21 @@ int64_t next_pow2(int64_t n) {
   return p;
 }
 
+// Steps of 16 up to 128, then eight steps per doubling (160, 192, ..., 256,
+// 320, ...): a chunk of texts sorted by length pads by less than one step
+// (under a quarter of its longest) instead of up to twice it, for about
+// three times the buckets of powers of two (16 up to 512 tokens).
+int64_t seq_bucket(int64_t longest) {
+  const int64_t step = std::max<int64_t>(16, next_pow2(longest) / 8);
+  return std::max<int64_t>(16, (longest + step - 1) / step * step);
+}
+
 }  // namespace
 
 Bucket bucket_for(int64_t count, int64_t longest, int64_t max_seq, int64_t max_batch) {
   RLX_CHECK(count >= 1 && longest >= 1, "buckets: empty bucket request");
   RLX_CHECK(longest <= max_seq, "buckets: " << longest << " tokens exceed the limit " << max_seq);
-  return {std::min(next_pow2(count), max_batch), std::min(std::max<int64_t>(16, next_pow2(longest)), max_seq)};
+  return {std::min(next_pow2(count), max_batch), std::min(seq_bucket(longest), max_seq)};
 }
 
 BucketCache::BucketCache(std::string what, Build build, LoadParams load_params, CompileOptions options)

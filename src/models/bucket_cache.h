@@ -15,8 +15,9 @@
 
 namespace rlx {
 
-// Smallest bucket holding `count` rows of up to `longest` tokens: powers of
-// two, seq at least 16 and at most max_seq, batch at most max_batch.
+// Smallest bucket holding `count` rows of up to `longest` tokens: batch a
+// power of two, at most max_batch; seq at least 16 and at most max_seq, a
+// multiple of 16 up to 128, then eight steps per doubling (160, 192, ...).
 Bucket bucket_for(int64_t count, int64_t longest, int64_t max_seq, int64_t max_batch);
 
 class BucketCache {

@@ -120,10 +120,15 @@ BertConfig load_bert_config(const std::string& dir_or_file) {
   bool arch_ok = fam && (arch.empty() || (arch.rfind(fam->arch_prefix, 0) == 0 &&
                                           (is_encoder_head(arch) || ends_with(arch, "ForSequenceClassification"))));
   std::string what = !arch.empty() ? arch : c.model_type;
+  // A model whose code ships beside it (auto_map: transformers runs it only
+  // with trust_remote_code) is its own architecture, whatever its name.
+  const std::string remote = j.has("auto_map") ? " (its modeling code comes with the model: auto_map, "
+                                                 "trust_remote_code in transformers)"
+                                               : "";
   RLX_CHECK(arch_ok,
             "'" << file.string() << "': unsupported architecture '" << (what.empty() ? "?" : what)
-                << "' (model_type '" << c.model_type
-                << "'); rlx loads encoders of model_type 'bert', 'roberta', 'xlm-roberta', 'distilbert', 'nomic_bert' and 'modernbert' (*Model, "
+                << "' (model_type '" << c.model_type << "')" << remote
+                << "; rlx loads encoders of model_type 'bert', 'roberta', 'xlm-roberta', 'distilbert', 'nomic_bert' and 'modernbert' (*Model, "
                    "*ForMaskedLM, *ForPreTraining) and their cross-encoders (*ForSequenceClassification); as embedders "
                    "also the decoders of model_type " << llama_hf_model_types());
   c.family = fam->family;

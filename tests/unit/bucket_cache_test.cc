@@ -57,13 +57,25 @@ void check_run(Executable& exe, const Bucket& bk, const std::vector<float>& w, c
                      "bucket " + std::to_string(bk.batch) + "x" + std::to_string(bk.seq));
 }
 
-TEST(BucketFor, PowersOfTwoWithinTheLimits) {
+TEST(BucketFor, BatchesInPowersOfTwoSequencesInEighthsOfADoubling) {
   EXPECT_EQ(bucket_for(1, 1, 512, 32), (Bucket{1, 16}));     // seq at least 16
   EXPECT_EQ(bucket_for(3, 17, 256, 32), (Bucket{4, 32}));
-  EXPECT_EQ(bucket_for(5, 64, 256, 32), (Bucket{8, 64}));    // exact powers stay
-  EXPECT_EQ(bucket_for(33, 129, 256, 32), (Bucket{32, 256}));  // batch capped at max_batch
-  EXPECT_EQ(bucket_for(7, 300, 384, 1024), (Bucket{8, 384}));  // seq capped at the limit
+  EXPECT_EQ(bucket_for(5, 64, 256, 32), (Bucket{8, 64}));    // exact steps stay
+  EXPECT_EQ(bucket_for(5, 33, 256, 32), (Bucket{8, 48}));    // multiples of 16 up to 128
+  EXPECT_EQ(bucket_for(5, 113, 256, 32), (Bucket{8, 128}));
+  EXPECT_EQ(bucket_for(33, 129, 256, 32), (Bucket{32, 160}));  // batch capped at max_batch; steps of 32 past 128
+  EXPECT_EQ(bucket_for(2, 257, 1024, 32), (Bucket{2, 320}));   // steps of 64 past 256
+  EXPECT_EQ(bucket_for(7, 300, 310, 1024), (Bucket{8, 310}));  // seq capped at the limit
   EXPECT_EQ(bucket_for(1, 9, 12, 8), (Bucket{1, 12}));         // a limit below 16 wins
+  // Every length lands in a bucket at least as long and less than one step
+  // (16, or an eighth of the power of two above it: under a quarter of the
+  // length) longer.
+  for (int64_t n = 1; n <= 2048; ++n) {
+    const int64_t seq = bucket_for(1, n, 4096, 1).seq;
+    ASSERT_GE(seq, n);
+    ASSERT_EQ(seq % 16, 0) << n;
+    ASSERT_LT(seq - n, std::max<int64_t>(16, n / 4)) << n;
+  }
   EXPECT_NE(test::error_of([] { bucket_for(1, 400, 384, 32); }).find("400 tokens exceed the limit 384"),
             std::string::npos);
   EXPECT_NE(test::error_of([] { bucket_for(0, 3, 384, 32); }).find("empty bucket request"), std::string::npos);

@@ -98,6 +98,12 @@ TEST(HfConfig, ErrorsNameTheFile) {
   EXPECT_NE(msg.find("GPT2LMHeadModel"), std::string::npos) << msg;
   EXPECT_NE(msg.find("unsupported architecture"), std::string::npos) << msg;
 
+  // GTE v1.5's config: its code is the model's own (auto_map), refused as such.
+  write_text(cfg, R"({"model_type":"new","architectures":["NewModel"],"auto_map":{"AutoModel":"Alibaba-NLP/new-impl--modeling.NewModel"}})");
+  msg = error_of([&] { load_bert_config(d.path().string()); });
+  EXPECT_NE(msg.find("'NewModel' (model_type 'new') (its modeling code comes with the model: auto_map"),
+            std::string::npos) << msg;
+
   write_text(cfg, R"({"model_type":"bert","architectures":["RobertaModel"]})");
   msg = error_of([&] { load_bert_config(d.path().string()); });
   EXPECT_NE(msg.find("RobertaModel"), std::string::npos) << msg;
