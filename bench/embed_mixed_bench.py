@@ -9,6 +9,7 @@ between the two runs' rows (they must agree: padding never changes a row).
 
     python3 bench/embed_mixed_bench.py --model models/all-MiniLM-L6-v2 --device cpu --batch 32 --threads 1
     python3 bench/embed_mixed_bench.py --device cuda --dtype f16 --batch 128   # a random MiniLM-shaped model
+    python3 bench/embed_mixed_bench.py --device cuda --dtype f16 --batch 128 --shape bert-base
 
 Needs the rlx package importable (PYTHONPATH or an installed wheel); with
 no --model, torch, transformers and tokenizers write the random model.
@@ -24,6 +25,10 @@ import tempfile
 import time
 
 import numpy as np
+
+
+SHAPES = {"minilm": dict(hidden=384, layers=6, heads=12, ffn=1536),
+          "bert-base": dict(hidden=768, layers=12, heads=12, ffn=3072)}
 
 
 def corpus(model_dir, n, seed):
@@ -54,7 +59,9 @@ def child(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", help="a sentence-transformers directory (default: a random MiniLM-shaped one)")
+    ap.add_argument("--model", help="a sentence-transformers directory (default: a random one shaped by --shape)")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="minilm",
+                    help="the random model's shape: minilm (6 x 384) or bert-base (12 x 768)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="f32")
     ap.add_argument("--batch", type=int, default=32)
@@ -75,7 +82,7 @@ def main():
 
         a.model = os.path.join(tmp.name, "model")
         os.makedirs(a.model)
-        make_minilm_shaped(a.model, random.Random(1234))
+        make_minilm_shaped(a.model, random.Random(1234), **SHAPES[a.shape])
     texts = corpus(a.model, a.lines, a.seed)
     words = [len(t.split()) for t in texts]
     print(f"{a.lines} lines of {min(words)}-{max(words)} words (mean {sum(words) / len(words):.1f}), "

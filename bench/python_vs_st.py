@@ -31,7 +31,7 @@ def words(rng, n):
     return sorted(out)
 
 
-def make_minilm_shaped(root, rng):
+def make_minilm_shaped(root, rng, hidden=384, layers=6, heads=12, ffn=1536):
     import torch
     from tokenizers import BertWordPieceTokenizer
     from transformers import BertConfig, BertModel
@@ -52,13 +52,13 @@ def make_minilm_shaped(root, rng):
         json.dump({"tokenizer_class": "BertTokenizer", "do_lower_case": True, "model_max_length": 512, **specials}, f)
     with open(os.path.join(root, "special_tokens_map.json"), "w") as f:
         json.dump(specials, f)
-    cfg = BertConfig(vocab_size=len(vocab), hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
-                     intermediate_size=1536, max_position_embeddings=512, hidden_act="gelu")
+    cfg = BertConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                     intermediate_size=ffn, max_position_embeddings=512, hidden_act="gelu")
     torch.manual_seed(0)
     BertModel(cfg).save_pretrained(root, safe_serialization=True)
     os.makedirs(os.path.join(root, "1_Pooling"), exist_ok=True)
     with open(os.path.join(root, "1_Pooling", "config.json"), "w") as f:
-        json.dump({"word_embedding_dimension": 384, "pooling_mode_cls_token": False,
+        json.dump({"word_embedding_dimension": hidden, "pooling_mode_cls_token": False,
                    "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False,
                    "pooling_mode_mean_sqrt_len_tokens": False}, f)
     with open(os.path.join(root, "modules.json"), "w") as f:

@@ -227,8 +227,10 @@ inline OpCase softmax_case(int64_t cols, uint64_t seed) {
 }
 
 // Layer or RMS norm of [rows, cols], eps 1e-5; with a residual, the fused
-// add + norm with both outputs (the sum and the normed sum).
-inline OpCase norm_case(const char* name, NormKind kind, bool residual, int64_t rows, int64_t cols, uint64_t seed) {
+// add + norm with both outputs (the sum and the normed sum); with after, a
+// tensor added to the normed value (NormAttrs::add_after).
+inline OpCase norm_case(const char* name, NormKind kind, bool residual, int64_t rows, int64_t cols, uint64_t seed,
+                        bool after = false) {
   OpCase oc;
   oc.name = name;
   oc.thunk = "norm";
@@ -242,11 +244,17 @@ inline OpCase norm_case(const char* name, NormKind kind, bool residual, int64_t 
       auto [sum, out] = g.add_norm(x, g.input("res", {rows, cols}, dt), gamma, beta, kind, 1e-5f);
       g.output("out", out);
       g.output("sum", sum);
+    } else if (after) {
+      std::vector<ValueId> in{x, gamma};
+      if (layer) in.push_back(beta);
+      in.push_back(g.input("after", {rows, cols}, dt));
+      g.output("out", g.add_node(layer ? OpKind::LayerNorm : OpKind::RmsNorm, in, NormAttrs{kind, 1e-5f, true})[0]);
     } else {
       g.output("out", layer ? g.layer_norm(x, gamma, beta, 1e-5f) : g.rms_norm(x, gamma, 1e-5f));
     }
     c.inputs["x"] = quantize(random_floats(size_t(rows * cols), seed, -2.f, 3.f), dt);
     if (residual) c.inputs["res"] = quantize(random_floats(size_t(rows * cols), seed + 1), dt);
+    if (after) c.inputs["after"] = quantize(random_floats(size_t(rows * cols), seed + 4, -4.f, 4.f), dt);
     c.inputs["gamma"] = quantize(random_floats(size_t(cols), seed + 2, 0.5f, 1.5f), dt);
     if (layer) c.inputs["beta"] = quantize(random_floats(size_t(cols), seed + 3), dt);
     return c;
@@ -272,6 +280,8 @@ inline OpCase norm_case(const char* name, NormKind kind, bool residual, int64_t 
       for (int64_t j = 0; j < cols; ++j) {
         double y = (v[size_t(j)] - mean) / std::sqrt(var + 1e-5) * in.at("gamma")[size_t(j)];
         if (layer) y += in.at("beta")[size_t(j)];
+        // The normed value is rounded to dt, as stored, before the add.
+        if (after) y = double(quantize({float(y)}, dt)[0]) + in.at("after")[size_t(r * cols + j)];
         out.push_back(y);
       }
     }
@@ -569,6 +579,11 @@ inline void add_kernel_cases(std::vector<OpCase>& cases) {
   cases.push_back(norm_case("rms_norm_2x1100", NormKind::Rms, false, 2, 1100, seed += 10));
   cases.push_back(norm_case("rms_norm_9x1000", NormKind::Rms, false, 9, 1000, seed += 10));
   cases.push_back(norm_case("layer_norm_residual_1030x384", NormKind::Layer, true, 1030, 384, seed += 10));
+  // add_after (Gemma's sandwich norms): a decode row of 2304 (a block), 5 rows
+  // of 384 (a warp each), 3 rows of 129 (the general kernel).
+  cases.push_back(norm_case("rms_norm_after_1x2304", NormKind::Rms, false, 1, 2304, seed += 10, true));
+  cases.push_back(norm_case("rms_norm_after_5x384", NormKind::Rms, false, 5, 384, seed += 10, true));
+  cases.push_back(norm_case("layer_norm_after_3x129", NormKind::Layer, false, 3, 129, seed += 10, true));
   for (ReduceKind kind : {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max})
     for (int64_t inner : {1, 7}) cases.push_back(reduce_case(kind, inner, seed += 10));
 }

@@ -74,6 +74,10 @@ struct GatherQAttrs {
 struct NormAttrs {
   NormKind kind = NormKind::Layer;
   float eps = 1e-5f;
+  // RmsNorm/LayerNorm only: a last input r added to the result, out = r +
+  // norm(x) * gamma [+ beta], the normalized value rounded to the type
+  // first (a sandwich norm and the residual add after it, in one kernel).
+  bool add_after = false;
 };
 // x: [B, S, *] (heads packed per row), positions: i32 [B, S] or [S].
 struct RopeAttrs {

@@ -216,8 +216,10 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       NormParams p{};
       p.x = addr(n.inputs[0]);
       p.residual = add ? addr(n.inputs[1]) : kNoBuffer;
+      const size_t after = at.add_after ? 1 : 0;
       p.gamma = addr(n.inputs[base + 1]);
-      p.beta = n.inputs.size() > base + 2 ? addr(n.inputs[base + 2]) : kNoBuffer;
+      p.beta = n.inputs.size() > base + 2 + after ? addr(n.inputs[base + 2]) : kNoBuffer;
+      p.add_after = after ? addr(n.inputs.back()) : kNoBuffer;
       // Post-norm encoders read only the normalized value: the sum is not stored.
       p.sum_out = add && !unread(g, n.outputs[0]) ? addr(n.outputs[0]) : kNoBuffer;
       p.out = addr(n.outputs[add ? 1 : 0]);

@@ -13,7 +13,7 @@ void merge_sibling_matmuls(Graph& g);      // x@Wq, x@Wk, x@Wv -> x@concat(W) + 
 void fold_constants(Graph& g);             // constant-only subgraphs evaluated once
 void fuse_matmul_epilogue(Graph& g);       // matmul + bias add + activation
 void fuse_matvec(Graph& g);                // rms norm before / residual add after a decode-step product
-void fuse_add_norm(Graph& g);              // residual add + layer/rms norm -> add_norm
+void fuse_add_norm(Graph& g);              // residual add + layer/rms norm -> add_norm; norm + add -> add_after
 void fuse_head_norm_rope(Graph& g);       // a per-head rms norm (q/k norm) into the rope after it
 void fuse_narrow(Graph& g);                // narrow(last axis) into rope/attention strides
 void fuse_matvec_glu(Graph& g);            // swiglu after a decode-step gate/up product (GPU backends)

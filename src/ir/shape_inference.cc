@@ -222,7 +222,9 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       const auto& at = std::get<NormAttrs>(attrs);
       bool layer = op == OpKind::LayerNorm || (add && at.kind == NormKind::Layer);
       size_t base = add ? 1 : 0;
-      need_inputs(in, 2 + base, (layer ? 3 : 2) + base, who);
+      RLX_CHECK(!(add && at.add_after), who << ": add_after is for RmsNorm and LayerNorm");
+      const size_t after = at.add_after ? 1 : 0;
+      need_inputs(in, 2 + base + after, (layer ? 3 : 2) + base + after, who);
       const Value& x = V(0);
       need_float(x, who, "input");
       RLX_CHECK(!x.shape.empty(), who << ": input must have rank >= 1");
@@ -233,7 +235,11 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       RLX_CHECK(at.eps >= 0, who << ": eps must be >= 0");
       int64_t c = x.shape.back();
       need_vector(V(base + 1), c, x.dtype, who, "gamma");
-      if (in.size() == base + 3) need_vector(V(base + 2), c, x.dtype, who, "beta");
+      if (in.size() == base + 3 + after) need_vector(V(base + 2), c, x.dtype, who, "beta");
+      if (after)
+        RLX_CHECK(V(in.size() - 1).shape == x.shape && V(in.size() - 1).dtype == x.dtype,
+                  who << ": add_after " << shape_str(V(in.size() - 1).shape) << " must match input "
+                      << shape_str(x.shape));
       if (add) return {Value{x.shape, x.dtype, -1, 0}, Value{x.shape, x.dtype, -1, 1}};
       return out(x.shape, x.dtype);
     }

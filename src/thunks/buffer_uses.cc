@@ -79,6 +79,7 @@ Uses uses(const NormParams& p) {
   read(u, p.residual, all);
   read(u, p.gamma, row);
   read(u, p.beta, row);
+  read(u, p.add_after, all);
   write(u, p.out, all);
   write(u, p.sum_out, all);
   return u;

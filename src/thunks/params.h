@@ -76,13 +76,16 @@ struct UnaryParams {
 };
 
 // Row-wise over the last axis. With a residual: sum_out = x + residual, and
-// out = norm(sum_out). beta only for LayerNorm (kNoBuffer = none).
+// out = norm(sum_out). beta only for LayerNorm (kNoBuffer = none). With
+// add_after: out = add_after + norm(...), the normalized value rounded to
+// dtype before the add (as a norm and then an add would).
 struct NormParams {
   uint64_t x, residual, gamma, beta, out, sum_out;
   int64_t rows, cols;
   float eps;
   DType dtype;
   NormKind kind;
+  uint64_t add_after = kNoBuffer;
 };
 
 struct SoftmaxParams {

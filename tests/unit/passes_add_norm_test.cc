@@ -113,5 +113,57 @@ TEST(AddNormFusion, NumericPreNormSumUsedTwiceMatchesUnfused) {
   EXPECT_EQ(test::thunks_of(*run.fused, "norm"), 1);
 }
 
+// Gemma's sandwich norm: norm(o) + r becomes one norm adding r after.
+TEST(AddNormFusion, NormThenAddAddsTheResidualAfter) {
+  Graph g;
+  ValueId o = g.input("o", {2, 9}, DType::F32);
+  ValueId r = g.input("r", {2, 9}, DType::F32);
+  ValueId gamma = g.param("gamma", {9}, DType::F32);
+  g.output("h", g.add(r, g.rms_norm(o, gamma, 1e-6f)));
+  fuse_add_norm(g);
+  eliminate_dead_code(g);
+  verify(g);
+  EXPECT_EQ(count_live(g, OpKind::Add), 0);
+  const Node& n = producer_of(g, output_value(g, "h"));
+  ASSERT_EQ(n.op, OpKind::RmsNorm);
+  EXPECT_TRUE(std::get<NormAttrs>(n.attrs).add_after);
+  EXPECT_EQ(n.inputs, (std::vector<ValueId>{o, gamma, r}));
+}
+
+TEST(AddNormFusion, NormReadElsewhereOrBroadcastAddIsLeftAlone) {
+  Graph g;
+  ValueId o = g.input("o", {2, 9}, DType::F32);
+  ValueId row = g.param("row", {9}, DType::F32);
+  ValueId gamma = g.param("gamma", {9}, DType::F32);
+  ValueId n = g.rms_norm(o, gamma, 1e-6f);
+  g.output("h", g.add(n, g.input("r", {2, 9}, DType::F32)));
+  g.output("n", n);  // the normed value is an output too
+  g.output("b", g.add(g.rms_norm(o, gamma, 1e-5f), row));
+  fuse_add_norm(g);
+  EXPECT_EQ(count_live(g, OpKind::Add), 2);
+  for (const Node& m : g.nodes())
+    if (!m.dead && m.op == OpKind::RmsNorm) EXPECT_FALSE(std::get<NormAttrs>(m.attrs).add_after);
+}
+
+// A decode row through the whole pipeline: the next norm goes into the
+// product, the sandwich norm takes the add; prefill rows keep add_norm. Both
+// equal the unfused graph.
+TEST(AddNormFusion, SandwichNormsInTheDecodeStepAndInPrefill) {
+  for (int64_t rows : {1, 5}) {
+    Graph g;
+    ValueId x = g.input("x", {rows, 64}, DType::F32);
+    ValueId a = g.input("a", {rows, 48}, DType::F32);
+    ValueId h = g.add(x, g.rms_norm(g.matmul(a, g.param("wo", {64, 48}, DType::F32), false, true),
+                                    g.param("post", {64}, DType::F32), 1e-6f));
+    ValueId m = g.rms_norm(h, g.param("pre", {64}, DType::F32), 1e-6f);
+    g.output("y", g.add(h, g.matmul(m, g.param("w", {64, 64}, DType::F32), false, true)));
+    auto run = test::expect_fusion_preserves_outputs(g, 410 + uint64_t(rows));
+    // Decode: both adds gone (into the norm, and into the last product);
+    // prefill: the sum goes to add_norm, the last add stays.
+    EXPECT_EQ(test::thunks_of(*run.fused, "binary"), rows == 1 ? 0 : 1) << rows;
+    EXPECT_EQ(test::thunks_of(*run.fused, "norm"), rows == 1 ? 1 : 2) << rows;
+  }
+}
+
 }  // namespace
 }  // namespace rlx

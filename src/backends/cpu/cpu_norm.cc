@@ -1,5 +1,6 @@
 // LayerNorm / RMSNorm over the last axis, optionally fused with a residual
-// add whose sum is also written out (sum_out).
+// add whose sum is also written out (sum_out), or with one added after
+// (add_after, a sandwich norm's residual).
 #include <cmath>
 #include <vector>
 
@@ -49,6 +50,7 @@ template <class T> void norm(const NormParams& p, CpuContext& ctx) {
   const T* beta = p.beta == kNoBuffer ? nullptr : at<T>(arena, p.beta);
   T* out = at<T>(arena, p.out);
   T* sum_out = p.sum_out == kNoBuffer ? nullptr : at<T>(arena, p.sum_out);
+  const T* after = p.add_after == kNoBuffer ? nullptr : at<T>(arena, p.add_after);
   const int64_t cols = p.cols;
   // gamma and beta widened once for every row, into scratch 0 and 1.
   float* g32 = gamma ? ctx.scratch(0, size_t(cols)) : nullptr;
@@ -74,7 +76,12 @@ template <class T> void norm(const NormParams& p, CpuContext& ctx) {
     }
     norm_row_f32(v, nullptr, g32, b32, v, nullptr, cols, p.kind == NormKind::Layer, p.eps);
     T* o = out + r * cols;
-    for (int64_t c = 0; c < cols; ++c) o[c] = from_f32<T>(v[c]);
+    if (after) {
+      const T* a = after + r * cols;
+      for (int64_t c = 0; c < cols; ++c) o[c] = from_f32<T>(to_f32(from_f32<T>(v[c])) + to_f32(a[c]));
+    } else {
+      for (int64_t c = 0; c < cols; ++c) o[c] = from_f32<T>(v[c]);
+    }
   });
 }
 
@@ -86,10 +93,14 @@ template <> void norm<float>(const NormParams& p, CpuContext& ctx) {
   const float* beta = p.beta == kNoBuffer ? nullptr : at<float>(arena, p.beta);
   float* out = at<float>(arena, p.out);
   float* sum_out = p.sum_out == kNoBuffer ? nullptr : at<float>(arena, p.sum_out);
+  const float* after = p.add_after == kNoBuffer ? nullptr : at<float>(arena, p.add_after);
   const int64_t cols = p.cols;
   parallel_for(p.rows, p.rows * cols > 16384, [&](int64_t r) {
-    norm_row_f32(x + r * cols, res ? res + r * cols : nullptr, gamma, beta, out + r * cols,
-                 sum_out ? sum_out + r * cols : nullptr, cols, p.kind == NormKind::Layer, p.eps);
+    float* o = out + r * cols;
+    norm_row_f32(x + r * cols, res ? res + r * cols : nullptr, gamma, beta, o, sum_out ? sum_out + r * cols : nullptr,
+                 cols, p.kind == NormKind::Layer, p.eps);
+    if (after)
+      for (int64_t c = 0; c < cols; ++c) o[c] += after[r * cols + c];
   });
 }
 

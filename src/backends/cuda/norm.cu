@@ -1,5 +1,6 @@
 // LayerNorm and RMSNorm over the last axis, one block per row, with the
-// optional residual add fused in (writes both the sum and the normalized row).
+// optional residual add fused in (writes both the sum and the normalized row)
+// or one added after (add_after: a sandwich norm and the residual add).
 //
 // Rows whose buffers are 16-byte aligned take norm_warp_kernel (short rows,
 // a warp each) or norm_vec_kernel (a block each): each thread loads R
@@ -26,6 +27,7 @@ __global__ void norm_kernel(const NormParams p, uint8_t* arena) {
   T* sum_out = has_residual && p.sum_out != kNoBuffer ? at<T>(arena, p.sum_out) + row * p.cols : nullptr;
   const T* gamma = p.gamma != kNoBuffer ? at<const T>(arena, p.gamma) : nullptr;
   const T* beta = p.beta != kNoBuffer ? at<const T>(arena, p.beta) : nullptr;
+  const T* after = p.add_after != kNoBuffer ? at<const T>(arena, p.add_after) + row * p.cols : nullptr;
 
   // The sum is rounded to T, as stored, before it is normalized; each thread
   // re-reads only the elements it wrote itself.
@@ -57,6 +59,7 @@ __global__ void norm_kernel(const NormParams p, uint8_t* arena) {
     float v = (value(c) - mean) * rstd;
     if (gamma) v *= to_f32(gamma[c]);
     if (beta) v += to_f32(beta[c]);
+    if (after) v = to_f32(from_f32<T>(v)) + to_f32(after[c]);
     out[c] = from_f32<T>(v);
   }
 }
@@ -78,9 +81,11 @@ __device__ __forceinline__ void norm_row(const NormParams& p, uint8_t* arena, in
       has_residual && p.sum_out != kNoBuffer ? reinterpret_cast<uint4*>(arena + p.sum_out) + row * chunks : nullptr;
   const uint4* gamma = p.gamma != kNoBuffer ? reinterpret_cast<const uint4*>(arena + p.gamma) : nullptr;
   const uint4* beta = p.beta != kNoBuffer ? reinterpret_cast<const uint4*>(arena + p.beta) : nullptr;
+  const uint4* after =
+      p.add_after != kNoBuffer ? reinterpret_cast<const uint4*>(arena + p.add_after) + row * chunks : nullptr;
   uint4* out = reinterpret_cast<uint4*>(arena + p.out) + row * chunks;
 
-  uint4 xv[R], rv[R], gv[R], bv[R];
+  uint4 xv[R], rv[R], gv[R], bv[R], av[R];
   const uint4 zero = make_uint4(0, 0, 0, 0);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -90,6 +95,7 @@ __device__ __forceinline__ void norm_row(const NormParams& p, uint8_t* arena, in
     rv[r] = in && res ? __ldg(res + c) : zero;
     gv[r] = in && gamma ? __ldg(gamma + c) : zero;
     bv[r] = in && beta ? __ldg(beta + c) : zero;
+    av[r] = in && after ? __ldg(after + c) : zero;
   }
 
   // The sum is rounded to T, as stored, before it is normalized.
@@ -127,14 +133,16 @@ __device__ __forceinline__ void norm_row(const NormParams& p, uint8_t* arena, in
   for (int r = 0; r < R; ++r) {
     const int c = first + r * stride;
     if (c >= chunks) continue;
-    float g[ve], bt[ve];
+    float g[ve], bt[ve], a[ve];
     unpack_chunk<T>(gv[r], g);
     unpack_chunk<T>(bv[r], bt);
+    unpack_chunk<T>(av[r], a);
 #pragma unroll
     for (int e = 0; e < ve; ++e) {
       float y = (v[r][e] - mean) * rstd;
       if (gamma) y *= g[e];
       if (beta) y += bt[e];
+      if (after) y = to_f32(from_f32<T>(y)) + a[e];
       v[r][e] = y;
     }
     out[c] = pack_chunk<T>(v[r]);
@@ -168,7 +176,7 @@ __global__ void norm_warp_kernel(const NormParams p, uint8_t* arena) {
 bool vec_eligible(const NormParams& p, const uint8_t* arena) {
   const int64_t ve = 16 / int64_t(dtype_size(p.dtype));
   if (p.rows <= 0 || p.cols % ve != 0 || p.cols / ve > 4 * kVecThreads) return false;
-  for (uint64_t off : {p.x, p.residual, p.gamma, p.beta, p.out, p.sum_out})
+  for (uint64_t off : {p.x, p.residual, p.gamma, p.beta, p.out, p.sum_out, p.add_after})
     if (off != kNoBuffer && (reinterpret_cast<uintptr_t>(arena) + off) % 16 != 0) return false;
   return true;
 }

@@ -1,6 +1,11 @@
 // Residual add + norm: norm(a + b) becomes one AddNorm with two outputs, the
 // sum and the normalized value. The sum replaces the add everywhere, so the
 // fusion also fires in pre-norm decoders, where the sum is the next residual.
+// Then the other order: norm(a) + r, a sandwich norm (Gemma's post-attention
+// and post-FFN norms) whose add is left where the next norm went into a
+// product, becomes one norm that adds r after (NormAttrs::add_after).
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "compile/passes.h"
@@ -14,6 +19,7 @@ using namespace pass_util;
 bool fuse_one(Graph& g, int32_t id) {
   const Node& norm = g.node(id);
   if (norm.dead || (norm.op != OpKind::LayerNorm && norm.op != OpKind::RmsNorm)) return false;
+  if (attrs_of<NormAttrs>(norm).add_after) return false;
   const ValueId x = norm.inputs[0];
   if (!produced_by(g, x, OpKind::Add)) return false;
   const int32_t add_id = g.value(x).producer;
@@ -36,10 +42,40 @@ bool fuse_one(Graph& g, int32_t id) {
   return true;
 }
 
+// norm(a) + r -> norm(a) with r added after.
+bool fuse_after(Graph& g, int32_t id) {
+  const Node& norm = g.node(id);
+  if (norm.dead || (norm.op != OpKind::LayerNorm && norm.op != OpKind::RmsNorm)) return false;
+  NormAttrs at = attrs_of<NormAttrs>(norm);
+  if (at.add_after) return false;
+  const ValueId y = norm.outputs[0];
+  const int32_t add_id = sole_user(g, y);
+  if (add_id < 0 || g.node(add_id).op != OpKind::Add) return false;
+  const Node& add = g.node(add_id);
+  const ValueId r = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+  // No broadcasting: r is a full tensor of the norm's type.
+  if (r == y || g.value(r).shape != g.value(y).shape || g.value(r).dtype != g.value(y).dtype) return false;
+  std::vector<ValueId> inputs = norm.inputs;
+  inputs.push_back(r);
+  at.add_after = true;
+  const ValueId sum = add.outputs[0];
+  const OpKind op = norm.op;
+  const std::string name = norm.name;
+  const ValueId out = g.add_node(op, inputs, at, name)[0];
+  g.replace_uses(sum, out);
+  g.node_mut(id).dead = true;
+  g.node_mut(add_id).dead = true;
+  return true;
+}
+
 }  // namespace
 
 void fuse_add_norm(Graph& g) {
   for (size_t i = 0; i < g.nodes().size(); ++i) fuse_one(g, int32_t(i));
+  // RLX_FUSE_NORM_ADD=0 keeps the sandwich norms' adds (for measuring what
+  // the fusion saves).
+  if (const char* e = std::getenv("RLX_FUSE_NORM_ADD"); e && std::strcmp(e, "0") == 0) return;
+  for (size_t i = 0; i < g.nodes().size(); ++i) fuse_after(g, int32_t(i));
 }
 
 }  // namespace rlx

@@ -23,6 +23,7 @@ void fuse_one(Graph& g, int32_t id) {
   const ValueId normed = g.node(join).inputs[0];
   if (!produced_by(g, normed, OpKind::RmsNorm) || sole_user(g, normed) != join) return;
   const Node& norm = producer(g, normed);
+  if (attrs_of<NormAttrs>(norm).add_after) return;
   const ValueId split = norm.inputs[0], gamma = norm.inputs[1];
   if (!produced_by(g, split, OpKind::Reshape)) return;
   const ValueId x = producer(g, split).inputs[0];
