@@ -20,7 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct EmbedArgs {
-  std::string model, device = "auto", dtype = "f32", file, format = "json", output;
+  std::string model, device = "auto", dtype = "f32", file, format, output;
   std::string pooling = "model", prompt_name, quantize;
   std::string prompt;
   bool prompt_given = false, normalize = false, no_normalize = false;
@@ -66,7 +66,11 @@ void run_embed(const EmbedArgs& a) {
   const size_t step = size_t(std::max(a.batch, 1)) * 8;
   std::vector<std::string> part;
   RLX_CHECK(in.next(part, step), "nothing to embed: give sentences, --file F, or - for stdin");
-  RLX_CHECK(!a.similarity || a.format != "jsonl", "--similarity needs --format json or compact, not jsonl");
+  // A person at a terminal gets the table; a pipe or a file gets JSON.
+  const std::string format = !a.format.empty()                            ? a.format
+                             : a.output.empty() && isatty(fileno(stdout)) ? "table"
+                                                                          : "json";
+  RLX_CHECK(!a.similarity || format != "jsonl", "--similarity needs --format json, compact or table, not jsonl");
 
   rlx::EmbedderOptions o;
   o.threads = a.threads;
@@ -100,7 +104,7 @@ void run_embed(const EmbedArgs& a) {
   EmbeddingHeader h{fs::path(dir).filename().string(), embedder.dim(), embedder.normalizes(), a.similarity};
   // A Hub snapshot's folder is a commit hash: name the model by its id.
   if (!fs::is_directory(a.model) && rlx::is_hub_id(a.model)) h.model = a.model;
-  auto out = make_embedding_output(a.format, a.output, h, std::cout);
+  auto out = make_embedding_output(format, a.output, h, std::cout);
 
   const bool tty = isatty(fileno(stderr));  // a terminal redraws one line; logs get one line per step
   bool progress = false;
@@ -166,8 +170,10 @@ void add_embed_command(CLI::App& app) {
   cmd->add_option("--file", a->file, "read one sentence per line from a file ('-' = stdin); one row per line, "
                                      "blank lines included");
   cmd->add_flag("--similarity", a->similarity, "also print the cosine similarity matrix");
-  cmd->add_option("--format", a->format, "json, jsonl or compact")
-      ->check(CLI::IsMember({"json", "jsonl", "compact"}));
+  cmd->add_option("--format", a->format,
+                  "json, jsonl, compact or table (rows and the similarity matrix labelled by each text's first "
+                  "words; the default on a terminal, json otherwise)")
+      ->check(CLI::IsMember({"json", "jsonl", "compact", "table"}));
   cmd->add_option("--output,-o", a->output, "write to a file instead of stdout; F.npy writes NumPy's format "
                                             "(float32 [n, dim])");
   cmd->add_option("--batch", a->batch, "largest batch per run (a power of two, at most 1024)");

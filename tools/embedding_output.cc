@@ -1,5 +1,6 @@
 #include "tools/embedding_output.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,37 @@ std::string json_vector(const std::vector<float>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + json_number(v[i]);
   return s + "]";
+}
+
+size_t display_width(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;  // one per UTF-8 sequence
+  return n;
+}
+
+std::string embedding_label(size_t index, const std::string& text) {
+  constexpr size_t kMax = 32;  // characters of the text shown
+  std::string words;
+  size_t shown = 0, i = 0;
+  bool space = false, cut = false;
+  while (i < text.size()) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+    if (c < 0x20 || c == 0x7F || c == ' ') {  // whitespace and control characters: one space
+      space = !words.empty();
+      ++i;
+      continue;
+    }
+    if (shown + (space ? 1 : 0) + 1 > kMax) {
+      cut = true;
+      break;
+    }
+    if (space) words += ' ', ++shown, space = false;
+    words.append(text, i, std::min(len, text.size() - i));
+    ++shown;
+    i += len;
+  }
+  return "[" + std::to_string(index) + "] " + (words.empty() ? "(empty)" : words) + (cut ? "..." : "");
 }
 
 namespace {
@@ -111,6 +143,52 @@ class CompactOutput : public TextOutput {
   bool similarity_;
 };
 
+// For a person at a terminal: one line per row (its index, the first words
+// of its text, the first values), then the similarity matrix with the rows
+// labelled the same way.
+class TableOutput : public TextOutput {
+ public:
+  TableOutput(const std::string& path, const EmbeddingHeader& h, std::ostream& out) : TextOutput(path, out), h_(h) {
+    os() << h.model << ": " << h.dim << " values a row" << (h.normalized ? ", unit length" : "") << "\n";
+  }
+  void row(size_t index, const std::string& text, const std::vector<float>& v) override {
+    labels_.push_back(embedding_label(index, text));
+    std::string line = labels_.back() + "  [";
+    char buf[32];
+    for (size_t i = 0; i < v.size() && i < 4; ++i) {
+      std::snprintf(buf, sizeof buf, "%s%.4f", i ? ", " : "", double(v[i]));
+      line += buf;
+    }
+    os() << line << (v.size() > 4 ? ", ...]" : "]") << "\n";
+    os().flush();
+  }
+  void finish(const std::vector<std::vector<double>>& sim) override {
+    if (!h_.similarity) return;
+    size_t width = 0;
+    for (const std::string& l : labels_) width = std::max(width, display_width(l));
+    os() << "\ncosine similarity\n" << std::string(width, ' ');
+    char buf[32];
+    for (size_t j = 0; j < sim.size(); ++j) {
+      std::snprintf(buf, sizeof buf, " %7s", ("[" + std::to_string(j) + "]").c_str());
+      os() << buf;
+    }
+    os() << "\n";
+    for (size_t i = 0; i < sim.size(); ++i) {
+      os() << labels_[i] << std::string(width - display_width(labels_[i]), ' ');
+      for (double x : sim[i]) {
+        std::snprintf(buf, sizeof buf, " %7.4f", x);
+        os() << buf;
+      }
+      os() << "\n";
+    }
+    os().flush();
+  }
+
+ private:
+  EmbeddingHeader h_;
+  std::vector<std::string> labels_;
+};
+
 class NpyOutput : public EmbeddingOutput {
  public:
   NpyOutput(const std::string& path, int dim) : npy_(path, dim) {}
@@ -136,5 +214,6 @@ std::unique_ptr<EmbeddingOutput> make_embedding_output(const std::string& format
   if (format == "json") return std::make_unique<JsonOutput>(path, h, out);
   if (format == "jsonl") return std::make_unique<JsonlOutput>(path, out);
   if (format == "compact") return std::make_unique<CompactOutput>(path, h, out);
-  RLX_FAIL("--format must be json, jsonl or compact, not '" << format << "'");
+  if (format == "table") return std::make_unique<TableOutput>(path, h, out);
+  RLX_FAIL("--format must be json, jsonl, compact or table, not '" << format << "'");
 }

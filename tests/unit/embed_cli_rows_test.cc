@@ -140,6 +140,46 @@ TEST(EmbedCliRows, NpyOutputReadsBack) {
   for (size_t i = 0; i < got.size(); ++i) expect_same(got[i], want[i], "npy row " + std::to_string(i));
 }
 
+// --format table (the default on a terminal): a line per row labelled by
+// its first words, then the cosine matrix labelled the same way, its values
+// the library's. Without a terminal the default stays JSON.
+TEST(EmbedCliRows, TableLabelsRowsAndTheSimilarityMatrix) {
+  Fixture f;
+  const std::vector<std::string> texts{"ba be ca da fe ba be ca da fe ba be ca", "", "fe\tba"};
+  const std::string args = "embed --device cpu --model " + f.model() + " --similarity \"" + texts[0] +
+                           "\" \"\" \"$(printf 'fe\\tba')\"";
+  test::CliRun r = test::run_rlx(args + " --format table");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::vector<std::string> lines;
+  std::istringstream in(r.out);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 1u + 3 + 1 + 2 + 3) << r.out;
+  EXPECT_EQ(lines[0], "model: 20 values a row, unit length");
+  EXPECT_EQ(lines[1].rfind("[0] ba be ca da fe ba be ca da fe ba...  [", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[2].rfind("[1] (empty)  [", 0), 0u) << lines[2];
+  EXPECT_EQ(lines[3].rfind("[2] fe ba  [", 0), 0u) << lines[3];
+  EXPECT_EQ(lines[5], "cosine similarity");
+  Embedder e(f.model());
+  const auto v = e.embed(texts);
+  const std::string labels[] = {"[0] ba be ca da fe ba be ca da fe ba...", "[1] (empty)", "[2] fe ba"};
+  EXPECT_EQ(lines[6], std::string(labels[0].size(), ' ') + "     [0]     [1]     [2]");
+  for (size_t i = 0; i < 3; ++i) {
+    const std::string label = labels[i] + std::string(labels[0].size() - labels[i].size(), ' ');
+    ASSERT_EQ(lines[7 + i].rfind(label, 0), 0u) << lines[7 + i];
+    std::istringstream nums(lines[7 + i].substr(label.size()));
+    for (size_t j = 0; j < 3; ++j) {
+      double got = -9;
+      nums >> got;
+      EXPECT_NEAR(got, test::cosine(v[i], v[j]), 6e-5) << i << "," << j;
+    }
+  }
+  EXPECT_NEAR(test::cosine(v[0], v[0]), 1.0, 1e-6);
+  test::CliRun piped = test::run_rlx(args);  // not a terminal: JSON
+  ASSERT_EQ(piped.status, 0) << piped.err;
+  const auto doc = nlohmann::json::parse(piped.out);
+  EXPECT_EQ(doc.at("similarity").size(), 3u);
+}
+
 TEST(EmbedCliRows, NoTruncateNamesTheLineAndKeepsTheRowsBefore) {
   Fixture f;
   std::string text;
