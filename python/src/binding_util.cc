@@ -30,6 +30,17 @@ rlx::Device resolve_device(rlx::Device d) {
   return rlx::cuda_available() ? rlx::Device::Cuda : rlx::Device::Cpu;
 }
 
+void set_device_and_quantize(rlx::EmbedderOptions& o, const std::string& device,
+                             const std::optional<std::string>& quantize) {
+  if (quantize && *quantize != "int8")
+    throw nb::value_error(("quantize must be None or 'int8', not '" + *quantize + "'").c_str());
+  o.int8_products = quantize.has_value();
+  const rlx::Device asked = parse_device(device);
+  if (o.int8_products && asked == rlx::Device::Cuda)
+    throw nb::value_error("quantize='int8' runs on the CPU only; use device='cpu' (or f16/bf16 on the GPU)");
+  o.device = o.int8_products ? rlx::Device::Cpu : resolve_device(asked);
+}
+
 const char* device_name(rlx::Device d) {
   switch (d) {
     case rlx::Device::Cpu: return "cpu";

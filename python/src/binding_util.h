@@ -7,9 +7,11 @@
 
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "rlx/dtype.h"
+#include "rlx/embedder.h"
 #include "rlx/options.h"
 
 namespace rlx_py {
@@ -23,6 +25,11 @@ rlx::DType parse_dtype(const std::string& s);
 // Where "auto" lands on this machine.
 rlx::Device resolve_device(rlx::Device d);
 const char* device_name(rlx::Device d);
+// An encoder's device and quantize arguments: quantize None or 'int8' (the
+// products over weights in int8 on the CPU, so 'auto' means the CPU then and
+// 'cuda' is a ValueError); anything else is a ValueError.
+void set_device_and_quantize(rlx::EmbedderOptions& o, const std::string& device,
+                             const std::optional<std::string>& quantize);
 
 // A model directory or file, or a Hub id ("org/name") resolved in the local
 // Hugging Face cache as `rlx embed --model` resolves it; FileNotFoundError

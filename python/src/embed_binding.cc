@@ -55,15 +55,8 @@ class SentenceEncoder {
     const std::string path = model_path(model);
     if (threads < 0) throw nb::value_error("threads must be >= 0 (0: every physical core)");
     if (max_seq_length < 0) throw nb::value_error("max_seq_length must be >= 0 (0: the model's own limit)");
-    if (quantize && *quantize != "int8")
-      throw nb::value_error(("quantize must be None or 'int8', not '" + *quantize + "'").c_str());
     rlx::EmbedderOptions o;
-    o.int8_products = quantize.has_value();
-    const rlx::Device asked = parse_device(device);
-    if (o.int8_products && asked == rlx::Device::Cuda)
-      throw nb::value_error("quantize='int8' runs on the CPU only; use device='cpu' (or f16/bf16 on the GPU)");
-    // int8 products run on the CPU: 'auto' means the CPU then.
-    o.device = o.int8_products ? rlx::Device::Cpu : resolve_device(asked);
+    set_device_and_quantize(o, device, quantize);
     o.dtype = parse_dtype(dtype);
     o.threads = threads;
     o.max_len = max_seq_length;

@@ -112,6 +112,7 @@ void load_models(ServerState& s) {
     eo.threads = o.threads;
     eo.max_batch = 128;
     eo.reranker_recipe = o.rerank_recipe;
+    eo.int8_products = o.embedding_int8;
     s.embedder = std::make_unique<Embedder>(resolve_model_dir(o.embedding_model), eo);
     s.embedder_name = !o.embedding_model_name.empty() ? o.embedding_model_name
                       : is_hub_id(o.embedding_model) && !std::filesystem::exists(o.embedding_model) ? o.embedding_model

@@ -15,6 +15,7 @@ struct ServeOptions {
   std::string model;            // decoder: .gguf or Hugging Face directory ("" = none)
   std::string embedding_model;  // Hugging Face BERT-family directory ("" = none)
   std::string rerank_recipe;    // embedding_model is a plain causal LM scored so (EmbedderOptions::reranker_recipe)
+  bool embedding_int8 = false;  // the embedding model's products in int8 on the CPU (EmbedderOptions::int8_products)
   std::string model_name, embedding_model_name;  // ids in /v1/models ("" = from the path)
   std::string host = "127.0.0.1";
   int port = 8080;              // 0: any free port (printed)

@@ -52,6 +52,30 @@ def test_bert_scores_equal_sentence_transformers_predict(bert):
     assert not bert.takes_prompt
 
 
+def test_int8_products_score_close_to_f32(bert):
+    """quantize='int8' (rlx rerank --quantize int8): scores within 2e-2 of
+    CrossEncoder.predict's, not identical to rlx's f32 ones (the int8 path
+    ran), the CLI's to print precision; CUDA and other names refused."""
+    ref = bert_reference()
+    pairs = [(p["query"], p["document"]) for p in ref["pairs"]]
+    q = rlx.CrossEncoder(need(BERT), device="auto", dtype="bf16", threads=1, quantize="int8")
+    assert q.quantize == "int8" and q.device == "cpu" and bert.quantize is None
+    assert "quantize='int8'" in repr(q)
+    scores = q.predict(pairs)
+    np.testing.assert_allclose(scores, [p["score"] for p in ref["pairs"]], atol=2e-2, rtol=0)
+    assert np.abs(scores - bert.predict(pairs)).max() > 0
+    query = ref["pairs"][0]["query"]
+    docs = [p["document"] for p in ref["pairs"] if p["query"] == query]
+    out = json.loads(run_cli("rerank", "--model", str(BERT), "--dtype", "bf16", "--quantize", "int8", "--threads",
+                             "1", "--query", query, *docs))
+    cli = {r["index"]: r["score"] for r in out["results"]}
+    np.testing.assert_allclose([cli[i] for i in range(len(docs))], q.predict([(query, d) for d in docs]), atol=1e-6)
+    with pytest.raises(ValueError, match="int8"):
+        rlx.CrossEncoder(need(BERT), device="cpu", quantize="int4")
+    with pytest.raises(ValueError, match="CPU only"):
+        rlx.CrossEncoder(need(BERT), device="cuda", quantize="int8")
+
+
 def test_scores_keep_input_order_across_queries_and_batch_sizes(bert):
     ref = bert_reference()
     pairs = [(p["query"], p["document"]) for p in ref["pairs"]]

@@ -25,8 +25,8 @@ def reranker():
     s.stop()
 
 
-def cli_scores(model_dir, raw):
-    args = [RLX, "rerank", "--model", model_dir, "--query", QUERY, "--format", "json", *TEXTS]
+def cli_scores(model_dir, raw, extra=()):
+    args = [RLX, "rerank", "--model", model_dir, "--query", QUERY, "--format", "json", *extra, *TEXTS]
     out = subprocess.run(args + (["--raw"] if raw else []), capture_output=True, text=True, check=True).stdout
     rows = json.loads(out)["results"]
     return {r["index"]: r["score"] for r in rows}
@@ -47,6 +47,31 @@ def test_rerank_equals_rlx_rerank_and_sorts(reranker):
     want = cli_scores(d, raw=False)
     for i, x in by_index.items():
         assert x == pytest.approx(want[i], abs=1e-6)
+
+
+def test_int8_products_score_as_rlx_rerank_quantize_int8(reranker):
+    """--embedding-quantize int8: the served scores are `rlx rerank --quantize
+    int8`'s, near the f32 ones and not equal to them (the int8 path ran)."""
+    _, d = reranker
+    try:
+        s = Server("--embedding-model", d, "--embedding-quantize", "int8", "--dtype", "bf16", log_name="rerank-int8")
+    except RuntimeError as e:
+        if "AVX512-VNNI" in str(e):
+            pytest.skip("this processor has no AVX512-VNNI")
+        raise
+    try:
+        status, body = post(s.url + "/rerank", {"query": QUERY, "texts": TEXTS})
+        assert status == 200, body
+        got = {r["index"]: r["score"] for r in body}
+        want = cli_scores(d, raw=False, extra=("--quantize", "int8", "--dtype", "bf16"))
+        f32 = cli_scores(d, raw=False)
+        assert sorted(got) == list(range(len(TEXTS)))
+        for i, x in got.items():
+            assert x == pytest.approx(want[i], abs=1e-6)
+            assert x == pytest.approx(f32[i], abs=2e-2)
+        assert max(abs(got[i] - f32[i]) for i in got) > 0
+    finally:
+        s.stop()
 
 
 def test_raw_scores_are_the_logits(reranker):
