@@ -610,15 +610,15 @@ inline void ref_cache_head(const double* q, const std::vector<float>& k, const s
 }
 
 // Causal attention over batch 2 with a sliding window (a query at position
-// p sees keys in (p - window, p]) and soft-capped scores (cap * tanh(s /
-// cap)): sq query rows at positions pos[b].. against skv keys (a KV cache),
-// or without pos the last sq positions of skv. The sizes pick the kernel:
-// prefill rows without pos (short path), rows at positions (general), one
-// row (decode; head_dim 16 with 16-byte rows: a key per lane, split over a
-// cluster from 256 keys).
-inline OpCase window_softcap_case(const std::string& name, int64_t sq, int64_t skv, int qh, int kvh, int hd,
-                                  int window, float cap, std::vector<float> pos, uint64_t seed) {
-  const float scale = 0.43f;
+// p sees keys in (p - window, p]), scores soft-capped (cap * tanh(s / cap))
+// where cap > 0: sq query rows at positions pos[b].. against skv keys (a KV
+// cache), or without pos the last sq positions of skv. With ring, the cache
+// is a ring (AttentionAttrs::ring: the key at position j in row j mod skv),
+// the window's keys wrapping past its end; rows outside the window hold
+// other positions' keys (random), which no output may read.
+inline OpCase windowed_attention_case(const std::string& name, int64_t sq, int64_t skv, int qh, int kvh, int hd,
+                                      int window, float cap, std::vector<float> pos, uint64_t seed, float scale,
+                                      bool ring) {
   auto build = [=](DType dt) {
     OpGraph c;
     ValueId q = c.graph.input("q", {2, sq, int64_t(qh) * hd}, dt);
@@ -633,6 +633,7 @@ inline OpCase window_softcap_case(const std::string& name, int64_t sq, int64_t s
     a.window = window;
     a.softcap = cap;
     a.q_pos = !pos.empty();
+    a.ring = ring;
     ValueId p = a.q_pos ? c.graph.input("pos", {2}, DType::I32) : -1;
     c.graph.output("out", c.graph.attention(q, k, v, -1, a, p));
     c.inputs["q"] = quantize(random_floats(size_t(2 * sq * qh * hd), seed, -3.f, 3.f), dt);
@@ -649,72 +650,13 @@ inline OpCase window_softcap_case(const std::string& name, int64_t sq, int64_t s
         for (int h = 0; h < qh; ++h) {
           const int64_t at = pos.empty() ? skv - sq + i : int64_t(in.at("pos")[size_t(b)]) + i;
           const int64_t first = std::max<int64_t>(0, at - window + 1), g = h / (qh / kvh);
-          std::vector<double> w;
-          double mx = -1e300, sum = 0;
-          for (int64_t j = first; j <= at; ++j) {
-            double d = 0;
-            for (int e = 0; e < hd; ++e)
-              d += double(q[size_t(((b * sq + i) * qh + h) * hd + e)]) * k[size_t(((b * skv + j) * kvh + g) * hd + e)];
-            w.push_back(cap * std::tanh(d * double(scale) / cap));
-            mx = std::max(mx, w.back());
-          }
-          for (double& x : w) sum += (x = std::exp(x - mx));
-          for (int e = 0; e < hd; ++e) {
-            double o = 0;
-            for (int64_t j = first; j <= at; ++j)
-              o += w[size_t(j - first)] / sum * v[size_t(((b * skv + j) * kvh + g) * hd + e)];
-            out[size_t(((b * sq + i) * qh + h) * hd + e)] = o;
-          }
-        }
-    return std::map<std::string, std::vector<double>>{{"out", out}};
-  };
-  return {name, "attention", build, reference};
-}
-
-// Causal windowed attention over a ring cache (AttentionAttrs::ring: the key
-// at position j in row j mod rows) for batch 2: sq queries at positions
-// pos[b].., the window's keys wrapping past the ring's end; rows outside the
-// window hold other positions' keys (random), which no output may read.
-// Sizes pick the kernel as window_softcap_case's do.
-inline OpCase ring_window_case(const std::string& name, int64_t sq, int64_t rows, int qh, int kvh, int hd, int window,
-                               std::vector<float> pos, uint64_t seed) {
-  const float scale = 0.37f;
-  auto build = [=](DType dt) {
-    OpGraph c;
-    ValueId q = c.graph.input("q", {2, sq, int64_t(qh) * hd}, dt);
-    ValueId k = c.graph.input("k", {2, rows, int64_t(kvh) * hd}, dt);
-    ValueId v = c.graph.input("v", {2, rows, int64_t(kvh) * hd}, dt);
-    AttentionAttrs a;
-    a.q_heads = qh;
-    a.kv_heads = kvh;
-    a.head_dim = hd;
-    a.scale = scale;
-    a.mask = MaskKind::Causal;
-    a.window = window;
-    a.q_pos = true;
-    a.ring = true;
-    c.graph.output("out", c.graph.attention(q, k, v, -1, a, c.graph.input("pos", {2}, DType::I32)));
-    c.inputs["q"] = quantize(random_floats(size_t(2 * sq * qh * hd), seed, -3.f, 3.f), dt);
-    c.inputs["k"] = quantize(random_floats(size_t(2 * rows * kvh * hd), seed + 1, -3.f, 3.f), dt);
-    c.inputs["v"] = quantize(random_floats(size_t(2 * rows * kvh * hd), seed + 2, -2.f, 2.f), dt);
-    c.inputs["pos"] = pos;
-    return c;
-  };
-  auto reference = [=](const Values& in) {
-    const auto &q = in.at("q"), &k = in.at("k"), &v = in.at("v");
-    std::vector<double> out(size_t(2 * sq * qh * hd), 0.0);
-    for (int64_t b = 0; b < 2; ++b)
-      for (int64_t i = 0; i < sq; ++i)
-        for (int h = 0; h < qh; ++h) {
-          const int64_t at = int64_t(in.at("pos")[size_t(b)]) + i;
-          const int64_t first = std::max<int64_t>(0, at - window + 1), g = h / (qh / kvh);
-          auto row = [&](int64_t j) { return (b * rows + j % rows) * kvh + g; };
+          auto row = [&](int64_t j) { return (b * skv + (ring ? j % skv : j)) * kvh + g; };
           std::vector<double> w;
           double mx = -1e300, sum = 0;
           for (int64_t j = first; j <= at; ++j) {
             double d = 0;
             for (int e = 0; e < hd; ++e) d += double(q[size_t(((b * sq + i) * qh + h) * hd + e)]) * k[size_t(row(j) * hd + e)];
-            w.push_back(d * double(scale));
+            w.push_back(cap > 0 ? cap * std::tanh(d * double(scale) / cap) : d * double(scale));
             mx = std::max(mx, w.back());
           }
           for (double& x : w) sum += (x = std::exp(x - mx));
@@ -727,6 +669,20 @@ inline OpCase ring_window_case(const std::string& name, int64_t sq, int64_t rows
     return std::map<std::string, std::vector<double>>{{"out", out}};
   };
   return {name, "attention", build, reference};
+}
+
+// The sizes pick the kernel: prefill rows without pos (short path), rows at
+// positions (general), one row (decode; head_dim 16 with 16-byte rows: a key
+// per lane, split over a cluster from 256 keys).
+inline OpCase window_softcap_case(const std::string& name, int64_t sq, int64_t skv, int qh, int kvh, int hd,
+                                  int window, float cap, std::vector<float> pos, uint64_t seed) {
+  return windowed_attention_case(name, sq, skv, qh, kvh, hd, window, cap, std::move(pos), seed, 0.43f, false);
+}
+
+// A ring cache of `rows` rows, no soft cap; sizes pick the kernel as above.
+inline OpCase ring_window_case(const std::string& name, int64_t sq, int64_t rows, int qh, int kvh, int hd, int window,
+                               std::vector<float> pos, uint64_t seed) {
+  return windowed_attention_case(name, sq, rows, qh, kvh, hd, window, 0.f, std::move(pos), seed, 0.37f, true);
 }
 
 // Attention without a causal mask over batch 2 with a two-sided sliding
