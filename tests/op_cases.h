@@ -993,6 +993,21 @@ inline std::vector<OpCase> op_cases() {
                      return std::map<std::string, std::vector<double>>{{"cache", cache}};
                    }});
 
+  // all_reduce of one rank (no tensor-parallel group): the sum over one
+  // rank is its own value, copied bit for bit.
+  cases.push_back({"all_reduce_one_rank_5x129", "all_reduce",
+                   [](DType dt) {
+                     OpGraph c;
+                     c.graph.output("out", c.graph.all_reduce(c.graph.input("x", {5, 129}, dt)));
+                     c.inputs["x"] = quantize(random_floats(5 * 129, 85, -3.f, 3.f), dt);
+                     return c;
+                   },
+                   [](const Values& in) {
+                     const auto& x = in.at("x");
+                     return Refs{{"out", std::vector<double>(x.begin(), x.end())}};
+                   },
+                   0.0, 0.0, 0.0, {}, true});
+
   // Argmax over 133 columns of 7 rows: row 1 holds its maximum twice (the
   // lower index wins), row 2 is constant (index 0), row 3 holds NaN twice
   // (the first NaN wins), row 4 peaks in its last column.

@@ -211,7 +211,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--ffn", s->ffn, "feed-forward size (demo encoder)");
   cmd->add_option("--batch", s->batch, "batch");
   cmd->add_option("--seq", s->seq, "sequence length");
-  cmd->add_option("--device", *device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_option("--device", *device, "auto, cpu, cuda or cuda:N (a GPU by index)")->check(device_choices());
   cmd->add_option("--dtype", *dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--quantize", *quantize, kQuantizeInt8Help)->check(CLI::IsMember({"int8"}));
   cmd->add_option("--runs", *runs, "timed runs per mode");

@@ -28,6 +28,7 @@ struct ChatArgs {
 void run_chat(const ChatArgs& a) {
   rlx::LlmOptions o;
   o.device = device_option(a.device);
+  o.device_index = device_index_option(a.device);
   o.dtype = dtype_option(a.dtype);
   o.threads = a.threads;
   o.ctx_size = a.ctx;
@@ -96,7 +97,7 @@ void add_chat_command(CLI::App& app) {
   cmd->add_option("--min-p", a->sampling.min_p, "drop tokens less likely than this times the most likely");
   cmd->add_option("--repeat-penalty", a->sampling.repeat_penalty, "llama.cpp's repetition penalty (1 = none)");
   cmd->add_option("--seed", a->seed, "seed of the sampler (default: random, printed)");
-  cmd->add_option("--device", a->device, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd->add_option("--device", a->device, "cpu, cuda, cuda:N (a GPU by index) or auto")->check(device_choices());
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)")->check(non_negative());
   cmd->callback([a] { run_chat(*a); });

@@ -26,14 +26,35 @@ rlx::DType dtype_option(const std::string& s) {
   RLX_FAIL("--dtype must be f32, f16 or bf16, not '" << s << "'");
 }
 
+int device_index_option(const std::string& s) {
+  if (s.rfind("cuda:", 0) != 0) return 0;
+  const std::string n = s.substr(5);
+  RLX_CHECK(!n.empty() && n.size() <= 3 && n.find_first_not_of("0123456789") == std::string::npos,
+            "--device " << s << ": the GPU index must be a number (cuda:0, cuda:1, ...)");
+  return std::stoi(n);
+}
+
 rlx::Device device_option(const std::string& s) {
   if (s == "cpu") return rlx::Device::Cpu;
-  if (s == "cuda") {
-    RLX_CHECK(rlx::cuda_available(), "--device cuda: no CUDA device, or rlx was built without CUDA");
+  if (s == "cuda" || s.rfind("cuda:", 0) == 0) {
+    device_index_option(s);  // a well-formed index
+    RLX_CHECK(rlx::cuda_available(), "--device " << s << ": no CUDA device, or rlx was built without CUDA");
     return rlx::Device::Cuda;
   }
-  RLX_CHECK(s == "auto", "--device must be auto, cpu or cuda, not '" << s << "'");
+  RLX_CHECK(s == "auto", "--device must be auto, cpu, cuda or cuda:N, not '" << s << "'");
   return rlx::cuda_available() ? rlx::Device::Cuda : rlx::Device::Cpu;
+}
+
+CLI::Validator device_choices() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s == "cpu" || s == "cuda" || s == "auto") return "";
+        if (s.rfind("cuda:", 0) == 0 && s.size() > 5 && s.size() <= 8 &&
+            s.find_first_not_of("0123456789", 5) == std::string::npos)
+          return "";
+        return "--device must be auto, cpu, cuda or cuda:N, not '" + s + "'";
+      },
+      "cpu|cuda|cuda:N|auto");
 }
 
 bool int8_option(const std::string& quantize) {
@@ -43,7 +64,7 @@ bool int8_option(const std::string& quantize) {
 
 rlx::Device device_option(const std::string& device, bool int8) {
   if (!int8) return device_option(device);
-  RLX_CHECK(device != "cuda", "--quantize int8 runs on the CPU only; use --device cpu (or f16/bf16 on the GPU)");
+  RLX_CHECK(device.rfind("cuda", 0) != 0, "--quantize int8 runs on the CPU only; use --device cpu (or f16/bf16 on the GPU)");
   return rlx::Device::Cpu;
 }
 

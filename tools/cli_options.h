@@ -6,7 +6,9 @@
 #include "rlx/session.h"
 
 rlx::DType dtype_option(const std::string& s);     // f32 | f16 | bf16
-rlx::Device device_option(const std::string& s);   // auto | cpu | cuda (cuda must be present)
+rlx::Device device_option(const std::string& s);   // auto | cpu | cuda | cuda:N (CUDA must be present)
+int device_index_option(const std::string& s);     // N of cuda:N, else 0
+CLI::Validator device_choices();                   // the --device values device_option reads
 rlx::ExecMode mode_option(const std::string& s);   // auto | perop | graph
 // An encoder command's --quantize: "" (none) or "int8" (int8 products on the
 // CPU: true). --device auto then means the CPU, where int8 runs.

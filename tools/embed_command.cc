@@ -77,6 +77,7 @@ void run_embed(const EmbedArgs& a) {
   o.dtype = dtype_option(a.dtype);
   o.int8_products = int8_option(a.quantize);
   o.device = device_option(a.device, o.int8_products);
+  o.device_index = device_index_option(a.device);
   check_count("--batch", a.batch, 1, rlx::EmbedderOptions::kMaxBatch);
   o.max_batch = a.batch;
   check_count("--max-length", a.max_length, 0, 1 << 20);
@@ -164,7 +165,7 @@ void add_embed_command(CLI::App& app) {
                   "model directory, BERT .gguf file (llama.cpp's converter) or Hub id in the Hugging Face "
                   "cache (default: $RLX_MODEL_DIR, else "
                   "models/all-MiniLM-L6-v2 next to the binary or in the working directory)");
-  cmd->add_option("--device", a->device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_option("--device", a->device, "auto, cpu, cuda or cuda:N (a GPU by index)")->check(device_choices());
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--quantize", a->quantize, kQuantizeInt8Help)->check(CLI::IsMember({"int8"}));
   cmd->add_option("--file", a->file, "read one sentence per line from a file ('-' = stdin); one row per line, "

@@ -37,7 +37,7 @@ namespace fs = std::filesystem;
 
 struct GenerateArgs {
   std::string model, prompt, file, prompt_ids, device = "cpu", dtype = "f32", quantize;
-  int n = 128, threads = 0, batch = 1;
+  int n = 128, threads = 0, batch = 1, tensor_parallel = 1;
   int64_t ctx = 0, seed = -1;
   bool chat = false, recompute = false, ignore_eos = false, warmup = false;
   std::vector<std::string> stop;
@@ -140,6 +140,7 @@ void run_batch(const GenerateArgs& a, rlx::LLM& llm, const std::vector<int32_t>&
 void run_recompute(const GenerateArgs& a, const std::string& path) {
   rlx::GeneratorOptions o;
   o.device = device_option(a.device);
+  o.device_index = device_index_option(a.device);
   o.dtype = dtype_option(a.dtype);
   o.threads = a.threads;
   o.kv_cache = false;
@@ -190,6 +191,7 @@ void run_generate(const GenerateArgs& a) {
             "--batch decodes greedily over the KV cache: not with --recompute or --temperature");
   RLX_CHECK(a.batch == 1 || a.n > 0, "--batch needs -n of at least 1");
   RLX_CHECK(a.ctx >= 0, "--ctx-size must be >= 0");
+  RLX_CHECK(a.tensor_parallel == 1 || !a.recompute, "--tensor-parallel runs over the KV cache: not with --recompute");
   RLX_CHECK(a.sampling.top_p > 0.f && a.sampling.top_p <= 1.f, "--top-p must be in (0, 1]");
   rlx::check_sampling(a.sampling);  // before the model loads
   const std::string path = decoder_model_path(a.model);
@@ -200,6 +202,8 @@ void run_generate(const GenerateArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   rlx::LlmOptions o;
   o.device = device_option(a.device);
+  o.device_index = device_index_option(a.device);
+  o.tensor_parallel = a.tensor_parallel;
   o.dtype = dtype_option(a.dtype);
   o.threads = a.threads;
   o.ctx_size = a.ctx;
@@ -309,13 +313,17 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--presence-penalty", a->sampling.presence_penalty, "subtracted once from a seen token's logit");
   cmd->add_option("--frequency-penalty", a->sampling.frequency_penalty, "subtracted per occurrence");
   cmd->add_option("--seed", a->seed, "seed of the sampler (default: random, printed)");
-  cmd->add_option("--device", a->device, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd->add_option("--device", a->device, "cpu, cuda, cuda:N (a GPU by index) or auto")->check(device_choices());
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)")->check(non_negative());
   cmd->add_option("--quantize", a->quantize,
                   "q8_0, q4_0, q4_1 or fp8 (e4m3 codes, a scale per 32): hold the matmul weights quantized (those a "
                   "GGUF stores so always are; q4_1 on the CPU only)")
       ->check(CLI::IsMember({"q8_0", "q4_0", "q4_1", "fp8"}));
+  cmd->add_option("--tensor-parallel", a->tensor_parallel,
+                  "split the model over N GPUs (cuda:K: GPUs K..K+N-1) by heads and FFN rows; on the CPU, N ranks "
+                  "on threads (for testing the split)")
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--batch", a->batch,
                   "decode B copies of the prompt at once (greedy; a benchmark: prints the first, tok/s counts all B)");
   cmd->add_flag("--warmup", a->warmup,

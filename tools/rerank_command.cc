@@ -34,6 +34,7 @@ void run_rerank(const RerankArgs& a) {
   o.dtype = dtype_option(a.dtype);
   o.int8_products = int8_option(a.quantize);
   o.device = device_option(a.device, o.int8_products);
+  o.device_index = device_index_option(a.device);
   check_count("--batch", a.batch, 1, rlx::EmbedderOptions::kMaxBatch);
   o.max_batch = a.batch;
   check_count("--max-length", a.max_length, 0, 1 << 20);
@@ -73,7 +74,7 @@ void add_rerank_command(CLI::App& app) {
   cmd->add_option("--query,-q", a->query, "the query")->required();
   cmd->add_option("--model", a->model, "cross-encoder directory or Hub id in the Hugging Face cache");
   cmd->add_option("--file", a->file, "one passage per line ('-' = stdin)");
-  cmd->add_option("--device", a->device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_option("--device", a->device, "auto, cpu, cuda or cuda:N (a GPU by index)")->check(device_choices());
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--quantize", a->quantize,
                   "int8: the products over weights in int8 on the CPU (weights per output column, activations per "

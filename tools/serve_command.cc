@@ -40,7 +40,7 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::IsMember({"int8"}));
   cmd->add_option("--host", a->host, "address to listen on");
   cmd->add_option("--port", a->port, "port to listen on (0: any free port)")->check(CLI::Range(0, 65535));
-  cmd->add_option("--device", a->device, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd->add_option("--device", a->device, "cpu, cuda, cuda:N (a GPU by index) or auto")->check(device_choices());
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)")->check(non_negative());
   cmd->add_option("--ctx-size", a->ctx, "tokens each sequence can hold (prompt and reply)");

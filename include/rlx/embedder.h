@@ -33,6 +33,7 @@ enum class NormalizeMode { Model, On, Off };
 struct EmbedderOptions {
   DType dtype = DType::F32;
   Device device = Device::Cpu;
+  int device_index = 0;  // CUDA: which GPU
   // CPU only (--quantize int8): the encoder's products over weights in int8,
   // the weights quantized per output column when first packed and the
   // activations per token (AVX512-VNNI); attention, norms and the rest stay

@@ -321,6 +321,11 @@ class Graph {
   // per block] (f16), each expert's rows as matmul_q holds a weight's.
   ValueId moe_matmul_q(ValueId x, ValueId quants, ValueId scales, QuantType type, ValueId ids,
                        ValueId weights = -1);
+  // Tensor parallelism: x summed elementwise over the ranks of the
+  // executable's group (CompileOptions::collective), the same on every
+  // rank; with one rank, x itself. Each rank's graph must hold the same
+  // all_reduce nodes in the same order.
+  ValueId all_reduce(ValueId x);
 
   void output(const std::string& name, ValueId v);
   // The state `state` takes `value` (same shape and dtype) at the end of each

@@ -36,7 +36,13 @@ namespace rlx {
 
 struct LlmOptions {
   Device device = Device::Cpu;  // Auto: CUDA where a device is present, else the CPU
-  int device_index = 0;         // which GPU (only 0 is served for now)
+  int device_index = 0;         // which GPU (of rank 0 with tensor_parallel)
+  // Ranks the model is split over (heads and FFN rows; one GPU a rank, on
+  // devices device_index, device_index + 1, ... unless `devices` names them;
+  // on the CPU, threads of this process: for testing the split). Naming
+  // `devices` runs the model as a group even of one rank (through NCCL).
+  int tensor_parallel = 1;
+  std::vector<int> devices;
   DType dtype = DType::F32;     // compute dtype (f16/bf16 on the GPU)
   int threads = 0;              // CPU threads, 0 = physical cores
   ExecMode mode = ExecMode::Auto;

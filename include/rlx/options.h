@@ -25,6 +25,10 @@ std::shared_ptr<ArenaShare> make_arena_share(uint64_t reserve_bytes = 0);
 // recorded, else PerOp. An explicit mode is never overridden by the environment.
 enum class ExecMode { Auto, PerOp, Graph };
 
+// Ranks that sum tensors together (the graph's all_reduce nodes): the
+// tensor-parallel group an executable belongs to (src/runtime/collective.h).
+class Collective;
+
 struct CompileOptions {
   Device device = Device::Cpu;
   bool fuse = true;                // run the fusion passes
@@ -39,6 +43,12 @@ struct CompileOptions {
   // when first packed, activations per row; AVX512-VNNI, else compile
   // fails); ~1e-2 relative error per product. The CUDA backend refuses it.
   bool int8_products = false;
+  int device_index = 0;            // CUDA: which GPU the arena and the runs live on
+  // Tensor parallelism: this executable is rank `rank` of `collective`, and
+  // its all_reduce nodes sum with the other ranks' (every rank runs a graph
+  // built alike). Null: one rank, an all_reduce is a copy.
+  std::shared_ptr<Collective> collective;
+  int rank = 0;
 };
 
 }  // namespace rlx

@@ -33,6 +33,10 @@ void BackendExecutable::wait(uint64_t ticket, const std::vector<void*>& outputs)
   ring_->collect(ticket, [](size_t) {}, outputs);
 }
 
+std::shared_ptr<Collective> Backend::make_collective(const std::vector<int>&) {
+  RLX_FAIL("the " << name() << " backend has no tensor-parallel groups of devices");
+}
+
 std::shared_ptr<ArenaShare> make_arena_share(uint64_t reserve_bytes) {
   return std::make_shared<ArenaShare>(reserve_bytes);
 }

@@ -108,6 +108,8 @@ class Backend {
   virtual std::string name() const = 0;
   virtual bool supports(ThunkKind k, DType dt) const = 0;
   virtual std::unique_ptr<BackendExecutable> prepare(const Schedule& s, const CompileOptions& o) = 0;
+  // A tensor-parallel group of one rank per device (CUDA: over NCCL).
+  virtual std::shared_ptr<Collective> make_collective(const std::vector<int>& devices);
 };
 
 // Throws, naming the graph node, unless `be` has a kernel for every thunk of

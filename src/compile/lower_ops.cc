@@ -465,6 +465,8 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.w_constant = is_constant(g, n.inputs[1]);
       return emit(p);
     }
+    case OpKind::AllReduce:
+      return emit(AllReduceParams{addr(n.inputs[0]), addr(n.outputs[0]), numel(y.shape), y.dtype});
     case OpKind::Argmax: {
       ArgmaxParams p{};
       p.x = addr(n.inputs[0]);

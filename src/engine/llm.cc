@@ -5,6 +5,7 @@
 #include "backends/backend.h"
 #include "engine/engine_impl.h"
 #include "models/chat_template.h"
+#include "models/llama_shard.h"
 #include "models/llama_model_files.h"
 #include "rlx/error.h"
 
@@ -55,7 +56,12 @@ LLM::LLM(const std::string& path, const LlmOptions& o) : impl_(std::make_unique<
   Impl& m = *impl_;
   m.o = o;
   m.o.device = resolve_device(o.device);
-  RLX_CHECK(o.device_index == 0, "llm: device index " << o.device_index << ": only device 0 is served");
+  RLX_CHECK(o.device_index >= 0, "llm: device_index " << o.device_index << " must be >= 0");
+  RLX_CHECK(m.o.device == Device::Cuda || (o.device_index == 0 && o.devices.empty()),
+            "llm: device_index and devices name GPUs; this model runs on the CPU");
+  RLX_CHECK(o.tensor_parallel >= 1, "llm: tensor_parallel " << o.tensor_parallel << " must be >= 1");
+  RLX_CHECK(o.devices.empty() || int(o.devices.size()) == o.tensor_parallel,
+            "llm: " << o.devices.size() << " devices for tensor_parallel " << o.tensor_parallel);
   RLX_CHECK(o.ctx_size >= 0, "llm: ctx_size " << o.ctx_size << " must be >= 0");
   RLX_CHECK(o.threads >= 0, "llm: threads " << o.threads << " must be >= 0 (0: all cores)");
   m.files = open_llama_model(path);
@@ -65,6 +71,11 @@ LLM::LLM(const std::string& path, const LlmOptions& o) : impl_(std::make_unique<
   const int64_t ctx = o.ctx_size ? o.ctx_size : std::min<int64_t>(c.max_positions, LlmOptions::kDefaultMaxContext);
   RLX_CHECK(ctx <= c.max_positions, "llm: '" << path << "': ctx_size " << ctx << " exceeds the model's context length "
                                              << c.max_positions);
+  try {
+    if (o.tensor_parallel > 1) llama_rank_config(c, o.tensor_parallel, m.quantized);  // refused with the file's name
+  } catch (const Error& e) {
+    RLX_FAIL("llm: '" << path << "': " << e.what());
+  }
   PoolRunnerOptions ro;
   ro.device = m.o.device;
   ro.dtype = o.dtype;
@@ -73,6 +84,9 @@ LLM::LLM(const std::string& path, const LlmOptions& o) : impl_(std::make_unique<
   ro.cache_len = ctx;
   ro.sequences = o.max_sequences;
   ro.prefill_chunk = o.prefill_chunk;
+  ro.device_index = o.device_index;
+  ro.tensor_parallel = o.tensor_parallel;
+  ro.devices = o.devices;
   m.runner = std::make_unique<PoolRunner>(*m.files.weights, m.quantized, ro);
   m.engine = std::make_unique<Engine>(std::make_unique<Engine::Impl>(*m.runner, m.files.tokenizer.get(), m.files.eos_id));
   if (m.files.tokenizer) m.tokenizer = std::make_unique<TokenizerView>(*m.files.tokenizer);

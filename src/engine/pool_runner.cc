@@ -3,8 +3,10 @@
 #include <algorithm>
 
 #include "backends/backend.h"
+#include "models/llama_shard.h"
 #include "models/logit_check.h"
 #include "rlx/error.h"
+#include "runtime/collective.h"
 
 namespace rlx {
 namespace {
@@ -34,38 +36,87 @@ PoolRunner::PoolRunner(const LlamaWeights& weights, const QuantizedWeights& quan
   bool padded = false;
   for (int64_t n = 1; n <= o_.sequences; ++n) padded = padded || !is_decode_bucket(n, o_.sequences);
   pool_slots_ = o_.sequences + (padded ? 1 : 0);
-  co_.device = o_.device;
-  co_.threads = o_.threads;
-  co_.mode = o_.mode;
-  // The arena is sized once for the largest graph; every other one fits in it.
+  const int tp = o_.tensor_parallel;
+  RLX_CHECK(tp >= 1 && tp <= 64, "engine: tensor_parallel " << tp << " is outside 1..64");
+  // Named devices make a group even of one rank (the collective path at TP=1).
+  const bool grouped = tp > 1 || (o_.device == Device::Cuda && !o_.devices.empty());
+  const LlamaConfig rank_cfg = grouped ? llama_rank_config(cfg_, tp, quantized_) : cfg_;
+  std::vector<int> devices = o_.devices;
+  if (o_.device == Device::Cuda && devices.empty())
+    for (int r = 0; r < tp; ++r) devices.push_back(o_.device_index + r);
+  RLX_CHECK(o_.device != Device::Cuda || int(devices.size()) == tp,
+            "engine: " << tp << " tensor-parallel ranks on " << devices.size() << " GPUs");
+  if (grouped) group_ = make_collective(o_.device, tp, o_.device == Device::Cuda ? devices : std::vector<int>{});
+  if (tp > 1) threads_ = std::make_unique<RankThreads>(tp);
+  const int threads = o_.threads > 0 ? std::max(1, o_.threads / tp) : (tp > 1 ? 1 : 0);
   const int64_t chunk = std::min(o_.prefill_chunk, o_.cache_len);
-  const uint64_t need = std::max(planned_arena_bytes(graph(1, chunk, true), co_),
-                                 planned_arena_bytes(graph(decode_bucket(o_.sequences), 1, true), co_));
-  co_.arena_share = make_arena_share(need);
+  ranks_.resize(size_t(tp));
+  for (int r = 0; r < tp; ++r) {
+    Rank& k = ranks_[size_t(r)];
+    k.cfg = rank_cfg;
+    k.co.device = o_.device;
+    k.co.threads = threads;
+    k.co.mode = o_.mode;
+    k.co.device_index = o_.device == Device::Cuda ? devices[size_t(r)] : 0;
+    k.co.collective = group_;
+    k.co.rank = r;
+    // The arena is sized once for the largest graph; every other one fits in it.
+    const uint64_t need = std::max(planned_arena_bytes(graph(k.cfg, 1, chunk, true), k.co),
+                                   planned_arena_bytes(graph(k.cfg, decode_bucket(o_.sequences), 1, true), k.co));
+    k.co.arena_share = make_arena_share(need);
+  }
 }
 
 PoolRunner::~PoolRunner() = default;
 
-Graph PoolRunner::graph(int64_t batch, int64_t seq, bool logits) const {
+Graph PoolRunner::graph(const LlamaConfig& c, int64_t batch, int64_t seq, bool logits) const {
   // Runs take at most prefill_chunk tokens: window layers' rings are sized by it.
-  return build_llama_graph(cfg_, batch, seq, o_.dtype, o_.cache_len, LlamaFeed::Inputs, {}, quantized_,
+  return build_llama_graph(c, batch, seq, o_.dtype, o_.cache_len, LlamaFeed::Inputs, {}, quantized_,
                            LlamaPool{pool_slots_, logits}, o_.prefill_chunk);
 }
 
 Executable& PoolRunner::executable(int64_t batch, int64_t seq, bool logits) {
-  auto key = std::make_tuple(batch, seq, logits);
-  auto it = exes_.find(key);
-  if (it != exes_.end()) return *it->second;
-  Graph g = graph(batch, seq, logits);
-  auto exe = compile(g, co_);
-  if (with_params_) {
-    exe->share_params_with(*with_params_);
-  } else {
-    weights_.validate(g);
-    weights_.load_into(*exe, g);
-    with_params_ = exe.get();
+  const Key key{batch, seq, logits};
+  auto it = ranks_[0].exes.find(key);
+  if (it != ranks_[0].exes.end()) return *it->second;
+  const int tp = int(ranks_.size());
+  for (int r = 0; r < tp; ++r) {
+    Rank& k = ranks_[size_t(r)];
+    Graph g = graph(k.cfg, batch, seq, logits);
+    auto exe = compile(g, k.co);
+    if (k.with_params) {
+      exe->share_params_with(*k.with_params);
+    } else {
+      const TpRank rank{r, tp};
+      weights_.validate(g, rank);
+      weights_.load_into(*exe, g, rank);
+      k.with_params = exe.get();
+    }
+    k.exes.emplace(key, std::move(exe));
   }
-  return *exes_.emplace(key, std::move(exe)).first->second;
+  return *ranks_[0].exes.at(key);
+}
+
+std::map<std::string, HostTensor> PoolRunner::run(int64_t batch, int64_t seq, bool logits,
+                                                  const std::map<std::string, HostTensor>& inputs) {
+  Executable& first = executable(batch, seq, logits);
+  if (ranks_.size() == 1) return first.run(inputs);
+  const Key key{batch, seq, logits};
+  std::map<std::string, HostTensor> out;
+  threads_->run(
+      [&](int r) {
+        auto o = ranks_[size_t(r)].exes.at(key)->run(inputs);
+        if (r == 0) out = std::move(o);
+      },
+      [&](const std::string& why) { group_->abort(why); });
+  return out;
+}
+
+std::vector<int> PoolRunner::devices() const {
+  std::vector<int> d;
+  if (o_.device == Device::Cuda)
+    for (const Rank& k : ranks_) d.push_back(k.co.device_index);
+  return d;
 }
 
 void PoolRunner::prepare() {
@@ -88,8 +139,11 @@ int64_t PoolRunner::decode_bucket(int64_t rows) const {
   return std::min<int64_t>(b, o_.sequences);
 }
 
-Executable& PoolRunner::decode_executable(int64_t batch, bool logits) {
-  return executable(decode_bucket(batch), 1, logits);
+Executable& PoolRunner::decode_executable(int64_t batch, bool logits, int rank) {
+  RLX_CHECK(rank >= 0 && rank < int(ranks_.size()), "engine: rank " << rank << " of " << ranks_.size());
+  const int64_t b = decode_bucket(batch);
+  executable(b, 1, logits);
+  return *ranks_[size_t(rank)].exes.at(Key{b, 1, logits});
 }
 
 int64_t PoolRunner::prefill_take(int64_t start, int64_t n) const {
@@ -110,13 +164,13 @@ PoolRunner::Choice PoolRunner::prefill(int slot, const std::vector<int32_t>& tok
   int64_t b = std::max(kMinPrefillBucket, pow2_at_least(n));
   b = std::min(b, o_.prefill_chunk);
   while (start + b > o_.cache_len) b /= 2;
-  Executable& exe = executable(1, b, logits);
   std::vector<int32_t> padded(tokens);
   padded.resize(size_t(b), 0);  // after the last token: rows masked by causality, overwritten later
-  auto out = exe.run({{"input_ids", HostTensor::from_i32({1, b}, padded)},
-                      {"pos", HostTensor::from_i32({1}, {int32_t(start)})},
-                      {"slot", HostTensor::from_i32({1}, {slot})},
-                      {"last_index", HostTensor::from_i32({1}, {int32_t(n - 1)})}});
+  auto out = run(1, b, logits,
+                 {{"input_ids", HostTensor::from_i32({1, b}, padded)},
+                  {"pos", HostTensor::from_i32({1}, {int32_t(start)})},
+                  {"slot", HostTensor::from_i32({1}, {slot})},
+                  {"last_index", HostTensor::from_i32({1}, {int32_t(n - 1)})}});
   ++prefill_runs_;
   check_logits_finite(out, 1, "the prefill of slot " + std::to_string(slot) + " at position " + std::to_string(start));
   Choice c;
@@ -139,11 +193,11 @@ std::vector<PoolRunner::Choice> PoolRunner::decode(const std::vector<DecodeRow>&
     pos[size_t(i)] = int32_t(r.pos);
     slots[size_t(i)] = r.slot;
   }
-  Executable& exe = executable(b, 1, logits);
-  auto out = exe.run({{"input_ids", HostTensor::from_i32({b, 1}, ids)},
-                      {"pos", HostTensor::from_i32({b}, pos)},
-                      {"slot", HostTensor::from_i32({b}, slots)},
-                      {"last_index", HostTensor::from_i32({b}, last)}});
+  auto out = run(b, 1, logits,
+                 {{"input_ids", HostTensor::from_i32({b, 1}, ids)},
+                  {"pos", HostTensor::from_i32({b}, pos)},
+                  {"slot", HostTensor::from_i32({b}, slots)},
+                  {"last_index", HostTensor::from_i32({b}, last)}});
   ++decode_runs_;
   check_logits_finite(out, n, "a decode step of " + std::to_string(n) + " rows");
   const std::vector<int32_t> chosen = out.at("next_token").to_i32();
@@ -157,6 +211,7 @@ std::vector<PoolRunner::Choice> PoolRunner::decode(const std::vector<DecodeRow>&
   return result;
 }
 
+// Over all ranks (each holds its KV heads' share).
 uint64_t PoolRunner::kv_pool_bytes() const {
   const int64_t kv_dim = int64_t(cfg_.num_kv_heads) * cfg_.head_dim;
   uint64_t rows = 0;
@@ -166,10 +221,16 @@ uint64_t PoolRunner::kv_pool_bytes() const {
 
 bool PoolRunner::window_rings() const { return llama_kv_ring(cfg_, o_.cache_len, o_.prefill_chunk); }
 
-uint64_t PoolRunner::arena_bytes() const { return co_.arena_share->bytes(); }
+uint64_t PoolRunner::arena_bytes() const {
+  uint64_t n = 0;
+  for (const Rank& k : ranks_) n += k.co.arena_share->bytes();
+  return n;
+}
 
 uint64_t PoolRunner::weight_bytes() const {
-  return with_params_ ? with_params_->schedule().params.size : 0;
+  uint64_t n = 0;
+  for (const Rank& k : ranks_) n += k.with_params ? k.with_params->schedule().params.size : 0;
+  return n;
 }
 
 std::string PoolRunner::backend_summary() { return decode_executable(1, false).backend_summary(); }

@@ -5,6 +5,12 @@
 // graph takes each row's cache slot and position as inputs (device memory
 // the kernels read), so a recorded graph serves any sequences at any
 // positions and is never recorded again.
+//
+// With tensor_parallel > 1 each graph exists once per rank (llama_shard.h):
+// every rank holds its share of the weights and of the KV pool in an arena
+// of its own (on its own GPU), and every run runs on all ranks at once, the
+// ranks' all_reduce nodes meeting through one group (runtime/collective.h).
+// All ranks choose the same tokens; rank 0's outputs are read.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -12,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "engine/rank_threads.h"
 #include "models/llama.h"
 #include "rlx/session.h"
 
@@ -25,6 +32,11 @@ struct PoolRunnerOptions {
   int64_t cache_len = 0;      // tokens per slot
   int sequences = 1;          // slots for sequences
   int64_t prefill_chunk = 512;  // the largest prefill bucket
+  int device_index = 0;         // CUDA: the GPU (of rank 0)
+  int tensor_parallel = 1;      // ranks the model is split over
+  // CUDA: the GPU of each rank (empty: device_index, device_index + 1, ...).
+  // Named, they make a group even of one rank (its all_reduce nodes on NCCL).
+  std::vector<int> devices;
 };
 
 class PoolRunner {
@@ -62,30 +74,46 @@ class PoolRunner {
   // so that no request waits for a compile.
   void prepare();
 
+  int tensor_parallel() const { return int(ranks_.size()); }
+  // The group's devices (empty on the CPU or with one rank).
+  std::vector<int> devices() const;
   uint64_t prefill_runs() const { return prefill_runs_; }
   uint64_t decode_runs() const { return decode_runs_; }
   uint64_t arena_bytes() const;
   uint64_t kv_pool_bytes() const;
   uint64_t weight_bytes() const;
-  int compiled_graphs() const { return int(exes_.size()); }
+  int compiled_graphs() const { return int(ranks_[0].exes.size()); }
   // The decode executable of a batch bucket (compiled on first use), for
-  // tests that assert how it ran.
-  Executable& decode_executable(int64_t batch, bool logits);
+  // tests that assert how it ran (rank 0's, or `rank`'s).
+  Executable& decode_executable(int64_t batch, bool logits, int rank = 0);
   int64_t decode_bucket(int64_t rows) const;
   std::string backend_summary();
 
  private:
+  using Key = std::tuple<int64_t, int64_t, bool>;
+  // A graph's executable on every rank (compiled on first use); rank 0's.
   Executable& executable(int64_t batch, int64_t seq, bool logits);
-  Graph graph(int64_t batch, int64_t seq, bool logits) const;
+  Graph graph(const LlamaConfig& c, int64_t batch, int64_t seq, bool logits) const;
+  // One run of a graph on every rank at once; rank 0's outputs.
+  std::map<std::string, HostTensor> run(int64_t batch, int64_t seq, bool logits,
+                                        const std::map<std::string, HostTensor>& inputs);
+
+  // One rank: its share of the model, its arena and its executables.
+  struct Rank {
+    LlamaConfig cfg;
+    CompileOptions co;
+    std::map<Key, std::unique_ptr<Executable>> exes;
+    Executable* with_params = nullptr;
+  };
 
   const LlamaWeights& weights_;
   const QuantizedWeights& quantized_;
-  LlamaConfig cfg_;
+  LlamaConfig cfg_;  // the whole model's
   PoolRunnerOptions o_;
   int64_t pool_slots_ = 0;  // sequences, plus one that padding rows of a decode bucket write
-  CompileOptions co_;
-  std::map<std::tuple<int64_t, int64_t, bool>, std::unique_ptr<Executable>> exes_;
-  Executable* with_params_ = nullptr;
+  std::shared_ptr<Collective> group_;  // null with one rank
+  std::vector<Rank> ranks_;
+  std::unique_ptr<RankThreads> threads_;
   uint64_t prefill_runs_ = 0, decode_runs_ = 0;
 };
 

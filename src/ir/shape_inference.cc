@@ -439,6 +439,11 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       return out({rows, top_k, w.shape[1]}, x.dtype);
     }
 
+    case OpKind::AllReduce:
+      need_inputs(in, 1, 1, who);
+      need_float(V(0), who, "input");
+      return out(V(0).shape, V(0).dtype);
+
     case OpKind::Argmax: {
       need_inputs(in, 1, 1, who);
       need_float(V(0), who, "input");

@@ -352,6 +352,7 @@ Embedder::Impl::Impl(const std::string& dir, const EmbedderOptions& opts)
   }
   CompileOptions co;
   co.device = opts_.device;
+  co.device_index = opts_.device_index;
   co.threads = opts_.threads;
   co.int8_products = opts_.int8_products;
   buckets_ = std::make_unique<BucketCache>(

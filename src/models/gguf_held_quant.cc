@@ -87,15 +87,15 @@ std::vector<uint8_t> held_blocks(GgmlType t, std::span<const uint8_t> blocks) {
   return held;
 }
 
-void load_held_quant(Executable& exe, const LlamaParamSource& s, const GgufFile& f, const std::string& tensor) {
+void load_held_quant(const ParamSink& sink, const LlamaParamSource& s, const GgufFile& f, const std::string& tensor) {
   const GgmlType type = f.tensor(tensor).type;
   RLX_CHECK(s.quant && held_quant_type(type) == s.quant,
             "gguf: '" << f.path() << "', tensor '" << tensor << "' (" << ggml_type_name(type) << ") is not held as "
                       << (s.quant ? quant_type_name(*s.quant) : "floats"));
   const std::span<const uint8_t> b = f.bytes(tensor);
-  if (held_from_blocks(type)) set_quantized_weight_blocks(exe, s, held_blocks(type, b));
-  else if (held_as_stored(type)) set_quantized_weight_blocks(exe, s, b);
-  else set_quantized_weight(exe, s, f.to_f32(tensor));
+  if (held_from_blocks(type)) set_quantized_weight_blocks(sink, s, held_blocks(type, b));
+  else if (held_as_stored(type)) set_quantized_weight_blocks(sink, s, b);
+  else set_quantized_weight(sink, s, f.to_f32(tensor));
 }
 
 }  // namespace rlx

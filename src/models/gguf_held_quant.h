@@ -37,6 +37,6 @@ std::vector<uint8_t> held_blocks(GgmlType t, std::span<const uint8_t> blocks);
 // Fills the quants and scales of s (llama_quant.h: s.quant is
 // held_quant_type of the tensor's type) from GGUF tensor `tensor` of f:
 // its blocks as they are, converted, or requantized from its values.
-void load_held_quant(Executable& exe, const LlamaParamSource& s, const GgufFile& f, const std::string& tensor);
+void load_held_quant(const ParamSink& sink, const LlamaParamSource& s, const GgufFile& f, const std::string& tensor);
 
 }  // namespace rlx

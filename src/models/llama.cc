@@ -6,6 +6,7 @@
 
 #include "models/gguf.h"
 #include "models/gguf_held_quant.h"
+#include "models/llama_shard.h"
 #include "models/moe.h"
 #include "models/rope_scaling.h"
 #include "rlx/error.h"
@@ -210,11 +211,13 @@ Graph build_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, in
     }
     ValueId ctx = g.attention(q, k, v, -1, local ? local_attn : attn, cached ? positions : -1, slot);
     ValueId attn_out = dense(ctx, p + "attn_output.weight", H, q_dim);
+    if (c.tp_ranks > 0) attn_out = g.all_reduce(attn_out);  // each rank's heads' share
     // Gemma normalizes each block's output too, before the residual add.
     if (c.sandwich_norms) attn_out = g.rms_norm(attn_out, param(p + "post_attention_norm.weight", {H}), c.rms_eps);
     x = g.add(x, attn_out);
     h = g.rms_norm(x, param(p + "ffn_norm.weight", {H}), c.rms_eps);
     if (c.is_moe_layer(l)) {  // a router and its experts instead of one FFN
+      RLX_CHECK(c.tp_ranks == 0, "llama: mixture-of-experts layers are not split over tensor-parallel ranks");
       x = g.add(x, build_moe_ffn(g, c, h, p, dt, quantized));
       continue;
     }
@@ -231,6 +234,7 @@ Graph build_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, in
     // GeGLU (Gemma) is the same op with the tanh GELU on the gate.
     ValueId act = g.swiglu(gate, up, c.gelu_tanh_ffn ? Activation::GeluTanh : Activation::Silu);
     ValueId ffn_out = dense(act, p + "ffn_down.weight", H, F);
+    if (c.tp_ranks > 0) ffn_out = g.all_reduce(ffn_out);  // each rank's FFN rows' share
     if (c.sandwich_norms) ffn_out = g.rms_norm(ffn_out, param(p + "post_ffw_norm.weight", {H}), c.rms_eps);
     x = g.add(x, ffn_out);
   }
@@ -318,17 +322,18 @@ LlamaGguf::LlamaGguf(const std::string& path)
 
 LlamaGguf::~LlamaGguf() = default;
 
-void LlamaGguf::validate(const Graph& g) const {
+void LlamaGguf::validate(const Graph& g, TpRank tp) const {
+  const std::vector<LlamaParamSource> sources = llama_whole_sources(g, cfg_, tp);
   // Every tensor of the file is read (as llama.cpp requires): one the graph
   // does not use means the config and the weights disagree.
   // read into the config
   std::set<std::string> used = {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"};
-  for (const LlamaParamSource& s : llama_param_sources(g)) used.insert(s.tensor);
+  for (const LlamaParamSource& s : sources) used.insert(s.tensor);
   for (const GgufTensorInfo& t : file_->tensors())
     RLX_CHECK(used.count(t.name), "llama: '" << file_->path() << "': tensor '" << t.name
                                              << "' is not used by the " << cfg_.family
                                              << " config (unknown or extra weights)");
-  for (const LlamaParamSource& s : llama_param_sources(g)) {
+  for (const LlamaParamSource& s : sources) {
     RLX_CHECK(file_->has_tensor(s.tensor), "llama: '" << file_->path() << "' has no tensor '" << s.tensor << "'");
     const GgufTensorInfo& t = file_->tensor(s.tensor);
     RLX_CHECK(t.shape == s.shape, "llama: '" << file_->path() << "', tensor '" << s.tensor << "' has shape "
@@ -344,12 +349,13 @@ std::optional<QuantType> LlamaGguf::stored_quant(const std::string& tensor) cons
   return held_quant_type(file_->tensor(tensor).type);
 }
 
-void LlamaGguf::load_into(Executable& exe, const Graph& g) const {
-  for (const LlamaParamSource& s : llama_param_sources(g)) {
+void LlamaGguf::load_into(Executable& exe, const Graph& g, TpRank tp) const {
+  const ParamSink sink = llama_param_sink(exe, cfg_, tp);
+  for (const LlamaParamSource& s : llama_whole_sources(g, cfg_, tp)) {
     if (s.quant && stored_quant(s.tensor) == s.quant) {
       // The file's blocks as they are, converted block by block, or (Q5_1,
       // Q5_K, Q6_K) requantized from their values (gguf_held_quant.h).
-      load_held_quant(exe, s, *file_, s.tensor);
+      load_held_quant(sink, s, *file_, s.tensor);
       file_->release_pages(file_->bytes(s.tensor));  // each tensor as it is copied: the peak stays low
       continue;
     }
@@ -359,13 +365,13 @@ void LlamaGguf::load_into(Executable& exe, const Graph& g) const {
     if (!s.quant && (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16)) {
       const std::span<const uint8_t> b = file_->bytes(s.tensor);
       const DType dt = type == GgmlType::F32 ? DType::F32 : type == GgmlType::F16 ? DType::F16 : DType::BF16;
-      exe.set_param_bytes(s.param, dt, b.data(), b.size());
+      sink.set_bytes(s.param, dt, b.data(), b.size(), s.shape);
       file_->release_pages(b);
       continue;
     }
     std::vector<float> v = file_->to_f32(s.tensor);
-    if (s.quant) set_quantized_weight(exe, s, v);
-    else exe.set_param_f32(s.param, v.data(), v.size());
+    if (s.quant) set_quantized_weight(sink, s, v);
+    else sink.set_f32(s.param, v.data(), v.size(), s.shape);
   }
   file_->release_pages();  // the arena holds the weights now
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "models/llama_quant.h"
+#include "models/param_sink.h"
 #include "models/sampling.h"
 #include "rlx/graph.h"
 #include "rlx/session.h"
@@ -86,6 +87,10 @@ struct LlamaConfig {
   bool is_moe_layer(int l) const {
     return num_experts > 0 && (moe_layers.empty() || moe_layers[size_t(l)]);
   }
+  // 0: the whole model. >= 1: one rank's share of a model split over
+  // tp_ranks (llama_rank_config: heads and FFN rows divided); the attention
+  // output and FFN down products end in an all_reduce.
+  int tp_ranks = 0;
 };
 
 // The divisors rope_scaling {"rope_type": "llama3", factor, low_freq_factor,
@@ -188,9 +193,11 @@ class LlamaWeights {
   virtual ~LlamaWeights() = default;
   virtual const LlamaConfig& config() const = 0;
   // Every param of g exists with its shape and a type rlx reads, else
-  // rlx::Error naming the file and tensor.
-  virtual void validate(const Graph& g) const = 0;
-  virtual void load_into(Executable& exe, const Graph& g) const = 0;
+  // rlx::Error naming the file and tensor. With tp.ranks > 1, g is rank
+  // tp.rank's graph (llama_shard.h): its split params are checked against
+  // the whole tensors and get the rank's share of them.
+  virtual void validate(const Graph& g, TpRank tp = {}) const = 0;
+  virtual void load_into(Executable& exe, const Graph& g, TpRank tp = {}) const = 0;
   // Limits the logits to the first n rows (the tokenizer's), 0 < n <= vocab_size.
   virtual void set_output_vocab(int n) = 0;
   // The format rlx holds a file tensor in where it stays quantized
@@ -206,8 +213,8 @@ class LlamaGguf : public LlamaWeights {
   ~LlamaGguf() override;
   const LlamaConfig& config() const override { return cfg_; }
   const GgufFile& file() const { return *file_; }
-  void validate(const Graph& g) const override;
-  void load_into(Executable& exe, const Graph& g) const override;
+  void validate(const Graph& g, TpRank tp = {}) const override;
+  void load_into(Executable& exe, const Graph& g, TpRank tp = {}) const override;
   void set_output_vocab(int n) override { cfg_.output_vocab = n; }
   std::optional<QuantType> stored_quant(const std::string& tensor) const override;
 

@@ -72,6 +72,7 @@ std::vector<int64_t> LlamaGenerator::buckets() const {
 std::unique_ptr<Executable> LlamaGenerator::compile_graph(int64_t seq, LlamaFeed feed) {
   CompileOptions co;
   co.device = o_.device;
+  co.device_index = o_.device_index;
   co.threads = o_.threads;
   co.mode = o_.mode;
   if (!share_) {

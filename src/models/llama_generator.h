@@ -28,6 +28,7 @@ namespace rlx {
 
 struct GeneratorOptions {
   Device device = Device::Cpu;
+  int device_index = 0;  // CUDA: which GPU
   DType dtype = DType::F32;
   int threads = 0;
   bool kv_cache = true;  // false: recompute the whole prefix for every token

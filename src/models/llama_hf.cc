@@ -6,6 +6,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "models/llama_shard.h"
 #include "models/moe.h"
 #include "rlx/error.h"
 
@@ -136,13 +137,14 @@ std::vector<float> LlamaSafetensors::head_rows(const std::vector<int32_t>& token
   return out;
 }
 
-void LlamaSafetensors::validate(const Graph& g) const {
+void LlamaSafetensors::validate(const Graph& g, TpRank tp) const {
+  const std::vector<LlamaParamSource> sources = llama_whole_sources(g, cfg_, tp);
   // A tensor the graph does not read means the config and the weights
   // disagree (layers past num_hidden_layers, another architecture's weights).
   // Two are known to be harmless: the rotary inverse frequencies some
   // checkpoints store, and an LM head the graph does not read.
   std::set<std::string> used;
-  for (const LlamaParamSource& s : llama_param_sources(g)) {
+  for (const LlamaParamSource& s : sources) {
     if (!is_expert_param(s.tensor)) {
       used.insert(name_of(s.tensor));
       continue;
@@ -165,7 +167,7 @@ void LlamaSafetensors::validate(const Graph& g) const {
               "llama: '" << shards_[shard]->path() << "': tensor '" << name << "' is not used by the "
                          << cfg_.family << " config (" << cfg_.num_layers
                          << " layers; unknown or extra weights)");
-  for (const LlamaParamSource& s : llama_param_sources(g)) {
+  for (const LlamaParamSource& s : sources) {
     if (is_expert_param(s.tensor)) {
       validate_experts(s);
       continue;
@@ -178,10 +180,11 @@ void LlamaSafetensors::validate(const Graph& g) const {
   }
 }
 
-void LlamaSafetensors::load_into(Executable& exe, const Graph& g) const {
-  for (const LlamaParamSource& s : llama_param_sources(g)) {
+void LlamaSafetensors::load_into(Executable& exe, const Graph& g, TpRank tp) const {
+  const ParamSink sink = llama_param_sink(exe, cfg_, tp);
+  for (const LlamaParamSource& s : llama_whole_sources(g, cfg_, tp)) {
     if (is_expert_param(s.tensor)) {
-      load_experts(exe, s);
+      load_experts(sink, s);
       continue;
     }
     const std::string name = name_of(s.tensor);
@@ -192,17 +195,15 @@ void LlamaSafetensors::load_into(Executable& exe, const Graph& g) const {
     if (adds_one) {
       std::vector<float> v = f.to_f32(name);
       for (float& x : v) x += 1.f;
-      exe.set_param_f32(s.param, v.data(), v.size());
+      sink.set_f32(s.param, v.data(), v.size(), s.shape);
       continue;
     }
     if (!s.quant) {  // from the mapped file as stored, or converted in one pass
       const std::span<const uint8_t> b = f.bytes(name);
-      exe.set_param_bytes(s.param, f.info(name).dtype, b.data(), b.size());
+      sink.set_bytes(s.param, f.info(name).dtype, b.data(), b.size(), s.shape);
       continue;
     }
-    std::vector<float> v = f.to_f32(name);
-    if (s.quant) set_quantized_weight(exe, s, v);
-    else exe.set_param_f32(s.param, v.data(), v.size());
+    set_quantized_weight(sink, s, f.to_f32(name));
   }
 }
 
@@ -232,7 +233,7 @@ void LlamaSafetensors::validate_experts(const LlamaParamSource& s) const {
 }
 
 // The experts copied into one [E, rows, cols] param as stored (no conversion).
-void LlamaSafetensors::load_experts(Executable& exe, const LlamaParamSource& s) const {
+void LlamaSafetensors::load_experts(const ParamSink& sink, const LlamaParamSource& s) const {
   const ExpertRows r = expert_rows(s);
   const int64_t E = s.shape[0], rows = s.shape[1], cols = s.shape[2];
   const DType dt = file_of(r.tensors[0]).info(r.tensors[0]).dtype;
@@ -252,10 +253,10 @@ void LlamaSafetensors::load_experts(Executable& exe, const LlamaParamSource& s) 
   if (s.quant) {  // --quantize on the CPU: the stack quantized row by row
     std::vector<float> v(size_t(E * rows * cols));
     for (size_t i = 0; i < v.size(); ++i) v[i] = load_as_float(all.data(), dt, i);
-    set_quantized_weight(exe, s, v);
+    set_quantized_weight(sink, s, v);
     return;
   }
-  exe.set_param_bytes(s.param, dt, all.data(), all.size());
+  sink.set_bytes(s.param, dt, all.data(), all.size(), s.shape);
 }
 
 }  // namespace rlx

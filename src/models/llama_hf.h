@@ -23,8 +23,8 @@ class LlamaSafetensors : public LlamaWeights {
  public:
   explicit LlamaSafetensors(const std::string& dir);
   const LlamaConfig& config() const override { return cfg_; }
-  void validate(const Graph& g) const override;
-  void load_into(Executable& exe, const Graph& g) const override;
+  void validate(const Graph& g, TpRank tp = {}) const override;
+  void load_into(Executable& exe, const Graph& g, TpRank tp = {}) const override;
   void set_output_vocab(int n) override { cfg_.output_vocab = n; }
   // Rows of the LM head (lm_head.weight, or the token embedding when the
   // config ties them), f32, [tokens.size(), hidden_size] row-major: what a
@@ -41,7 +41,7 @@ class LlamaSafetensors : public LlamaWeights {
   // Stacked expert params (moe.h): where their rows are, checked, copied.
   ExpertRows expert_rows(const LlamaParamSource& s) const;
   void validate_experts(const LlamaParamSource& s) const;
-  void load_experts(Executable& exe, const LlamaParamSource& s) const;
+  void load_experts(const ParamSink& sink, const LlamaParamSource& s) const;
   std::string dir_;
   std::string model_prefix_ = "model.";
   LlamaConfig cfg_;

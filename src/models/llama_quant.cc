@@ -24,13 +24,13 @@ bool ends_with(const std::string& s, const std::string& tail) {
 int64_t rows_of(const Shape& s) { return numel(s) / s.back(); }
 
 // Splits W's quants and scales into their two params, W's leading dims kept.
-void set_split(Executable& exe, const LlamaParamSource& s, std::vector<uint8_t> quants, std::vector<uint8_t> scales) {
+void set_split(const ParamSink& sink, const LlamaParamSource& s, std::vector<uint8_t> quants, std::vector<uint8_t> scales) {
   const int64_t k = s.shape.back();
   Shape qs = s.shape, ss = s.shape;
   qs.back() = k / quant_elems_per_word(*s.quant);
   ss.back() = k / kQuantBlock * quant_scales_per_block(*s.quant);
-  exe.set_param(s.tensor + kQuants, HostTensor{DType::I32, qs, std::move(quants)});
-  exe.set_param(s.tensor + kScales, HostTensor{DType::F16, ss, std::move(scales)});
+  sink.set(s.tensor + kQuants, HostTensor{DType::I32, qs, std::move(quants)});
+  sink.set(s.tensor + kScales, HostTensor{DType::F16, ss, std::move(scales)});
 }
 
 }  // namespace
@@ -160,7 +160,7 @@ std::vector<LlamaParamSource> llama_param_sources(const Graph& g) {
   return out;
 }
 
-void set_quantized_weight(Executable& exe, const LlamaParamSource& s, const std::vector<float>& w) {
+void set_quantized_weight(const ParamSink& sink, const LlamaParamSource& s, const std::vector<float>& w) {
   const int64_t n = rows_of(s.shape), k = s.shape.back(), row_bytes = k / kQuantBlock * quant_block_bytes(*s.quant);
   RLX_CHECK(int64_t(w.size()) == n * k, "llama: tensor '" << s.tensor << "' has " << w.size() << " values, not "
                                                           << n * k);
@@ -169,10 +169,10 @@ void set_quantized_weight(Executable& exe, const LlamaParamSource& s, const std:
   for (int64_t r = 0; r < n; ++r)
     quantize_row(*s.quant, w.data() + r * k, k, quants.data() + r * row_bytes,
                  reinterpret_cast<uint16_t*>(scales.data()) + r * row_scales);
-  set_split(exe, s, std::move(quants), std::move(scales));
+  set_split(sink, s, std::move(quants), std::move(scales));
 }
 
-void set_quantized_weight_blocks(Executable& exe, const LlamaParamSource& s, std::span<const uint8_t> blocks) {
+void set_quantized_weight_blocks(const ParamSink& sink, const LlamaParamSource& s, std::span<const uint8_t> blocks) {
   const int64_t n = rows_of(s.shape), k = s.shape.back(), count = n * (k / kQuantBlock);
   const size_t qb = size_t(quant_block_bytes(*s.quant)), sb = size_t(2 * quant_scales_per_block(*s.quant));
   RLX_CHECK(blocks.size() == size_t(count) * (sb + qb),
@@ -184,7 +184,7 @@ void set_quantized_weight_blocks(Executable& exe, const LlamaParamSource& s, std
     std::memcpy(scales.data() + size_t(b) * sb, src, sb);
     std::memcpy(quants.data() + size_t(b) * qb, src + sb, qb);
   }
-  set_split(exe, s, std::move(quants), std::move(scales));
+  set_split(sink, s, std::move(quants), std::move(scales));
 }
 
 }  // namespace rlx

@@ -17,6 +17,7 @@
 #include "rlx/graph.h"
 #include "rlx/options.h"
 #include "rlx/quant.h"
+#include "models/param_sink.h"
 #include "rlx/session.h"
 
 namespace rlx {
@@ -55,9 +56,9 @@ std::vector<LlamaParamSource> llama_param_sources(const Graph& g);
 
 // Fills W.quants and W.scales from W [..., k] in f32, quantized as llama.cpp's
 // reference quantizers do (thunks/quant_math.h).
-void set_quantized_weight(Executable& exe, const LlamaParamSource& s, const std::vector<float>& w);
+void set_quantized_weight(const ParamSink& sink, const LlamaParamSource& s, const std::vector<float>& w);
 // The same from GGUF blocks of W's format (per block: f16 scale(s), then the
 // quants), split into quants and scales.
-void set_quantized_weight_blocks(Executable& exe, const LlamaParamSource& s, std::span<const uint8_t> blocks);
+void set_quantized_weight_blocks(const ParamSink& sink, const LlamaParamSource& s, std::span<const uint8_t> blocks);
 
 }  // namespace rlx

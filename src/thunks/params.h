@@ -250,6 +250,14 @@ struct ArgmaxParams {
   DType dtype;
 };
 
+// out = the sum of x over the executable's tensor-parallel ranks (each rank
+// its own x; every rank gets the same bits), n elements; one rank: a copy.
+struct AllReduceParams {
+  uint64_t x, out;
+  int64_t n;
+  DType dtype;
+};
+
 // out[r] = a token drawn from x[r, 0..cols) as src/thunks/sample_math.h
 // defines it, its uniform hashed from (seed, positions[r]) (i32, read at run
 // time). temperature > 0 (greedy is argmax), top_k >= 0, top_p in (0, 1].

@@ -3,6 +3,7 @@
 #include "backends/cpu/cpu_gemm_packed.h"
 #include "backends/cpu/cpu_threads.h"
 #include "backends/cpu/cpu_weight_packs.h"
+#include "runtime/collective.h"
 
 #include <omp.h>
 
@@ -50,10 +51,18 @@ uint64_t physical_memory_bytes() {
 
 class CpuExecutable final : public BackendExecutable {
  public:
-  CpuExecutable(const Schedule& s, const CpuRegistry& registry, int threads, std::shared_ptr<ArenaShare> share,
-                bool int8_products)
-      : registry_(registry), threads_(threads > 0 ? threads : default_threads()), share_(share ? std::move(share) : make_arena_share()),
-        int8_products_(int8_products) {
+  CpuExecutable(const Schedule& s, const CpuRegistry& registry, const CompileOptions& o)
+      : registry_(registry), threads_(o.threads > 0 ? o.threads : default_threads()),
+        share_(o.arena_share ? o.arena_share : make_arena_share()), int8_products_(o.int8_products),
+        rank_(o.rank) {
+    const bool int8_products = o.int8_products;
+    if (o.collective) {
+      RLX_CHECK(o.collective->device() == Device::Cpu,
+                "cpu: a tensor-parallel group of GPUs cannot sum the CPU's tensors");
+      collective_ = std::static_pointer_cast<HostCollective>(o.collective);
+      RLX_CHECK(o.rank >= 0 && o.rank < collective_->ranks(),
+                "cpu: rank " << o.rank << " of a group of " << collective_->ranks());
+    }
     RLX_CHECK(!int8_products || packed_int8_available(),
               "cpu: int8 products (--quantize int8) need AVX512-VNNI, which this processor lacks");
     arena_bytes_ = s.arena_bytes;
@@ -226,7 +235,10 @@ class CpuExecutable final : public BackendExecutable {
   }
 
   CpuContext& context() {
-    if (!ctx_) ctx_ = std::make_unique<CpuContext>(arena_);
+    if (!ctx_) {
+      ctx_ = std::make_unique<CpuContext>(arena_);
+      ctx_->set_collective(collective_.get(), rank_);
+    }
     return *ctx_;
   }
 
@@ -235,6 +247,8 @@ class CpuExecutable final : public BackendExecutable {
   std::shared_ptr<ArenaShare> share_;
   std::shared_ptr<WeightPacks> packs_;
   bool int8_products_ = false;
+  std::shared_ptr<HostCollective> collective_;
+  int rank_ = 0;
   uint64_t arena_bytes_ = 0;
   uint8_t* arena_ = nullptr;
   std::vector<std::pair<uint64_t, std::shared_ptr<const std::vector<uint8_t>>>> constants_;
@@ -285,7 +299,7 @@ CpuBackend::CpuBackend() {
 }
 
 std::unique_ptr<BackendExecutable> CpuBackend::prepare(const Schedule& s, const CompileOptions& o) {
-  return std::make_unique<CpuExecutable>(s, registry_, o.threads, o.arena_share, o.int8_products);
+  return std::make_unique<CpuExecutable>(s, registry_, o);
 }
 
 }  // namespace cpu

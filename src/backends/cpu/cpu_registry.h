@@ -11,6 +11,11 @@
 namespace rlx::cpu {
 
 class WeightPacks;
+}  // namespace rlx::cpu
+namespace rlx {
+class HostCollective;
+}
+namespace rlx::cpu {
 
 // Which GEMM runs a matmul: the packed kernel over weights packed once
 // (cpu_gemm_packed.h) or the library (cpu_gemm.h).
@@ -42,6 +47,13 @@ class CpuContext {
   // Matmul runs (batch entries) by path, for tests and the summary.
   void count(GemmPath path, uint64_t n) { runs_[size_t(path)] += n; }
   uint64_t runs(GemmPath path) const { return runs_[size_t(path)]; }
+  // The tensor-parallel group this executable is a rank of (null: one rank).
+  void set_collective(HostCollective* c, int rank) {
+    collective_ = c;
+    rank_ = rank;
+  }
+  HostCollective* collective() const { return collective_; }
+  int rank() const { return rank_; }
 
  private:
   uint8_t* arena_;
@@ -49,6 +61,8 @@ class CpuContext {
   WeightPacks* packs_ = nullptr;
   std::vector<uint64_t> packed_b_, int8_b_;
   std::array<uint64_t, 4> runs_{};
+  HostCollective* collective_ = nullptr;
+  int rank_ = 0;
 };
 
 class CpuRegistry {

@@ -68,25 +68,35 @@ void check_fe(fe::error_t e, const std::string& what) {
   if (!e.is_good()) throw Error("cuDNN attention: " + what + ": " + e.get_message());
 }
 
+// One handle per device (a handle belongs to the device current when it
+// was made), made on first use.
 cudnnHandle_t cudnn_handle() {
-  static cudnnHandle_t h = [] {
-    cudnnHandle_t handle = nullptr;
-    const cudnnStatus_t s = cudnnCreate(&handle);
-    if (s != CUDNN_STATUS_SUCCESS)
+  static std::mutex mu;
+  static std::map<int, cudnnHandle_t> handles;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) throw Error("cuDNN: no current device");
+  std::lock_guard<std::mutex> lock(mu);
+  cudnnHandle_t& h = handles[device];
+  if (!h) {
+    const cudnnStatus_t s = cudnnCreate(&h);
+    if (s != CUDNN_STATUS_SUCCESS) {
+      h = nullptr;
       throw Error(std::string("cuDNN: cudnnCreate failed: ") + cudnnGetErrorString(s));
-    return handle;
-  }();
+    }
+  }
   return h;
 }
 
 size_t dtype_bytes(DType dt) { return dt == DType::F32 ? 4 : 2; }
 
-// One built graph per distinct problem: layers of one model share it.
+// One built graph per distinct problem and device: layers of one model share it.
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int,
-                       int, float>;
+                       int, float, int>;
 Key key_of(const AttentionParams& p) {
+  int device = 0;
+  cudaGetDevice(&device);
   return {p.batch, p.q_heads, p.kv_heads, p.sq, p.skv, p.head_dim, p.q_stride, p.k_stride, p.v_stride,
-          int(p.dtype), int(p.mask_kind), p.scale};
+          int(p.dtype), int(p.mask_kind), p.scale, device};
 }
 
 std::shared_ptr<fe::graph::Graph> build_graph(const AttentionParams& p, std::string& why) {

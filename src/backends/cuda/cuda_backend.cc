@@ -3,10 +3,14 @@
 // it answers nullptr when no device is present.
 #include <cuda_runtime.h>
 
+#include <mutex>
+#include <set>
+
 #include "backends/backend.h"
 #include "backends/cuda/cuda_executable.h"
 #include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/nccl_collective.h"
 
 namespace rlx {
 namespace {
@@ -18,9 +22,21 @@ class CudaBackend final : public Backend {
   std::unique_ptr<BackendExecutable> prepare(const Schedule& s, const CompileOptions& o) override {
     return std::make_unique<cuda::CudaExecutable>(s, o);
   }
+  std::shared_ptr<Collective> make_collective(const std::vector<int>& devices) override {
+    return std::make_shared<cuda::NcclCollective>(devices);
+  }
 };
 
 }  // namespace
+
+void cuda::prepare_device_kernels() {
+  static std::mutex mu;
+  static std::set<int> prepared;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return;
+  std::lock_guard<std::mutex> lock(mu);
+  if (prepared.insert(device).second) prepare_attention_kernels();
+}
 
 }  // namespace rlx
 

@@ -5,6 +5,9 @@
 
 #include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_scope.h"
+#include "backends/cuda/kernels.h"
+#include "backends/cuda/nccl_collective.h"
 #include "backends/cuda/row_export.h"
 #include "backends/exec_mode.h"
 
@@ -38,9 +41,23 @@ std::vector<uint64_t> binding_bytes(const std::vector<Binding>& bs) {
 
 }  // namespace
 
-CudaExecutable::CudaExecutable(const Schedule& s, const CompileOptions& o) : schedule_(s), tracer_(o.trace_json) {
+CudaExecutable::CudaExecutable(const Schedule& s, const CompileOptions& o)
+    : schedule_(s), device_(o.device_index), tracer_(o.trace_json) {
   RLX_CHECK(!o.int8_products, "cuda: int8 products (CompileOptions::int8_products, --quantize int8) run on the CPU "
                               "only; compile for the CPU, or use f16/bf16 on the GPU");
+  int count = 0;
+  check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  RLX_CHECK(device_ >= 0 && device_ < count,
+            "cuda: device " << device_ << " does not exist (" << count << " GPU" << (count == 1 ? "" : "s") << ")");
+  const NcclCollective* group = nullptr;
+  if (o.collective) {
+    group = dynamic_cast<const NcclCollective*>(o.collective.get());
+    RLX_CHECK(group, "cuda: a tensor-parallel group of host ranks cannot sum the GPU's tensors");
+    RLX_CHECK(o.rank >= 0 && o.rank < group->ranks() && group->devices()[size_t(o.rank)] == device_,
+              "cuda: rank " << o.rank << " of the group is not on device " << device_);
+  }
+  DeviceScope scope(device_);
+  prepare_device_kernels();
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation");
   // A new arena starts as NaN bytes, so anything a kernel fails to write shows.
   share_ = o.arena_share ? o.arena_share : make_arena_share();
@@ -66,7 +83,7 @@ CudaExecutable::CudaExecutable(const Schedule& s, const CompileOptions& o) : sch
   bool any_matmul = std::any_of(s.thunks.begin(), s.thunks.end(), [](const Thunk& t) {
     return t.kind() == ThunkKind::MatMul || t.kind() == ThunkKind::MatMulQ;
   });
-  DeviceResources res{arena_, nullptr, nullptr, 0, o.allow_tf32, make_mask_bias_share()};
+  DeviceResources res{arena_, nullptr, nullptr, 0, o.allow_tf32, make_mask_bias_share(), group, o.rank};
   if (any_matmul) {
     check(cublasLtCreate(&lt_), "cuBLASLt handle");
     check(cudaMalloc(&workspace_, kWorkspaceBytes), "matmul workspace");
@@ -109,6 +126,7 @@ CudaExecutable::CudaExecutable(const Schedule& s, const CompileOptions& o) : sch
 }
 
 CudaExecutable::~CudaExecutable() {
+  DeviceScope scope(device_);
   if (stream_) cudaStreamSynchronize(stream_);
   forward_.clear();
   kernels_.reset();
@@ -127,6 +145,12 @@ CudaExecutable::~CudaExecutable() {
 
 void CudaExecutable::measure_thunk_nodes() {
   for (size_t i = 0; i < thunks_.size(); ++i) {
+    // A collective recorded alone and never launched would put its
+    // communicator out of step with the other ranks': counted as one node.
+    if (schedule_.thunks[i].kind() == ThunkKind::AllReduce) {
+      thunk_kernel_nodes_[i] = 1;
+      continue;
+    }
     cudaGraph_t g = capture(stream_, [&] { execute_thunk(i, false); }, "recording " + schedule_.thunks[i].label);
     thunk_kernel_nodes_[i] = count_nodes(g).kernels;
     cudaGraphDestroy(g);
@@ -152,6 +176,7 @@ void CudaExecutable::finish(size_t slot) {
 }
 
 void CudaExecutable::write_binding(const Binding& b, const void* src) {
+  DeviceScope scope(device_);
   RLX_CHECK(b.offset + (b.outer > 1 ? uint64_t(b.outer - 1) * b.outer_stride_bytes + b.inner_bytes : b.bytes()) <=
                 schedule_.arena_bytes,
             "binding '" + b.name + "' lies outside the arena");
@@ -183,6 +208,7 @@ void CudaExecutable::upload_constants_if_needed() {
 }
 
 uint64_t CudaExecutable::submit(const std::vector<const void*>& inputs) {
+  DeviceScope scope(device_);
   upload_constants_if_needed();
   RLX_CHECK(inputs.size() == schedule_.input_bindings.size(),
             "run: expected " << schedule_.input_bindings.size() << " inputs, got " << inputs.size());
@@ -206,6 +232,7 @@ uint64_t CudaExecutable::submit(const std::vector<const void*>& inputs) {
 }
 
 void CudaExecutable::wait(uint64_t ticket, const std::vector<void*>& outputs) {
+  DeviceScope scope(device_);
   ring_->collect(ticket, [this](size_t s) { finish(s); }, outputs);
   if (!timed_end_.empty()) {  // the run just collected: its slot's events are done
     float ms = 0;
@@ -225,6 +252,7 @@ void CudaExecutable::run(const std::vector<const void*>& inputs, const std::vect
 }
 
 std::vector<double> CudaExecutable::time_device_forwards(int runs) {
+  DeviceScope scope(device_);
   upload_constants_if_needed();
   check(cudaStreamSynchronize(stream_), "before timing the forward's kernels");
   if (!kernels_start_) {
@@ -251,6 +279,7 @@ std::vector<double> CudaExecutable::time_device_forwards(int runs) {
 }
 
 std::shared_ptr<float> CudaExecutable::device_floats(size_t count) {
+  DeviceScope scope(device_);
   const size_t bytes = std::max<size_t>(count, 1) * sizeof(float);
   float* p = nullptr;
   check(cudaMalloc(&p, bytes), "a device buffer of " + std::to_string(count) + " floats");
@@ -260,6 +289,7 @@ std::shared_ptr<float> CudaExecutable::device_floats(size_t count) {
 
 void CudaExecutable::export_output_rows(size_t output, const std::vector<int32_t>& dst_rows, int dim, bool normalize,
                                         float* dst) {
+  DeviceScope scope(device_);
   RLX_CHECK(output < schedule_.output_bindings.size(), "export of output rows: no output " << output);
   const Binding& b = schedule_.output_bindings[output];
   RLX_CHECK(b.outer <= 1 && b.shape.size() == 2,
@@ -278,11 +308,7 @@ void CudaExecutable::export_output_rows(size_t output, const std::vector<int32_t
   check(cudaStreamSynchronize(stream_), "export of output rows");
 }
 
-int CudaExecutable::device_index() const {
-  int d = 0;
-  check(cudaGetDevice(&d), "cudaGetDevice");
-  return d;
-}
+int CudaExecutable::device_index() const { return device_; }
 
 std::string CudaExecutable::summary() const {
   return std::string("mode ") + exec_mode_name(mode_) + ", " + std::to_string(counters_.graph_launches) +

@@ -69,6 +69,7 @@ class CudaExecutable final : public BackendExecutable {
 
   Schedule schedule_;
   ExecMode mode_ = ExecMode::PerOp;
+  int device_ = 0;  // every call runs with it current (DeviceScope)
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<ArenaShare> share_;  // owns the arena
   uint8_t* arena_ = nullptr;

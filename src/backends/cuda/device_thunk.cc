@@ -4,6 +4,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "backends/cuda/all_reduce.h"
 #include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/matmul.h"
@@ -61,6 +62,8 @@ std::unique_ptr<DeviceThunk> make_device_thunk(const Thunk& t, const DeviceResou
         using P = std::decay_t<decltype(p)>;
         if constexpr (std::is_same_v<P, MatMulParams>) {
           return std::make_unique<MatMulThunk>(p, r, t.label);
+        } else if constexpr (std::is_same_v<P, AllReduceParams>) {
+          return make_all_reduce_thunk(p, r);
         } else if constexpr (std::is_same_v<P, MatMulQParams>) {
           return make_matmul_q_thunk(p, r, t.label);
         } else if constexpr (std::is_same_v<P, AttentionParams>) {

@@ -23,6 +23,7 @@ class DeviceThunk {
 // What initialize may use: the arena (fixed for the executable's life), the
 // cuBLASLt handle and one matmul workspace shared by the thunks of a stream.
 struct MaskBiasShare;  // attention_cudnn.h: one mask bias per mask, shared by the layers
+class NcclCollective;  // nccl_collective.h
 
 struct DeviceResources {
   uint8_t* arena = nullptr;
@@ -31,6 +32,8 @@ struct DeviceResources {
   size_t workspace_bytes = 0;
   bool allow_tf32 = false;  // f32 matmuls on TF32 tensor cores
   std::shared_ptr<MaskBiasShare> mask_biases;  // per executable
+  const NcclCollective* collective = nullptr;  // the tensor-parallel group (null: one rank)
+  int rank = 0;
 };
 
 std::unique_ptr<DeviceThunk> make_device_thunk(const Thunk& t, const DeviceResources& r);

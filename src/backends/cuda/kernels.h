@@ -22,6 +22,9 @@ void run_attention(const AttentionParams& p, const LaunchContext& ctx);
 // Raises the shared memory limit of the short-sequence attention kernels;
 // once per process, before anything is recorded.
 void prepare_attention_kernels();
+// The same for the current device, once per device (an executable's
+// constructor calls it with its device current).
+void prepare_device_kernels();
 // Which attention kernel run_attention picks for p: "short" or "general".
 const char* attention_variant(const AttentionParams& p);
 void run_rope(const RopeParams& p, const LaunchContext& ctx);

@@ -1,0 +1,58 @@
+// Where a loader puts a model's tensors: an executable's params, as they
+// are, or each cut to a tensor-parallel rank's share where the model says
+// (ParamSlice). Loaders hand over whole tensors; only the rank's part is
+// written into its arena.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "rlx/session.h"
+
+namespace rlx {
+
+// Rank `rank` of `ranks` (tensor parallelism; 1 rank: the whole model).
+struct TpRank {
+  int rank = 0, ranks = 1;
+};
+
+// How a rank's param is cut from the whole tensor: along dim 0 (the rows:
+// a product's outputs) or the last dim (its inputs); each of `parts`
+// (lengths along that dim, summing to it; empty: one part, the whole dim)
+// is split into `ranks` equal pieces and the rank takes its piece of each,
+// in order. A Q|K|V weight is three parts, so each rank gets its heads of
+// each.
+struct ParamSlice {
+  bool last_dim = false;
+  std::vector<int64_t> parts;
+};
+
+// The rank's share of a tensor `shape` of elements of `elem_bytes` bytes
+// (rlx::Error naming `name` when a part does not split evenly).
+std::vector<uint8_t> slice_for_rank(const std::string& name, const void* data, size_t elem_bytes, const Shape& shape,
+                                    const ParamSlice& slice, TpRank tp, Shape* out_shape);
+
+class ParamSink {
+ public:
+  // Implicit: a loader given an executable writes into it whole.
+  ParamSink(Executable& exe) : exe_(exe) {}  // NOLINT(google-explicit-constructor)
+  // slices: by tensor name (W for W, W.quants and W.scales); others are whole.
+  ParamSink(Executable& exe, TpRank tp, std::map<std::string, ParamSlice> slices)
+      : exe_(exe), tp_(tp), slices_(std::move(slices)) {}
+
+  // t holds the whole tensor.
+  void set(const std::string& param, const HostTensor& t) const;
+  void set_f32(const std::string& param, const float* data, size_t count, const Shape& shape) const;
+  // `bytes` of dt values (f32, f16 or bf16) of the whole tensor `shape`.
+  void set_bytes(const std::string& param, DType dt, const void* data, size_t bytes, const Shape& shape) const;
+
+ private:
+  const ParamSlice* slice_of(const std::string& param) const;
+
+  Executable& exe_;
+  TpRank tp_;
+  std::map<std::string, ParamSlice> slices_;
+};
+
+}  // namespace rlx
