@@ -1,6 +1,8 @@
 // `rlx serve`: the HTTP server (src/server/) with its options from the
 // command line.
+#include <algorithm>
 #include <cstdlib>
+#include <vector>
 
 #include "rlx/error.h"
 #include "tools/cli_options.h"
@@ -11,11 +13,17 @@
 
 namespace {
 
+// --device as given agrees with the kind --devices names (the default cpu
+// gives way to a list of GPUs).
+bool cmd_device_unset_or(const std::string& device, const std::string& kind) {
+  return device == "auto" || device == "cpu" || device.rfind(kind, 0) == 0;
+}
+
 struct ServeArgs {
   std::string model, embedding_model, model_name, embedding_model_name, host = "127.0.0.1", rerank_recipe,
       embedding_quantize;
-  std::string device = "cpu", dtype = "f32", api_key;
-  int port = 8080, threads = 0, parallel = 8, max_queue = 256, http_threads = 256;
+  std::string device = "cpu", dtype = "f32", api_key, devices;
+  int port = 8080, threads = 0, parallel = 8, max_queue = 256, http_threads = 256, tensor_parallel = 1;
   int64_t ctx = 4096, max_batch_tokens = 16384, prefill_chunk = 512;
   double time_limit = 600;
   size_t max_body_mb = 8;
@@ -41,6 +49,12 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--host", a->host, "address to listen on");
   cmd->add_option("--port", a->port, "port to listen on (0: any free port)")->check(CLI::Range(0, 65535));
   cmd->add_option("--device", a->device, "cpu, cuda, cuda:N (a GPU by index) or auto")->check(device_choices());
+  cmd->add_option("--devices", a->devices,
+                  "the decoder on several GPUs (0,1,2,3): one replica per --tensor-parallel GPUs, each request to "
+                  "the least loaded; cpu,cpu: CPU replicas");
+  cmd->add_option("--tensor-parallel", a->tensor_parallel,
+                  "split each decoder replica over N GPUs (or N host ranks on the CPU) by heads and FFN rows")
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)")->check(non_negative());
   cmd->add_option("--ctx-size", a->ctx, "tokens each sequence can hold (prompt and reply)");
@@ -68,6 +82,39 @@ void add_serve_command(CLI::App& app) {
     o.host = a->host;
     o.port = a->port;
     o.device = device_option(a->device);
+    o.device_index = device_index_option(a->device);
+    o.tensor_parallel = a->tensor_parallel;
+    if (!a->devices.empty()) {
+      // A list of GPU indices (N or cuda:N), or of cpu entries (CPU replicas).
+      int cpus = 0;
+      std::vector<int> gpus;
+      size_t at = 0;
+      while (at <= a->devices.size()) {
+        const size_t comma = std::min(a->devices.find(',', at), a->devices.size());
+        const std::string e = a->devices.substr(at, comma - at);
+        at = comma + 1;
+        if (e == "cpu") {
+          ++cpus;
+          continue;
+        }
+        const std::string n = e.rfind("cuda:", 0) == 0 ? e.substr(5) : e;
+        RLX_CHECK(!n.empty() && n.size() <= 3 && n.find_first_not_of("0123456789") == std::string::npos,
+                  "--devices: '" << e << "' is not a GPU index (0, cuda:1) or cpu");
+        gpus.push_back(std::stoi(n));
+      }
+      RLX_CHECK(cpus == 0 || gpus.empty(), "--devices mixes cpu and GPUs: give one kind");
+      RLX_CHECK(cmd_device_unset_or(a->device, gpus.empty() ? "cpu" : "cuda"),
+                "--devices " << a->devices << " does not run on --device " << a->device);
+      if (gpus.empty()) {
+        RLX_CHECK(cpus % a->tensor_parallel == 0, "--devices: " << cpus << " cpu entries do not make replicas of "
+                                                                 << a->tensor_parallel << " (--tensor-parallel)");
+        o.device = rlx::Device::Cpu;
+        o.cpu_replicas = cpus / a->tensor_parallel;
+      } else {
+        o.device = device_option("cuda");
+        o.devices = gpus;
+      }
+    }
     o.dtype = dtype_option(a->dtype);
     o.threads = a->threads;
     o.ctx_size = a->ctx;

@@ -11,11 +11,22 @@
 
 namespace rlx_py {
 
+int parse_device_index(const std::string& s) {
+  if (s.rfind("cuda:", 0) != 0) return 0;
+  const std::string n = s.substr(5);
+  if (n.empty() || n.size() > 3 || n.find_first_not_of("0123456789") != std::string::npos)
+    throw nb::value_error(("device '" + s + "': the GPU index must be a number ('cuda:0', 'cuda:1', ...)").c_str());
+  return std::stoi(n);
+}
+
 rlx::Device parse_device(const std::string& s) {
   if (s == "auto") return rlx::Device::Auto;
   if (s == "cpu") return rlx::Device::Cpu;
-  if (s == "cuda" || s == "cuda:0") return rlx::Device::Cuda;
-  throw nb::value_error(("device must be 'auto', 'cpu' or 'cuda', not '" + s + "'").c_str());
+  if (s == "cuda" || s.rfind("cuda:", 0) == 0) {
+    parse_device_index(s);  // a well-formed index
+    return rlx::Device::Cuda;
+  }
+  throw nb::value_error(("device must be 'auto', 'cpu', 'cuda' or 'cuda:N', not '" + s + "'").c_str());
 }
 
 rlx::DType parse_dtype(const std::string& s) {
@@ -39,6 +50,7 @@ void set_device_and_quantize(rlx::EmbedderOptions& o, const std::string& device,
   if (o.int8_products && asked == rlx::Device::Cuda)
     throw nb::value_error("quantize='int8' runs on the CPU only; use device='cpu' (or f16/bf16 on the GPU)");
   o.device = o.int8_products ? rlx::Device::Cpu : resolve_device(asked);
+  o.device_index = parse_device_index(device);
 }
 
 const char* device_name(rlx::Device d) {

@@ -19,7 +19,8 @@ namespace rlx_py {
 namespace nb = nanobind;
 
 // "auto", "cpu", "cuda" or "cuda:0"; anything else is a ValueError.
-rlx::Device parse_device(const std::string& s);
+rlx::Device parse_device(const std::string& s);  // auto | cpu | cuda | cuda:N
+int parse_device_index(const std::string& s);    // N of 'cuda:N', else 0
 // "f32", "f16" or "bf16" (also "float32", "float16", "bfloat16").
 rlx::DType parse_dtype(const std::string& s);
 // Where "auto" lands on this machine.

@@ -265,7 +265,7 @@ class Tokenizer {
 class LLM {
  public:
   LLM(const std::string& path, const std::string& device, const std::string& dtype, int64_t ctx_size,
-      int max_sequences, int threads) {
+      int max_sequences, int threads, int tensor_parallel) {
     if (!std::filesystem::exists(path)) {
       PyErr_SetObject(PyExc_FileNotFoundError, nb::make_tuple(2, "no model at '" + path + "'", path).ptr());
       throw nb::python_error();
@@ -273,8 +273,11 @@ class LLM {
     if (max_sequences < 1) throw nb::value_error("max_sequences must be >= 1");
     if (ctx_size < 0) throw nb::value_error("ctx_size must be >= 0 (0: the model's context, at most 4096)");
     if (threads < 0) throw nb::value_error("threads must be >= 0 (0: every physical core)");
+    if (tensor_parallel < 1) throw nb::value_error("tensor_parallel must be >= 1");
     rlx::LlmOptions o;
     o.device = resolve_device(parse_device(device));
+    o.device_index = parse_device_index(device);
+    o.tensor_parallel = tensor_parallel;
     o.dtype = parse_dtype(dtype);
     o.ctx_size = ctx_size;
     o.max_sequences = max_sequences;
@@ -480,12 +483,15 @@ void bind_llm(nb::module_& m) {
   auto cls = nb::class_<LLM>(m, "LLM",
                              "A LLaMA-family model (a GGUF file, or a Hugging Face directory) for text generation: "
                              "one copy of the weights, up to max_sequences replies generated together.");
-  cls.def(nb::init<const std::string&, const std::string&, const std::string&, int64_t, int, int>(), "path"_a,
+  cls.def(nb::init<const std::string&, const std::string&, const std::string&, int64_t, int, int, int>(), "path"_a,
           "device"_a = "auto", "dtype"_a = "f32", "ctx_size"_a = 0, "max_sequences"_a = 4, "threads"_a = 0,
-          "Loads the model at `path`. device: 'auto' (CUDA where present, else the CPU), 'cpu' or 'cuda'; dtype: "
+          "tensor_parallel"_a = 1,
+          "Loads the model at `path`. device: 'auto' (CUDA where present, else the CPU), 'cpu', 'cuda' or 'cuda:N' "
+          "(a GPU by index); dtype: "
           "'f32', 'f16' or 'bf16' (the compute type; f16/bf16 on the GPU); ctx_size: tokens one reply and its "
           "prompt may hold (0: the model's context, at most 4096); max_sequences: replies generated at once; "
-          "threads: CPU threads (0: every physical core).");
+          "threads: CPU threads (0: every physical core); tensor_parallel: split the model over N GPUs from the "
+          "device's index on (on the CPU, N host ranks) by heads and FFN rows.");
 
 #define RLX_PY_GENERATE_KWARGS                                                                                       \
   "max_tokens"_a = 128, "temperature"_a = 0.f, "top_p"_a = 1.f, "top_k"_a = 0, "min_p"_a = 0.f,                     \

@@ -48,6 +48,7 @@ std::shared_ptr<GenerationJob> GenerationLoop::submit(std::vector<int32_t> promp
                      "server_error", "", "queue_full", 1};
     }
     inbox_.push_back(job);
+    ++submitted_;
   }
   cv_.notify_all();
   return job;

@@ -60,6 +60,7 @@ class GenerationLoop {
 
   size_t waiting() const;
   size_t running() const;
+  uint64_t submitted() const { return submitted_.load(); }  // jobs accepted so far
   int slots_held() const;  // KV slots holding tokens (running or cached)
   int64_t cached_tokens() const;
 
@@ -82,6 +83,7 @@ class GenerationLoop {
   std::deque<std::shared_ptr<GenerationJob>> inbox_;  // under m_
   bool accepting_ = true, stop_ = false;              // under m_
   std::atomic<size_t> waiting_{0}, running_{0};
+  std::atomic<uint64_t> submitted_{0};
   std::atomic<int64_t> cached_tokens_{0};
   std::atomic<int> slots_held_{0};
 

@@ -52,6 +52,12 @@ void Metrics::add_gauge(const std::string& name, const std::string& help, std::f
   gauges_.emplace_back(name, help, std::move(value));
 }
 
+void Metrics::add_family(const std::string& name, const std::string& help, const std::string& type,
+                         std::vector<Sample> samples) {
+  std::lock_guard<std::mutex> lock(m_);
+  families_.emplace_back(name, help, type, std::move(samples));
+}
+
 std::string Metrics::text() const {
   std::string out;
   {
@@ -63,6 +69,10 @@ std::string Metrics::text() const {
     }
     for (const auto& [name, help, value] : gauges_) {
       out += "# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " + num(value()) + "\n";
+    }
+    for (const auto& [name, help, type, samples] : families_) {
+      out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+      for (const Sample& x : samples) out += name + "{" + x.labels + "} " + num(x.value()) + "\n";
     }
   }
   auto counter = [&](const char* name, const char* help, uint64_t v) {

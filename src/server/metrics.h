@@ -34,12 +34,20 @@ class Metrics {
   Histogram time_to_first_token_s, inter_token_latency_s, request_duration_s;
   // Gauges read when /metrics is asked for: name -> (help, value).
   void add_gauge(const std::string& name, const std::string& help, std::function<double()> value);
+  // A labelled family ("counter" or "gauge"): one sample per entry, its
+  // labels as Prometheus writes them (replica="0",devices="cuda:0").
+  struct Sample {
+    std::string labels;
+    std::function<double()> value;
+  };
+  void add_family(const std::string& name, const std::string& help, const std::string& type, std::vector<Sample> samples);
   std::string text() const;
 
  private:
   mutable std::mutex m_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   std::vector<std::tuple<std::string, std::string, std::function<double()>>> gauges_;
+  std::vector<std::tuple<std::string, std::string, std::string, std::vector<Sample>>> families_;
 };
 
 }  // namespace rlx::server

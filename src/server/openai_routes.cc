@@ -84,7 +84,7 @@ std::shared_ptr<GenerationJob> start_job(ServerState& s, CompletionRequest& r) {
   } catch (const rlx::Error& e) {
     throw ApiError{400, e.what(), "invalid_request_error", "", "invalid_value"};
   }
-  return s.generation->submit(std::move(prompt), o, s.options.time_limit_s);
+  return s.pick_generation().submit(std::move(prompt), o, s.options.time_limit_s);
 }
 
 ApiError timeout_error(const ServerState& s) {

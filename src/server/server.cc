@@ -6,8 +6,11 @@
 
 #include <cerrno>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <thread>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -18,6 +21,18 @@
 namespace rlx::server {
 
 using nlohmann::json;
+
+GenerationLoop& ServerState::pick_generation() {
+  RLX_CHECK(!generations.empty(), "no decoder is served");
+  const size_t n = generations.size(), first = size_t(next_replica.fetch_add(1) % n);
+  size_t best = first, best_load = SIZE_MAX;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (first + k) % n;
+    const size_t load = generations[i]->running() + generations[i]->waiting();
+    if (load < best_load) best = i, best_load = load;
+  }
+  return *generations[best];
+}
 
 std::string ServerState::new_id(const char* prefix) {
   char buf[32];
@@ -85,29 +100,63 @@ std::string name_of(const std::string& path) {
 void load_models(ServerState& s) {
   const ServeOptions& o = s.options;
   if (!o.model.empty()) {
-    std::fprintf(stderr, "rlx serve: loading %s\n", o.model.c_str());
-    LlmOptions lo;
-    lo.device = o.device;
-    lo.dtype = o.dtype;
-    lo.threads = o.threads;
-    lo.ctx_size = o.ctx_size;
-    lo.max_sequences = o.parallel;
-    lo.prefill_chunk = o.prefill_chunk;
-    s.llm = std::make_unique<LLM>(o.model, lo);
-    s.llm_name = o.model_name.empty() ? name_of(o.model) : o.model_name;
-    if (o.prepare) {
-      const auto t0 = std::chrono::steady_clock::now();
-      s.llm->prepare();
-      std::fprintf(stderr, "rlx serve: %s ready (%s), %d graphs compiled in %.1f s\n", s.llm_name.c_str(),
-                   s.llm->backend_summary().c_str(), s.llm->stats().compiled_graphs,
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    // The replicas: groups of tensor_parallel GPUs, or CPU replicas.
+    const int tp = o.tensor_parallel;
+    RLX_CHECK(tp >= 1, "--tensor-parallel must be at least 1");
+    std::vector<std::vector<int>> groups;
+    if (o.device == Device::Cuda) {
+      std::vector<int> gpus = o.devices;
+      if (gpus.empty())
+        for (int r = 0; r < tp; ++r) gpus.push_back(o.device_index + r);
+      RLX_CHECK(gpus.size() % size_t(tp) == 0, "--devices: " << gpus.size() << " GPUs do not make replicas of "
+                                                             << tp << " (--tensor-parallel)");
+      for (size_t i = 0; i < gpus.size(); i += size_t(tp))
+        groups.emplace_back(gpus.begin() + std::ptrdiff_t(i), gpus.begin() + std::ptrdiff_t(i) + tp);
+    } else {
+      RLX_CHECK(o.devices.empty(), "--devices names GPUs; on the CPU give cpu entries");
+      RLX_CHECK(o.cpu_replicas >= 1 && o.cpu_replicas <= 64, "--devices: 1 to 64 CPU replicas");
+      groups.assign(size_t(o.cpu_replicas), {});
     }
-    s.generation = std::make_unique<GenerationLoop>(*s.llm, s.metrics, size_t(o.max_queue));
+    for (size_t i = 0; i < groups.size(); ++i) {
+      std::string where = o.device == Device::Cuda ? "cuda:" : "cpu";
+      for (size_t k = 0; k < groups[i].size(); ++k) where += (k ? "," : "") + std::to_string(groups[i][k]);
+      std::fprintf(stderr, "rlx serve: loading %s (replica %zu of %zu, %s)\n", o.model.c_str(), i + 1, groups.size(),
+                   where.c_str());
+      LlmOptions lo;
+      lo.device = o.device;
+      lo.dtype = o.dtype;
+      lo.threads = o.device == Device::Cpu && groups.size() > 1
+                       ? std::max(1, (o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency())) /
+                                         int(groups.size()))
+                       : o.threads;
+      lo.ctx_size = o.ctx_size;
+      lo.max_sequences = o.parallel;
+      lo.prefill_chunk = o.prefill_chunk;
+      lo.tensor_parallel = tp;
+      if (!groups[i].empty()) {
+        lo.device_index = groups[i][0];
+        lo.devices = groups[i];
+      }
+      s.llms.push_back(std::make_unique<LLM>(o.model, lo));
+      s.replica_devices.push_back(where);
+      LLM& llm = *s.llms.back();
+      if (o.prepare) {
+        const auto t0 = std::chrono::steady_clock::now();
+        llm.prepare();
+        std::fprintf(stderr, "rlx serve: %s ready on %s (%s), %d graphs compiled in %.1f s\n",
+                     o.model.c_str(), where.c_str(), llm.backend_summary().c_str(), llm.stats().compiled_graphs,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      s.generations.push_back(std::make_unique<GenerationLoop>(llm, s.metrics, size_t(o.max_queue)));
+    }
+    s.llm = s.llms.front().get();
+    s.llm_name = o.model_name.empty() ? name_of(o.model) : o.model_name;
   }
   if (!o.embedding_model.empty()) {
     std::fprintf(stderr, "rlx serve: loading %s\n", o.embedding_model.c_str());
     EmbedderOptions eo;
     eo.device = o.device == Device::Auto ? Device::Cpu : o.device;
+    eo.device_index = o.device == Device::Cuda && !o.devices.empty() ? o.devices[0] : o.device_index;
     eo.dtype = o.dtype;
     eo.threads = o.threads;
     eo.max_batch = 128;
@@ -124,15 +173,35 @@ void load_models(ServerState& s) {
 
 void add_gauges(ServerState& s) {
   Metrics& m = s.metrics;
-  if (s.generation) {
-    GenerationLoop* g = s.generation.get();
-    m.add_gauge("rlx_generation_queue_depth", "generation requests waiting for a KV slot", [g] { return double(g->waiting()); });
-    m.add_gauge("rlx_running_sequences", "generation requests running", [g] { return double(g->running()); });
-    m.add_gauge("rlx_kv_slots_held", "KV slots holding tokens (running or cached)", [g] { return double(g->slots_held()); });
-    const double slots = double(s.llm->max_sequences()), ctx = double(s.llm->ctx_size());
-    m.add_gauge("rlx_kv_slots", "KV slots in the pool (--parallel)", [slots] { return slots; });
-    m.add_gauge("rlx_kv_pool_usage_ratio", "cached tokens over the pool's capacity",
-                [g, slots, ctx] { return double(g->cached_tokens()) / (slots * ctx); });
+  if (!s.generations.empty()) {
+    auto sum = [&s](auto of) {
+      return [&s, of] {
+        double v = 0;
+        for (const auto& g : s.generations) v += double(of(*g));
+        return v;
+      };
+    };
+    m.add_gauge("rlx_generation_queue_depth", "generation requests waiting for a KV slot",
+                sum([](const GenerationLoop& g) { return g.waiting(); }));
+    m.add_gauge("rlx_running_sequences", "generation requests running",
+                sum([](const GenerationLoop& g) { return g.running(); }));
+    m.add_gauge("rlx_kv_slots_held", "KV slots holding tokens (running or cached)",
+                sum([](const GenerationLoop& g) { return g.slots_held(); }));
+    const double slots = double(s.llm->max_sequences()) * double(s.generations.size()), ctx = double(s.llm->ctx_size());
+    m.add_gauge("rlx_kv_slots", "KV slots in the pools (--parallel per replica)", [slots] { return slots; });
+    auto cached = sum([](const GenerationLoop& g) { return g.cached_tokens(); });
+    m.add_gauge("rlx_kv_pool_usage_ratio", "cached tokens over the pools' capacity",
+                [cached, slots, ctx] { return cached() / (slots * ctx); });
+    std::vector<Metrics::Sample> requests, running;
+    for (size_t i = 0; i < s.generations.size(); ++i) {
+      GenerationLoop* g = s.generations[i].get();
+      const std::string labels = "replica=\"" + std::to_string(i) + "\",devices=\"" + s.replica_devices[i] + "\"";
+      requests.push_back({labels, [g] { return double(g->submitted()); }});
+      running.push_back({labels, [g] { return double(g->running()); }});
+    }
+    m.add_family("rlx_replica_requests_total", "generation requests each replica took", "counter", std::move(requests));
+    m.add_family("rlx_replica_running_sequences", "generation requests running on each replica", "gauge",
+                 std::move(running));
   }
   if (s.embedding) {
     EmbeddingLoop* e = s.embedding.get();
@@ -223,7 +292,7 @@ int serve(const ServeOptions& o) {
       std::fprintf(stderr, "rlx serve: %s: finishing running requests, refusing new ones\n",
                    sig == SIGINT ? "SIGINT" : "SIGTERM");
     }
-    if (s.generation) s.generation->drain();
+    for (auto& g : s.generations) g->drain();
     if (s.embedding) s.embedding->drain();
     http.stop();
   });

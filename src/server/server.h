@@ -20,6 +20,15 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;              // 0: any free port (printed)
   Device device = Device::Cpu;
+  int device_index = 0;         // CUDA without `devices`: the GPU
+  // The decoder runs as replicas, each over tensor_parallel GPUs of
+  // `devices` taken in order (cuda: 0,1,2,3 with tensor_parallel 2 is two
+  // replicas, on 0+1 and 2+3), or on the CPU as cpu_replicas replicas
+  // (each of threads / cpu_replicas threads, split over tensor_parallel
+  // host ranks). Requests go to the least loaded replica.
+  std::vector<int> devices;
+  int cpu_replicas = 1;
+  int tensor_parallel = 1;
   DType dtype = DType::F32;
   int threads = 0;
   int64_t ctx_size = 4096;      // tokens per sequence

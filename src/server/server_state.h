@@ -21,9 +21,14 @@ namespace rlx::server {
 
 struct ServerState {
   ServeOptions options;
-  std::unique_ptr<LLM> llm;
+  // The decoder once per replica (--devices: each on its own GPU or GPUs),
+  // each with its loop; `llm` is the first, whose tokenizer, template and
+  // limits every replica shares (they load one model).
+  std::vector<std::unique_ptr<LLM>> llms;
+  std::vector<std::unique_ptr<GenerationLoop>> generations;
+  std::vector<std::string> replica_devices;  // "cuda:0", "cuda:0,1", "cpu"
+  LLM* llm = nullptr;
   std::unique_ptr<Embedder> embedder;
-  std::unique_ptr<GenerationLoop> generation;
   std::unique_ptr<EmbeddingLoop> embedding;
   Metrics metrics;
   std::string llm_name, embedder_name;
@@ -31,6 +36,10 @@ struct ServerState {
   std::atomic<uint64_t> next_id{1};
 
   std::string new_id(const char* prefix);
+  // The replica a new generation request goes to: the one with the fewest
+  // requests running and waiting, ties taken in turn.
+  GenerationLoop& pick_generation();
+  std::atomic<uint64_t> next_replica{0};
 };
 
 // Error bodies: OpenAI's shape, or TEI's ({"error", "error_type"}) on its routes.

@@ -142,7 +142,8 @@ json info(const ServerState& s) {
   }
   if (s.llm) {
     j["generation"] = {{"model_id", s.llm_name}, {"ctx_size", s.llm->ctx_size()},
-                       {"parallel", s.llm->max_sequences()}, {"backend", s.llm->backend_summary()}};
+                       {"parallel", s.llm->max_sequences()}, {"backend", s.llm->backend_summary()},
+                       {"replicas", s.replica_devices}};
     if (!s.embedder) j["model_id"] = s.llm_name;
   }
   return j;

@@ -130,6 +130,17 @@ def test_tokenizer_round_trip(smollm2):
         tok.decode([tok.vocab_size])
 
 
+def test_tensor_parallel_over_host_ranks_equals_rlx_generate():
+    # SmolLM2's 9 heads and 3 KV heads split over 3 ranks (threads on the CPU).
+    want = cli_generate(SMOLLM2, "-n", "12", "--prompt", PROMPT)
+    split = rlx.LLM(need(SMOLLM2), device="cpu", threads=3, max_sequences=1, tensor_parallel=3)
+    assert split.generate(PROMPT, max_tokens=12).text + "\n" == want
+    with pytest.raises(rlx.Error, match="num_attention_heads 9 is not a multiple of 2"):
+        rlx.LLM(need(SMOLLM2), device="cpu", tensor_parallel=2)
+    with pytest.raises(ValueError, match="GPU index"):
+        rlx.LLM(need(SMOLLM2), device="cuda:x")
+
+
 def test_errors_are_python_exceptions(tmp_path, tiny):
     with pytest.raises(FileNotFoundError, match="nope.gguf"):
         rlx.LLM(str(tmp_path / "nope.gguf"))
