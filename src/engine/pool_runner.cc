@@ -80,7 +80,9 @@ Executable& PoolRunner::executable(int64_t batch, int64_t seq, bool logits) {
   auto it = ranks_[0].exes.find(key);
   if (it != ranks_[0].exes.end()) return *it->second;
   const int tp = int(ranks_.size());
-  for (int r = 0; r < tp; ++r) {
+  // Every rank at once, each on its own thread: a rank's loads and graph
+  // recording then never wait on another's.
+  auto make = [&](int r) {
     Rank& k = ranks_[size_t(r)];
     Graph g = graph(k.cfg, batch, seq, logits);
     auto exe = compile(g, k.co);
@@ -93,7 +95,9 @@ Executable& PoolRunner::executable(int64_t batch, int64_t seq, bool logits) {
       k.with_params = exe.get();
     }
     k.exes.emplace(key, std::move(exe));
-  }
+  };
+  if (threads_) threads_->run(make);
+  else make(0);
   return *ranks_[0].exes.at(key);
 }
 

@@ -217,8 +217,9 @@ Graph build_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, in
     x = g.add(x, attn_out);
     h = g.rms_norm(x, param(p + "ffn_norm.weight", {H}), c.rms_eps);
     if (c.is_moe_layer(l)) {  // a router and its experts instead of one FFN
-      RLX_CHECK(c.tp_ranks == 0, "llama: mixture-of-experts layers are not split over tensor-parallel ranks");
-      x = g.add(x, build_moe_ffn(g, c, h, p, dt, quantized));
+      ValueId moe_out = build_moe_ffn(g, c, h, p, dt, quantized);
+      if (c.tp_ranks > 0) moe_out = g.all_reduce(moe_out);  // each rank's share of every expert's rows
+      x = g.add(x, moe_out);
       continue;
     }
     // One SwiGLU op: after the gate and up products merge, it reads both

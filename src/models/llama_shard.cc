@@ -8,8 +8,6 @@ namespace rlx {
 LlamaConfig llama_rank_config(const LlamaConfig& whole, int ranks, const QuantizedWeights& quantized) {
   RLX_CHECK(ranks >= 1 && ranks <= 64, "tensor parallelism: " << ranks << " ranks (1 to 64)");
   RLX_CHECK(whole.tp_ranks == 0, "tensor parallelism: the config is already one rank's share");
-  RLX_CHECK(whole.num_experts == 0, "tensor parallelism: " << whole.family
-                                                           << "'s mixture-of-experts layers are not split over ranks");
   auto divides = [&](int64_t n, const char* field) {
     RLX_CHECK(n % ranks == 0, "tensor parallelism over " << ranks << " ranks: " << field << " " << n
                                                          << " is not a multiple of " << ranks);
@@ -17,13 +15,15 @@ LlamaConfig llama_rank_config(const LlamaConfig& whole, int ranks, const Quantiz
   divides(whole.num_heads, "num_attention_heads");
   divides(whole.num_kv_heads, "num_key_value_heads");
   divides(whole.intermediate_size, "intermediate_size");
+  if (whole.num_experts > 0) divides(whole.expert_ffn, "moe_intermediate_size (each expert's FFN rows)");
   // A quantized product split along its inputs keeps whole blocks per rank.
   const int64_t q_dim = int64_t(whole.num_heads) * whole.head_dim;
   for (const auto& [name, type] : quantized) {
     const bool out = name.find("attn_output.weight") != std::string::npos;
     const bool down = name.find("ffn_down.weight") != std::string::npos;
-    if (!out && !down) continue;
-    const int64_t cols = (out ? q_dim : whole.intermediate_size) / ranks;
+    const bool experts_down = name.find("ffn_down_exps.weight") != std::string::npos;
+    if (!out && !down && !experts_down) continue;
+    const int64_t cols = (out ? q_dim : experts_down ? whole.expert_ffn : whole.intermediate_size) / ranks;
     RLX_CHECK(cols % kQuantBlock == 0, "tensor parallelism over " << ranks << " ranks: '" << name << "' ("
                                                                   << quant_type_name(type) << ") would give each rank "
                                                                   << cols << " inputs, not whole blocks of "
@@ -33,6 +33,7 @@ LlamaConfig llama_rank_config(const LlamaConfig& whole, int ranks, const Quantiz
   c.num_heads /= ranks;
   c.num_kv_heads /= ranks;
   c.intermediate_size /= ranks;
+  c.expert_ffn /= ranks;
   c.tp_ranks = ranks;
   return c;
 }
@@ -41,12 +42,12 @@ std::map<std::string, ParamSlice> llama_param_slices(const LlamaConfig& c) {
   const int64_t q_dim = int64_t(c.num_heads) * c.head_dim, kv_dim = int64_t(c.num_kv_heads) * c.head_dim;
   const int64_t F = c.intermediate_size;
   std::map<std::string, ParamSlice> s;
-  const ParamSlice rows, cols{true, {}};
+  const ParamSlice rows{0, {}}, cols{-1, {}}, expert_rows{1, {}};
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     if (c.fused_qkv_gate_up) {
-      s[p + "attn_qkv.weight"] = ParamSlice{false, {q_dim, kv_dim, kv_dim}};
-      s[p + "ffn_up.weight"] = ParamSlice{false, {F, F}};  // gate rows, then up rows
+      s[p + "attn_qkv.weight"] = ParamSlice{0, {q_dim, kv_dim, kv_dim}};
+      s[p + "ffn_up.weight"] = ParamSlice{0, {F, F}};  // gate rows, then up rows
     } else {
       for (const char* w : {"attn_q", "attn_k", "attn_v"}) {
         s[p + w + ".weight"] = rows;
@@ -57,6 +58,10 @@ std::map<std::string, ParamSlice> llama_param_slices(const LlamaConfig& c) {
     }
     s[p + "attn_output.weight"] = cols;
     s[p + "ffn_down.weight"] = cols;
+    // Experts [E, n, k]: each expert's FFN rows split as a dense FFN's.
+    s[p + "ffn_gate_exps.weight"] = expert_rows;
+    s[p + "ffn_up_exps.weight"] = expert_rows;
+    s[p + "ffn_down_exps.weight"] = cols;
   }
   return s;
 }
@@ -68,7 +73,7 @@ std::vector<LlamaParamSource> llama_whole_sources(const Graph& g, const LlamaCon
   for (LlamaParamSource& s : sources) {
     auto it = slices.find(s.tensor);
     if (it == slices.end()) continue;
-    s.shape[it->second.last_dim ? s.shape.size() - 1 : 0] *= tp.ranks;
+    s.shape[it->second.axis(s.shape.size())] *= tp.ranks;
   }
   return sources;
 }

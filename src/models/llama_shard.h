@@ -2,7 +2,8 @@
 // them: each rank holds num_heads / ranks query heads and num_kv_heads /
 // ranks KV heads (their Q, K, V rows, their KV cache, their columns of the
 // attention output product) and intermediate_size / ranks FFN rows (gate
-// and up rows, down columns). The two products that end a block (attention
+// and up rows, down columns); in a sparse layer, expert_ffn / ranks rows of
+// every expert (the router whole on every rank, so each rank routes alike). The two products that end a block (attention
 // output, FFN down) then give partial sums, which an all_reduce adds before
 // the residual. Embeddings, norms and the LM head are whole on every rank,
 // so every rank computes the same logits and chooses the same token.

@@ -9,7 +9,9 @@ namespace rlx {
 std::vector<uint8_t> slice_for_rank(const std::string& name, const void* data, size_t elem_bytes, const Shape& shape,
                                     const ParamSlice& slice, TpRank tp, Shape* out_shape) {
   RLX_CHECK(!shape.empty(), "tensor parallelism: tensor '" << name << "' is a scalar and cannot be split");
-  const size_t axis = slice.last_dim ? shape.size() - 1 : 0;
+  RLX_CHECK(slice.axis(shape.size()) < shape.size(),
+            "tensor parallelism: tensor '" << name << "' " << shape_str(shape) << " has no dim " << slice.dim);
+  const size_t axis = slice.axis(shape.size());
   const int64_t len = shape[axis];
   std::vector<int64_t> parts = slice.parts.empty() ? std::vector<int64_t>{len} : slice.parts;
   int64_t sum = 0;

@@ -17,15 +17,17 @@ struct TpRank {
   int rank = 0, ranks = 1;
 };
 
-// How a rank's param is cut from the whole tensor: along dim 0 (the rows:
-// a product's outputs) or the last dim (its inputs); each of `parts`
+// How a rank's param is cut from the whole tensor: along `dim` (0: the
+// rows, a product's outputs; -1: the last dim, its inputs; 1: an expert
+// stack's rows [E, n, k]); each of `parts`
 // (lengths along that dim, summing to it; empty: one part, the whole dim)
 // is split into `ranks` equal pieces and the rank takes its piece of each,
 // in order. A Q|K|V weight is three parts, so each rank gets its heads of
 // each.
 struct ParamSlice {
-  bool last_dim = false;
+  int dim = 0;
   std::vector<int64_t> parts;
+  size_t axis(size_t rank) const { return dim < 0 ? rank - 1 : size_t(dim); }
 };
 
 // The rank's share of a tensor `shape` of elements of `elem_bytes` bytes

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <thread>
 
+#include "models/decoder_family_files.h"  // tests/models
 #include "models/embedder.h"
 #include "models/llama_generator.h"
 #include "models/encoder_demo.h"
@@ -139,6 +140,34 @@ TEST(Concurrency, OneLlmSharedByFourThreads) {
       std::vector<int32_t> got = llm.generate(*seq, thread_prompt(t), g).ids;
       if (got != alone[size_t(t)]) ++mismatches[size_t(t)];
     }
+  });
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[size_t(t)], 0) << "thread " << t;
+}
+
+// A model split over two host ranks (each a thread meeting the other at
+// every all_reduce; loads and recordings on both at once), shared by four
+// threads: each gets the whole model's tokens.
+TEST(Concurrency, ASplitLlmSharedByFourThreads) {
+  const test::Family f = test::llama3();
+  test::TempDir d;
+  test::write_hf_dir(d.path(), f, test::weights_of(f.cfg));
+  LlmOptions o;
+  o.device = Device::Cpu;
+  o.threads = 1;
+  o.max_sequences = kThreads;
+  GenerateOptions g;
+  g.max_tokens = 5;
+  g.ignore_eos = true;
+  std::vector<std::vector<int32_t>> alone(kThreads);
+  {
+    LLM whole(d.path().string(), o);
+    for (int t = 0; t < kThreads; ++t) alone[size_t(t)] = whole.generate(thread_prompt(t), g).ids;
+  }
+  o.tensor_parallel = 2;
+  LLM split(d.path().string(), o);
+  std::vector<int> mismatches(kThreads, 0);
+  on_threads([&](int t) {
+    if (split.generate(thread_prompt(t), g).ids != alone[size_t(t)]) ++mismatches[size_t(t)];
   });
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[size_t(t)], 0) << "thread " << t;
 }

@@ -14,6 +14,7 @@
 #include "engine/rank_threads.h"
 #include "models/decoder_family_files.h"  // tests/models
 #include "models/gguf_writer.h"           // tests/models
+#include "models/moe_family_files.h"       // tests/models
 #include "models/gguf.h"
 #include "models/llama_shard.h"
 #include "thunks/quant_math.h"
@@ -269,6 +270,25 @@ TEST(TensorParallel, HeldQuantizedGgufSplitEqualsWhole) {
   expect_split_equals_whole((d.path() / "m.gguf").string(), 2, "Q8_0/Q4_0 GGUF over 2", std::nullopt, 5e-4);
 }
 
+// Mixture-of-experts layers: every expert's FFN rows split (the router whole
+// on each rank), from Hugging Face directories and a GGUF; Qwen3-MoE's dense
+// layer beside its sparse ones.
+TEST(TensorParallel, ExpertsSplitEqualWhole) {
+  test::Family q = test::qwen3_moe();  // 6 heads, 3 KV heads: 3 ranks
+  q.cfg.expert_ffn = 39;
+  q.extra_json.replace(q.extra_json.find("\"moe_intermediate_size\": 37"), 27, "\"moe_intermediate_size\": 39");
+  test::Family m = test::mixtral();  // 6 heads, 2 KV heads: 2 ranks
+  m.cfg.intermediate_size = m.cfg.expert_ffn = 38;
+  for (const auto& [f, ranks] : {std::pair{q, 3}, std::pair{m, 2}}) {
+    test::TempDir d;
+    const test::Weights w = test::weights_of(f.cfg);
+    test::write_moe_hf_dir(d.path(), f, w);
+    expect_split_equals_whole(d.path().string(), ranks, f.name + " over " + std::to_string(ranks));
+    test::write_moe_gguf(d.path() / "m.gguf", f, w);
+    expect_split_equals_whole((d.path() / "m.gguf").string(), ranks, f.name + " GGUF over " + std::to_string(ranks));
+  }
+}
+
 TEST(TensorParallel, ConfigsThatCannotSplitAreRefusedByName) {
   LlamaConfig c = test::odd_config();  // 6 heads, 2 KV heads, FFN 776
   try {
@@ -285,8 +305,13 @@ TEST(TensorParallel, ConfigsThatCannotSplitAreRefusedByName) {
   }
   c.num_experts = 4;
   c.experts_per_token = 2;
-  c.expert_ffn = 32;
-  EXPECT_THROW(llama_rank_config(c, 2), Error);
+  c.expert_ffn = 33;
+  try {
+    llama_rank_config(c, 2);
+    FAIL() << "33 expert rows split over 2 ranks";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("moe_intermediate_size"), std::string::npos) << e.what();
+  }
   // A quantized product whose rank share is no whole blocks.
   LlamaConfig q = test::odd_config();
   q.num_heads = 4;
@@ -302,18 +327,25 @@ TEST(TensorParallel, SliceTakesTheRanksPieceOfEachPart) {
   std::vector<int32_t> t;
   for (int i = 0; i < 12; ++i) t.push_back(i);
   Shape local;
-  auto b = slice_for_rank("t", t.data(), 4, {6, 2}, ParamSlice{false, {4, 2}}, TpRank{1, 2}, &local);
+  auto b = slice_for_rank("t", t.data(), 4, {6, 2}, ParamSlice{0, {4, 2}}, TpRank{1, 2}, &local);
   EXPECT_EQ(local, (Shape{3, 2}));
   std::vector<int32_t> got(b.size() / 4);
   std::memcpy(got.data(), b.data(), b.size());
   EXPECT_EQ(got, (std::vector<int32_t>{4, 5, 6, 7, 10, 11}));
   // Last dim: rank 0 of 2 takes the first half of every row.
-  b = slice_for_rank("t", t.data(), 4, {3, 4}, ParamSlice{true, {}}, TpRank{0, 2}, &local);
+  b = slice_for_rank("t", t.data(), 4, {3, 4}, ParamSlice{-1, {}}, TpRank{0, 2}, &local);
   EXPECT_EQ(local, (Shape{3, 2}));
   got.resize(b.size() / 4);
   std::memcpy(got.data(), b.data(), b.size());
   EXPECT_EQ(got, (std::vector<int32_t>{0, 1, 4, 5, 8, 9}));
-  EXPECT_THROW(slice_for_rank("t", t.data(), 4, {3, 4}, ParamSlice{false, {}}, TpRank{0, 2}, &local), Error);
+  // Dim 1 of an expert stack [2, 4, 1]: rank 1 of 2 takes rows 2, 3 of each expert.
+  std::vector<int32_t> e8(t.begin(), t.begin() + 8);
+  b = slice_for_rank("e", e8.data(), 4, {2, 4, 1}, ParamSlice{1, {}}, TpRank{1, 2}, &local);
+  EXPECT_EQ(local, (Shape{2, 2, 1}));
+  got.resize(b.size() / 4);
+  std::memcpy(got.data(), b.data(), b.size());
+  EXPECT_EQ(got, (std::vector<int32_t>{2, 3, 6, 7}));
+  EXPECT_THROW(slice_for_rank("t", t.data(), 4, {3, 4}, ParamSlice{0, {}}, TpRank{0, 2}, &local), Error);
 }
 
 }  // namespace

@@ -23,6 +23,8 @@ struct Nccl {
   decltype(&::ncclCommDestroy) comm_destroy = nullptr;
   decltype(&::ncclCommAbort) comm_abort = nullptr;
   decltype(&::ncclAllReduce) all_reduce = nullptr;
+  decltype(&::ncclGroupStart) group_start = nullptr;
+  decltype(&::ncclGroupEnd) group_end = nullptr;
   decltype(&::ncclGetErrorString) error_string = nullptr;
 };
 
@@ -52,6 +54,8 @@ const Nccl& nccl() {
     a.comm_destroy = reinterpret_cast<decltype(a.comm_destroy)>(sym("ncclCommDestroy"));
     a.comm_abort = reinterpret_cast<decltype(a.comm_abort)>(sym("ncclCommAbort"));
     a.all_reduce = reinterpret_cast<decltype(a.all_reduce)>(sym("ncclAllReduce"));
+    a.group_start = reinterpret_cast<decltype(a.group_start)>(sym("ncclGroupStart"));
+    a.group_end = reinterpret_cast<decltype(a.group_end)>(sym("ncclGroupEnd"));
     a.error_string = reinterpret_cast<decltype(a.error_string)>(sym("ncclGetErrorString"));
     return a;
   }();
@@ -80,13 +84,45 @@ NcclCollective::NcclCollective(std::vector<int> devices)
   for (int d : devices_)
     RLX_CHECK(d >= 0 && d < count, "tensor parallelism: GPU " << d << " does not exist (" << count << " present)");
   // NVLink multicast stays off unless asked for: it can take shared GPUs
-  // out of service.
+  // out of service. Connections are made at init rather than at the first
+  // collective, which may be inside a graph being recorded.
   setenv("NCCL_NVLS_ENABLE", "0", 0);
+  setenv("NCCL_RUNTIME_CONNECT", "0", 0);
   comms_.assign(devices_.size(), nullptr);
   std::vector<ncclComm_t> comms(devices_.size());
   check_nccl(nccl().comm_init_all(comms.data(), int(devices_.size()), devices_.data()),
              "ncclCommInitAll over " + std::to_string(devices_.size()) + " GPUs");
   for (size_t i = 0; i < comms.size(); ++i) comms_[i] = comms[i];
+  warm_up();
+}
+
+// One sum over every rank, run now (one thread issues all ranks' calls, so
+// as a group): whatever NCCL sets up at its first collective is done before
+// any graph records one.
+void NcclCollective::warm_up() {
+  const size_t n = devices_.size();
+  std::vector<float*> buf(n, nullptr);
+  std::vector<cudaStream_t> streams(n, nullptr);
+  for (size_t i = 0; i < n; ++i) {
+    DeviceScope scope(devices_[i]);
+    check(cudaMalloc(&buf[i], 256 * sizeof(float)), "NCCL warm-up buffer");
+    check(cudaMemset(buf[i], 0, 256 * sizeof(float)), "NCCL warm-up buffer");
+    check(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking), "NCCL warm-up stream");
+  }
+  check_nccl(nccl().group_start(), "ncclGroupStart");
+  for (size_t i = 0; i < n; ++i) {
+    DeviceScope scope(devices_[i]);
+    check_nccl(nccl().all_reduce(buf[i], buf[i], 256, ncclFloat32, ncclSum, static_cast<ncclComm_t>(comms_[i]),
+                                 streams[i]),
+               "the warm-up ncclAllReduce");
+  }
+  check_nccl(nccl().group_end(), "ncclGroupEnd");
+  for (size_t i = 0; i < n; ++i) {
+    DeviceScope scope(devices_[i]);
+    check(cudaStreamSynchronize(streams[i]), "the warm-up ncclAllReduce");
+    cudaStreamDestroy(streams[i]);
+    cudaFree(buf[i]);
+  }
 }
 
 NcclCollective::~NcclCollective() {
@@ -118,6 +154,7 @@ void NcclCollective::all_reduce(int rank, const void* in, void* out, int64_t n, 
 NcclCollective::NcclCollective(std::vector<int> devices) : Collective(int(devices.size())) {
   RLX_FAIL("tensor parallelism on CUDA: rlx was built without NCCL (nccl.h was not found at build time)");
 }
+void NcclCollective::warm_up() {}
 NcclCollective::~NcclCollective() = default;
 void NcclCollective::abort(const std::string&) {}
 void* NcclCollective::comm(int) const { return nullptr; }

@@ -27,6 +27,8 @@ class NcclCollective final : public Collective {
   void all_reduce(int rank, const void* in, void* out, int64_t n, DType dt, cudaStream_t stream) const;
 
  private:
+  void warm_up();
+
   std::vector<int> devices_;
   std::vector<void*> comms_;
   std::string aborted_;
