@@ -215,12 +215,13 @@ std::vector<PoolRunner::Choice> PoolRunner::decode(const std::vector<DecodeRow>&
   return result;
 }
 
-// Over all ranks (each holds its KV heads' share).
+// Over all ranks (each holds its KV heads' share, or a shared KV head).
 uint64_t PoolRunner::kv_pool_bytes() const {
-  const int64_t kv_dim = int64_t(cfg_.num_kv_heads) * cfg_.head_dim;
+  const LlamaConfig& c = ranks_[0].cfg;
+  const int64_t kv_dim = int64_t(c.num_kv_heads) * c.head_dim;
   uint64_t rows = 0;
-  for (int l = 0; l < cfg_.num_layers; ++l) rows += uint64_t(llama_kv_rows(cfg_, l, o_.cache_len, o_.prefill_chunk));
-  return rows * uint64_t(pool_slots_) * uint64_t(2 * kv_dim) * dtype_size(o_.dtype);
+  for (int l = 0; l < c.num_layers; ++l) rows += uint64_t(llama_kv_rows(c, l, o_.cache_len, o_.prefill_chunk));
+  return rows * uint64_t(pool_slots_) * uint64_t(2 * kv_dim) * dtype_size(o_.dtype) * uint64_t(ranks_.size());
 }
 
 bool PoolRunner::window_rings() const { return llama_kv_ring(cfg_, o_.cache_len, o_.prefill_chunk); }

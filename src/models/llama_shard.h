@@ -2,7 +2,9 @@
 // them: each rank holds num_heads / ranks query heads and num_kv_heads /
 // ranks KV heads (their Q, K, V rows, their KV cache, their columns of the
 // attention output product) and intermediate_size / ranks FFN rows (gate
-// and up rows, down columns); in a sparse layer, expert_ffn / ranks rows of
+// and up rows, down columns). With fewer KV heads than ranks, ranks share
+// KV heads: each holds one (vLLM's rule), the ranks of its query heads;
+// in a sparse layer, expert_ffn / ranks rows of
 // every expert (the router whole on every rank, so each rank routes alike). The two products that end a block (attention
 // output, FFN down) then give partial sums, which an all_reduce adds before
 // the residual. Embeddings, norms and the LM head are whole on every rank,
@@ -24,8 +26,8 @@ namespace rlx {
 // the layers that cannot be split (mixture of experts).
 LlamaConfig llama_rank_config(const LlamaConfig& whole, int ranks, const QuantizedWeights& quantized = {});
 
-// How each split weight of the whole model is cut (by tensor name).
-std::map<std::string, ParamSlice> llama_param_slices(const LlamaConfig& whole);
+// How each split weight of the whole model is cut over `ranks` (by tensor name).
+std::map<std::string, ParamSlice> llama_param_slices(const LlamaConfig& whole, int ranks);
 
 // The sources of a rank's graph with the whole tensors' shapes (what the
 // files hold), and the sink that writes the rank's share of each.

@@ -14,13 +14,16 @@ std::vector<uint8_t> slice_for_rank(const std::string& name, const void* data, s
   const size_t axis = slice.axis(shape.size());
   const int64_t len = shape[axis];
   std::vector<int64_t> parts = slice.parts.empty() ? std::vector<int64_t>{len} : slice.parts;
-  int64_t sum = 0;
-  for (int64_t p : parts) {
-    RLX_CHECK(p > 0 && p % tp.ranks == 0, "tensor parallelism over " << tp.ranks << " ranks: tensor '" << name
-                                                                      << "' " << shape_str(shape) << " has a part of "
-                                                                      << p << " along dim " << axis
-                                                                      << ", which does not split evenly");
+  int64_t sum = 0, local = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const int64_t p = parts[i];
+    const int pieces = slice.pieces_of(i, tp.ranks);
+    RLX_CHECK(p > 0 && pieces > 0 && tp.ranks % pieces == 0 && p % pieces == 0,
+              "tensor parallelism over " << tp.ranks << " ranks: tensor '" << name << "' " << shape_str(shape)
+                                         << " has a part of " << p << " along dim " << axis
+                                         << ", which does not split evenly");
     sum += p;
+    local += p / pieces;
   }
   RLX_CHECK(sum == len, "tensor parallelism: tensor '" << name << "' " << shape_str(shape) << " is not the parts "
                                                        << "the model expects along dim " << axis);
@@ -28,21 +31,22 @@ std::vector<uint8_t> slice_for_rank(const std::string& name, const void* data, s
   for (size_t d = 0; d < axis; ++d) outer *= shape[d];
   for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
   const size_t row = size_t(inner) * elem_bytes;
-  std::vector<uint8_t> out(size_t(outer) * size_t(len / tp.ranks) * row);
+  std::vector<uint8_t> out(size_t(outer) * size_t(local) * row);
   const auto* src = static_cast<const uint8_t*>(data);
   uint8_t* dst = out.data();
   for (int64_t o = 0; o < outer; ++o) {
     int64_t at = 0;
-    for (int64_t p : parts) {
-      const int64_t piece = p / tp.ranks;
-      const int64_t from = at + int64_t(tp.rank) * piece;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const int pieces = slice.pieces_of(i, tp.ranks);
+      const int64_t piece = parts[i] / pieces;
+      const int64_t from = at + int64_t(tp.rank) * pieces / tp.ranks * piece;
       std::memcpy(dst, src + (size_t(o) * size_t(len) + size_t(from)) * row, size_t(piece) * row);
       dst += size_t(piece) * row;
-      at += p;
+      at += parts[i];
     }
   }
   *out_shape = shape;
-  (*out_shape)[axis] = len / tp.ranks;
+  (*out_shape)[axis] = local;
   return out;
 }
 

@@ -21,13 +21,19 @@ struct TpRank {
 // rows, a product's outputs; -1: the last dim, its inputs; 1: an expert
 // stack's rows [E, n, k]); each of `parts`
 // (lengths along that dim, summing to it; empty: one part, the whole dim)
-// is split into `ranks` equal pieces and the rank takes its piece of each,
-// in order. A Q|K|V weight is three parts, so each rank gets its heads of
-// each.
+// is split into pieces[i] equal pieces (pieces empty or 0: `ranks`) and
+// rank r takes piece r * pieces / ranks of each, in order. A Q|K|V weight
+// is three parts, so each rank gets its heads of each; with fewer KV heads
+// than ranks, the K and V parts are split by KV head and ranks that share
+// a KV head hold the same rows.
 struct ParamSlice {
   int dim = 0;
   std::vector<int64_t> parts;
+  std::vector<int> pieces;
   size_t axis(size_t rank) const { return dim < 0 ? rank - 1 : size_t(dim); }
+  int pieces_of(size_t part, int ranks) const {
+    return part < pieces.size() && pieces[part] > 0 ? pieces[part] : ranks;
+  }
 };
 
 // The rank's share of a tensor `shape` of elements of `elem_bytes` bytes

@@ -220,6 +220,21 @@ TEST_P(SplitFamily, QuantizedAtLoadSplitEqualsWhole) {
   expect_split_equals_whole(d.path().string(), 2, f.name + " q8_0 over 2", QuantType::Q8_0, 5e-4);
 }
 
+// More ranks than KV heads: ranks share KV heads (each holds one, the
+// ranks of its query heads), as vLLM does; with Q|K|V fused (Phi-3), K/V
+// biases (Qwen2) and one KV head for all (Gemma 3).
+TEST_P(SplitFamily, MoreRanksThanKvHeadsShareThem) {
+  test::Family f = GetParam()();
+  if (f.cfg.num_experts > 0) GTEST_SKIP();
+  const int ranks = f.cfg.num_heads;  // one query head a rank
+  f.cfg.intermediate_size = 60 * ranks;
+  ASSERT_EQ(f.cfg.num_kv_heads % ranks == 0, false) << "this case is about shared KV heads";
+  test::TempDir d;
+  test::write_hf_dir(d.path(), f, test::weights_of(f.cfg));
+  expect_split_equals_whole(d.path().string(), ranks, f.name + " over " + std::to_string(ranks) + " ranks, " +
+                                                          std::to_string(f.cfg.num_kv_heads) + " KV heads");
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, SplitFamily,
                          ::testing::Values(&test::llama3, &test::qwen2, &test::qwen3, &test::mistral, &test::phi3,
                                            &test::gemma2, &test::gemma3),
@@ -297,12 +312,16 @@ TEST(TensorParallel, ConfigsThatCannotSplitAreRefusedByName) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("num_attention_heads 6"), std::string::npos) << e.what();
   }
+  c.num_heads = 12;
   try {
     llama_rank_config(c, 3);
     FAIL() << "2 KV heads split over 3 ranks";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("num_key_value_heads 2"), std::string::npos) << e.what();
   }
+  // 4 ranks share 2 KV heads, two ranks each.
+  EXPECT_EQ(llama_rank_config(c, 4).num_kv_heads, 1);
+  c.num_heads = 6;
   c.num_experts = 4;
   c.experts_per_token = 2;
   c.expert_ffn = 33;
