@@ -1008,6 +1008,20 @@ inline std::vector<OpCase> op_cases() {
                    },
                    0.0, 0.0, 0.0, {}, true});
 
+  // all_gather of one rank: its own value, bit for bit.
+  cases.push_back({"all_gather_one_rank_3x5x7", "all_gather",
+                   [](DType dt) {
+                     OpGraph c;
+                     c.graph.output("out", c.graph.all_gather(c.graph.input("x", {3, 5, 7}, dt), 1));
+                     c.inputs["x"] = quantize(random_floats(3 * 5 * 7, 86, -3.f, 3.f), dt);
+                     return c;
+                   },
+                   [](const Values& in) {
+                     const auto& x = in.at("x");
+                     return Refs{{"out", std::vector<double>(x.begin(), x.end())}};
+                   },
+                   0.0, 0.0, 0.0, {}, true});
+
   // Argmax over 133 columns of 7 rows: row 1 holds its maximum twice (the
   // lower index wins), row 2 is constant (index 0), row 3 holds NaN twice
   // (the first NaN wins), row 4 peaks in its last column.

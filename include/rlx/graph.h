@@ -196,9 +196,14 @@ struct MoeRouteAttrs {
   bool norm_topk = true;
 };
 
+// Tensor parallelism (see Graph::all_gather): the ranks of the group.
+struct AllGatherAttrs {
+  int ranks = 1;
+};
+
 using Attrs = std::variant<NoAttrs, MatMulAttrs, MatMulQAttrs, NormAttrs, AttentionAttrs, RopeAttrs, NarrowAttrs,
                            AxisAttrs, PermuteAttrs, ShapeAttrs, CastAttrs, ReduceAttrs, SwiGluAttrs,
-                           KvWriteAttrs, SampleAttrs, MoeRouteAttrs, GatherQAttrs>;
+                           KvWriteAttrs, SampleAttrs, MoeRouteAttrs, GatherQAttrs, AllGatherAttrs>;
 
 enum class OpKind : uint8_t {
 #define X(e, n, a) e,
@@ -326,6 +331,10 @@ class Graph {
   // rank; with one rank, x itself. Each rank's graph must hold the same
   // all_reduce nodes in the same order.
   ValueId all_reduce(ValueId x);
+  // Tensor parallelism: every rank's x [d0, ...] stacked in rank order,
+  // [ranks * d0, ...], the same on every rank (ranks: the group's size; one
+  // rank: x itself).
+  ValueId all_gather(ValueId x, int ranks);
 
   void output(const std::string& name, ValueId v);
   // The state `state` takes `value` (same shape and dtype) at the end of each

@@ -467,6 +467,9 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
     }
     case OpKind::AllReduce:
       return emit(AllReduceParams{addr(n.inputs[0]), addr(n.outputs[0]), numel(y.shape), y.dtype});
+    case OpKind::AllGather:
+      return emit(AllGatherParams{addr(n.inputs[0]), addr(n.outputs[0]), numel(V(0).shape),
+                                  int32_t(std::get<AllGatherAttrs>(n.attrs).ranks), y.dtype});
     case OpKind::Argmax: {
       ArgmaxParams p{};
       p.x = addr(n.inputs[0]);

@@ -233,6 +233,7 @@ ValueId Graph::moe_matmul_q(ValueId x, ValueId quants, ValueId scales, QuantType
   return add_node(OpKind::MoeMatMulQ, in, a)[0];
 }
 ValueId Graph::all_reduce(ValueId x) { return add_node(OpKind::AllReduce, {x}, NoAttrs{})[0]; }
+ValueId Graph::all_gather(ValueId x, int ranks) { return add_node(OpKind::AllGather, {x}, AllGatherAttrs{ranks})[0]; }
 ValueId Graph::argmax(ValueId x) { return add_node(OpKind::Argmax, {x}, NoAttrs{})[0]; }
 ValueId Graph::sample(ValueId x, ValueId positions, const SampleAttrs& a) {
   return add_node(OpKind::Sample, {x, positions}, a)[0];

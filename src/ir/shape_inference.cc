@@ -444,6 +444,17 @@ std::vector<Value> infer_outputs(const Graph& g, OpKind op, const std::vector<Va
       need_float(V(0), who, "input");
       return out(V(0).shape, V(0).dtype);
 
+    case OpKind::AllGather: {
+      need_inputs(in, 1, 1, who);
+      need_float(V(0), who, "input");
+      const int ranks = std::get<AllGatherAttrs>(attrs).ranks;
+      RLX_CHECK(ranks >= 1 && ranks <= 64, who << ": ranks " << ranks << " outside 1..64");
+      RLX_CHECK(!V(0).shape.empty(), who << ": needs at least one dim");
+      Shape s = V(0).shape;
+      s[0] *= ranks;
+      return out(s, V(0).dtype);
+    }
+
     case OpKind::Argmax: {
       need_inputs(in, 1, 1, who);
       need_float(V(0), who, "input");

@@ -253,9 +253,15 @@ Graph build_graph(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, in
   }
   x = g.rms_norm(x, param("output_norm.weight", {H}), c.rms_eps);
   const std::string head = c.tie_embeddings ? "token_embd.weight" : "output.weight";
+  const int64_t head_rows = c.tp_vocab ? c.vocab_size / c.tp_ranks : c.vocab_size;
   ValueId logits = embed_q >= 0   ? g.matmul_q(x, embed_q, embed_s, tied_q->second)
                    : embed >= 0 && c.tie_embeddings ? g.matmul(x, embed, false, true)
-                                                    : dense(x, head, c.vocab_size, H);
+                                                    : dense(x, head, head_rows, H);
+  if (c.tp_vocab) {  // each rank's rows of the vocabulary, gathered in rank order
+    const int64_t rows = g.value(logits).shape[0];
+    logits = g.reshape(g.permute(g.reshape(g.all_gather(logits, c.tp_ranks), {c.tp_ranks, rows, head_rows}), {1, 0, 2}),
+                       {rows, c.vocab_size});
+  }
   // Final-logit soft-capping (Gemma 2): cap * tanh(logits / cap).
   if (c.final_softcap > 0.f)
     logits = scaled(g.tanh(scaled(logits, 1.f / c.final_softcap, "final_softcap_inv")), c.final_softcap,

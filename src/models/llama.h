@@ -91,6 +91,9 @@ struct LlamaConfig {
   // tp_ranks (llama_rank_config: heads and FFN rows divided); the attention
   // output and FFN down products end in an all_reduce.
   int tp_ranks = 0;
+  // With tp_ranks: the LM head's rows (an untied head) split over the ranks
+  // too, each rank's logits gathered into the whole vocabulary's.
+  bool tp_vocab = false;
 };
 
 // The divisors rope_scaling {"rope_type": "llama3", factor, low_freq_factor,

@@ -5,6 +5,10 @@
 
 namespace rlx {
 
+bool llama_splits_vocab(const LlamaConfig& c, int ranks) {
+  return ranks > 1 && !c.tie_embeddings && c.vocab_size % ranks == 0;
+}
+
 LlamaConfig llama_rank_config(const LlamaConfig& whole, int ranks, const QuantizedWeights& quantized) {
   RLX_CHECK(ranks >= 1 && ranks <= 64, "tensor parallelism: " << ranks << " ranks (1 to 64)");
   RLX_CHECK(whole.tp_ranks == 0, "tensor parallelism: the config is already one rank's share");
@@ -41,6 +45,7 @@ LlamaConfig llama_rank_config(const LlamaConfig& whole, int ranks, const Quantiz
   c.intermediate_size /= ranks;
   c.expert_ffn /= ranks;
   c.tp_ranks = ranks;
+  c.tp_vocab = llama_splits_vocab(whole, ranks);
   return c;
 }
 
@@ -72,6 +77,7 @@ std::map<std::string, ParamSlice> llama_param_slices(const LlamaConfig& c, int r
     s[p + "ffn_up_exps.weight"] = expert_rows;
     s[p + "ffn_down_exps.weight"] = cols;
   }
+  if (llama_splits_vocab(c, ranks)) s["output.weight"] = rows;
   return s;
 }
 

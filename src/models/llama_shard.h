@@ -7,8 +7,9 @@
 // in a sparse layer, expert_ffn / ranks rows of
 // every expert (the router whole on every rank, so each rank routes alike). The two products that end a block (attention
 // output, FFN down) then give partial sums, which an all_reduce adds before
-// the residual. Embeddings, norms and the LM head are whole on every rank,
-// so every rank computes the same logits and chooses the same token.
+// the residual. Embeddings and norms are whole on every rank; an untied LM
+// head is split by vocabulary rows and the logits gathered, so every rank
+// holds the same logits and chooses the same token.
 #pragma once
 #include <map>
 #include <string>
@@ -25,6 +26,11 @@ namespace rlx {
 // all_reduce); rlx::Error naming the config field that does not divide, or
 // the layers that cannot be split (mixture of experts).
 LlamaConfig llama_rank_config(const LlamaConfig& whole, int ranks, const QuantizedWeights& quantized = {});
+
+// Whether the LM head's rows are split too: an untied head whose vocabulary
+// divides over the ranks (each rank's logits then gathered: all_gather). A
+// tied head stays whole on every rank, as the embedding it is.
+bool llama_splits_vocab(const LlamaConfig& whole, int ranks);
 
 // How each split weight of the whole model is cut over `ranks` (by tensor name).
 std::map<std::string, ParamSlice> llama_param_slices(const LlamaConfig& whole, int ranks);

@@ -1,5 +1,7 @@
 #include "runtime/collective.h"
 
+#include <cstring>
+
 #include "backends/backend.h"
 #include "rlx/error.h"
 
@@ -46,6 +48,19 @@ void HostCollective::all_reduce(int rank, const void* in, void* out, int64_t n, 
   std::unique_lock<std::mutex> lock(mu_);
   meet(lock);  // nobody writes its input again before every rank has read it
   if (rank == 0) ++calls_;
+}
+
+void HostCollective::all_gather(int rank, const void* in, void* out, int64_t n, DType dt) {
+  RLX_CHECK(rank >= 0 && rank < ranks(), "all_gather: rank " << rank << " of " << ranks());
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    in_[size_t(rank)] = in;
+    meet(lock);
+  }
+  const size_t bytes = size_t(n) * dtype_size(dt);
+  for (size_t r = 0; r < in_.size(); ++r) std::memcpy(static_cast<uint8_t*>(out) + r * bytes, in_[r], bytes);
+  std::unique_lock<std::mutex> lock(mu_);
+  meet(lock);
 }
 
 std::shared_ptr<Collective> make_collective(Device device, int ranks, std::vector<int> devices) {

@@ -49,6 +49,8 @@ class HostCollective final : public Collective {
   void abort(const std::string& why) override;
   // out may not be any rank's in.
   void all_reduce(int rank, const void* in, void* out, int64_t n, DType dt);
+  // Every rank's n elements of in, in rank order, into each rank's out.
+  void all_gather(int rank, const void* in, void* out, int64_t n, DType dt);
   uint64_t all_reduces() const { return calls_; }  // completed on rank 0, for tests
 
  private:

@@ -129,6 +129,10 @@ Uses uses(const AllReduceParams& p) {
   return {{p.x, bytes(p.n, p.dtype), false}, {p.out, bytes(p.n, p.dtype), true}};
 }
 
+Uses uses(const AllGatherParams& p) {
+  return {{p.x, bytes(p.n, p.dtype), false}, {p.out, bytes(p.n * p.ranks, p.dtype), true}};
+}
+
 Uses uses(const CopyParams& p) {
   return {{p.src, bytes(strided_extent(p.rank, p.shape, p.src_stride), p.src_dtype), false},
           {p.dst, bytes(strided_extent(p.rank, p.shape, p.dst_stride), p.dst_dtype), true}};

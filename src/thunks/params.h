@@ -258,6 +258,15 @@ struct AllReduceParams {
   DType dtype;
 };
 
+// out = every rank's x (n elements each) one after another in rank order
+// (ranks * n elements), the same on every rank; one rank: a copy.
+struct AllGatherParams {
+  uint64_t x, out;
+  int64_t n;
+  int32_t ranks;
+  DType dtype;
+};
+
 // out[r] = a token drawn from x[r, 0..cols) as src/thunks/sample_math.h
 // defines it, its uniform hashed from (seed, positions[r]) (i32, read at run
 // time). temperature > 0 (greedy is argmax), top_k >= 0, top_p in (0, 1].

@@ -104,10 +104,10 @@ TEST(TensorParallelGpu, OneRankThroughNcclEqualsThePlainPath) {
     LlmOptions o;
     o.dtype = dt;
     o.devices = {0};  // a group of one rank
-    // A sum over one rank is its value. In f32 the logits are the plain
-    // path's bits; in f16 the products before an all_reduce round once
-    // more (the plain path adds the residual inside the product).
-    expect_like_plain(d.path().string(), o, dt == DType::F32 ? 0.0 : 1e-2,
+    // A sum over one rank is its value. The plain path adds the residual
+    // inside the product (in registers); here the product is stored first,
+    // so f16 rounds once more and f32 may differ in the last bit.
+    expect_like_plain(d.path().string(), o, dt == DType::F32 ? 1e-6 : 1e-2,
                       std::string("one NCCL rank ") + std::string(dtype_name(dt)), dt == DType::F32);
   }
 }

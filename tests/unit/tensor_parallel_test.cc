@@ -80,6 +80,32 @@ TEST(AllReduce, RanksSumToTheUnsplitProduct) {
   }
 }
 
+TEST(AllGather, RanksStackInRankOrder) {
+  for (int ranks : {2, 3, 4}) {
+    auto group = make_collective(Device::Cpu, ranks);
+    std::vector<std::unique_ptr<Executable>> exes;
+    std::vector<std::vector<float>> in;
+    for (int r = 0; r < ranks; ++r) {
+      Graph g;
+      g.output("y", g.all_gather(g.input("x", {2, 5}, DType::F16), ranks));
+      CompileOptions co;
+      co.threads = 1;
+      co.collective = group;
+      co.rank = r;
+      exes.push_back(compile(g, co));
+      in.push_back(test::quantize(test::random_floats(10, 40 + r), DType::F16));
+    }
+    std::vector<std::vector<float>> got(static_cast<size_t>(ranks));
+    RankThreads threads(ranks);
+    threads.run([&](int r) {
+      got[size_t(r)] = exes[size_t(r)]->run({{"x", HostTensor::from_f32({2, 5}, in[size_t(r)], DType::F16)}}).at("y").to_f32();
+    });
+    std::vector<float> want;
+    for (const auto& v : in) want.insert(want.end(), v.begin(), v.end());
+    for (int r = 0; r < ranks; ++r) EXPECT_EQ(got[size_t(r)], want) << ranks << " ranks, rank " << r;
+  }
+}
+
 TEST(AllReduce, OneRankIsACopy) {
   Graph g;
   g.output("y", g.all_reduce(g.input("x", {3, 7}, DType::F32)));
@@ -218,6 +244,30 @@ TEST_P(SplitFamily, QuantizedAtLoadSplitEqualsWhole) {
   test::TempDir d;
   test::write_hf_dir(d.path(), f, test::weights_of(f.cfg));
   expect_split_equals_whole(d.path().string(), 2, f.name + " q8_0 over 2", QuantType::Q8_0, 5e-4);
+}
+
+// An untied LM head whose vocabulary divides is split by rows too; each
+// rank's logits are gathered (one all_gather a run). The families with
+// untied heads: Qwen2, Phi-3, Gemma 3.
+TEST(TensorParallel, UntiedHeadSplitsTheVocabulary) {
+  for (test::Family (*family)() : {&test::qwen2, &test::phi3, &test::gemma3}) {
+    test::Family f = splittable(family());
+    ASSERT_FALSE(f.cfg.tie_embeddings) << f.name;
+    const int ranks = ranks_for(f.cfg);
+    f.cfg.vocab_size = 300;
+    test::TempDir d;
+    test::write_hf_dir(d.path(), f, test::weights_of(f.cfg));
+    LlmOptions o;
+    o.threads = 1;
+    o.tensor_parallel = ranks;
+    {
+      LLM split(d.path().string(), o);
+      PoolRunner& r = pool_runner_of(split.engine());
+      for (int k = 0; k < ranks; ++k)
+        EXPECT_EQ(r.decode_executable(1, true, k).report().thunk_histogram.at("all_gather"), 1) << f.name << " rank " << k;
+    }
+    expect_split_equals_whole(d.path().string(), ranks, f.name + " vocabulary over " + std::to_string(ranks));
+  }
 }
 
 // More ranks than KV heads: ranks share KV heads (each holds one, the

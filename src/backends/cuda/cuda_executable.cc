@@ -147,7 +147,7 @@ void CudaExecutable::measure_thunk_nodes() {
   for (size_t i = 0; i < thunks_.size(); ++i) {
     // A collective recorded alone and never launched would put its
     // communicator out of step with the other ranks': counted as one node.
-    if (schedule_.thunks[i].kind() == ThunkKind::AllReduce) {
+    if (schedule_.thunks[i].kind() == ThunkKind::AllReduce || schedule_.thunks[i].kind() == ThunkKind::AllGather) {
       thunk_kernel_nodes_[i] = 1;
       continue;
     }

@@ -4,8 +4,8 @@
 #include <type_traits>
 #include <variant>
 
-#include "backends/cuda/all_reduce.h"
 #include "backends/cuda/attention_cudnn.h"
+#include "backends/cuda/collective_thunks.h"
 #include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/matmul_quant.h"
@@ -64,6 +64,8 @@ std::unique_ptr<DeviceThunk> make_device_thunk(const Thunk& t, const DeviceResou
           return std::make_unique<MatMulThunk>(p, r, t.label);
         } else if constexpr (std::is_same_v<P, AllReduceParams>) {
           return make_all_reduce_thunk(p, r);
+        } else if constexpr (std::is_same_v<P, AllGatherParams>) {
+          return make_all_gather_thunk(p, r);
         } else if constexpr (std::is_same_v<P, MatMulQParams>) {
           return make_matmul_q_thunk(p, r, t.label);
         } else if constexpr (std::is_same_v<P, AttentionParams>) {

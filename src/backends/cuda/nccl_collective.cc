@@ -23,6 +23,7 @@ struct Nccl {
   decltype(&::ncclCommDestroy) comm_destroy = nullptr;
   decltype(&::ncclCommAbort) comm_abort = nullptr;
   decltype(&::ncclAllReduce) all_reduce = nullptr;
+  decltype(&::ncclAllGather) all_gather = nullptr;
   decltype(&::ncclGroupStart) group_start = nullptr;
   decltype(&::ncclGroupEnd) group_end = nullptr;
   decltype(&::ncclGetErrorString) error_string = nullptr;
@@ -54,6 +55,7 @@ const Nccl& nccl() {
     a.comm_destroy = reinterpret_cast<decltype(a.comm_destroy)>(sym("ncclCommDestroy"));
     a.comm_abort = reinterpret_cast<decltype(a.comm_abort)>(sym("ncclCommAbort"));
     a.all_reduce = reinterpret_cast<decltype(a.all_reduce)>(sym("ncclAllReduce"));
+    a.all_gather = reinterpret_cast<decltype(a.all_gather)>(sym("ncclAllGather"));
     a.group_start = reinterpret_cast<decltype(a.group_start)>(sym("ncclGroupStart"));
     a.group_end = reinterpret_cast<decltype(a.group_end)>(sym("ncclGroupEnd"));
     a.error_string = reinterpret_cast<decltype(a.error_string)>(sym("ncclGetErrorString"));
@@ -149,6 +151,12 @@ void NcclCollective::all_reduce(int rank, const void* in, void* out, int64_t n, 
              "ncclAllReduce of " + std::to_string(n) + " elements on rank " + std::to_string(rank));
 }
 
+void NcclCollective::all_gather(int rank, const void* in, void* out, int64_t n, DType dt, cudaStream_t stream) const {
+  RLX_CHECK(aborted_.empty(), "all_gather: the tensor-parallel group stopped: " << aborted_);
+  check_nccl(nccl().all_gather(in, out, size_t(n), nccl_type(dt), static_cast<ncclComm_t>(comm(rank)), stream),
+             "ncclAllGather of " + std::to_string(n) + " elements on rank " + std::to_string(rank));
+}
+
 #else  // built without nccl.h
 
 NcclCollective::NcclCollective(std::vector<int> devices) : Collective(int(devices.size())) {
@@ -159,6 +167,7 @@ NcclCollective::~NcclCollective() = default;
 void NcclCollective::abort(const std::string&) {}
 void* NcclCollective::comm(int) const { return nullptr; }
 void NcclCollective::all_reduce(int, const void*, void*, int64_t, DType, cudaStream_t) const {}
+void NcclCollective::all_gather(int, const void*, void*, int64_t, DType, cudaStream_t) const {}
 
 #endif
 

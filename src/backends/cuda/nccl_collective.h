@@ -25,6 +25,8 @@ class NcclCollective final : public Collective {
   // Enqueues the sum of n elements of dt (f32, f16, bf16) over the ranks
   // into out on the rank's stream (capturable: a recorded graph holds it).
   void all_reduce(int rank, const void* in, void* out, int64_t n, DType dt, cudaStream_t stream) const;
+  // Every rank's n elements in rank order into out (ranks * n), the same way.
+  void all_gather(int rank, const void* in, void* out, int64_t n, DType dt, cudaStream_t stream) const;
 
  private:
   void warm_up();

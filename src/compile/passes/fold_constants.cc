@@ -20,7 +20,7 @@ using namespace pass_util;
 bool foldable(const Graph& g, const Node& n) {
   if (n.dead || n.inputs.empty()) return false;
   if (n.op == OpKind::Input || n.op == OpKind::Param || n.op == OpKind::Constant) return false;
-  if (n.op == OpKind::AllReduce) return false;  // its value is the other ranks' too
+  if (n.op == OpKind::AllReduce || n.op == OpKind::AllGather) return false;  // its value is the other ranks' too
   for (ValueId in : n.inputs)
     if (!produced_by(g, in, OpKind::Constant)) return false;
   return true;
