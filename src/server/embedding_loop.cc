@@ -42,6 +42,7 @@ std::vector<std::vector<float>> EmbeddingLoop::embed(const std::vector<std::stri
                      "server_error", "", "queue_full", 1};
     }
     inbox_.push_back(job);
+    ++requests_;
     cv_.notify_all();
     done_cv_.wait(lock, [&] { return job->finished; });
   }
@@ -53,6 +54,16 @@ void EmbeddingLoop::drain() {
   std::unique_lock<std::mutex> lock(m_);
   accepting_ = false;
   done_cv_.wait(lock, [&] { return inbox_.empty() && busy_ == 0; });
+}
+
+size_t EmbeddingLoop::load() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return inbox_.size() + busy_;
+}
+
+uint64_t EmbeddingLoop::requests() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return requests_;
 }
 
 size_t EmbeddingLoop::waiting() const {

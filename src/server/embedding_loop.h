@@ -29,6 +29,8 @@ class EmbeddingLoop {
   std::vector<std::vector<float>> embed(const std::vector<std::string>& texts, int64_t tokens);
   void drain();
   size_t waiting() const;
+  size_t load() const;  // requests waiting and in the running batch
+  uint64_t requests() const;  // requests taken so far
 
  private:
   struct Job {
@@ -48,6 +50,7 @@ class EmbeddingLoop {
   std::condition_variable cv_, done_cv_;
   std::deque<std::shared_ptr<Job>> inbox_;
   size_t busy_ = 0;
+  uint64_t requests_ = 0;
   bool accepting_ = true, stop_ = false;
   std::thread thread_;
 };

@@ -186,13 +186,13 @@ void embeddings(ServerState& s, const httplib::Request& req, httplib::Response& 
     throw ApiError{400, "the model '" + s.embedder_name + "' is a cross-encoder: it scores pairs at /rerank, it does not embed",
                    "invalid_request_error", "model", "model_not_embedding"};
   }
-  const std::vector<int64_t> counts = s.embedding->token_counts(r.inputs);
+  const std::vector<int64_t> counts = s.pick_embedding().token_counts(r.inputs);
   int64_t tokens = 0;
   for (int64_t c : counts) tokens += std::min<int64_t>(c, s.embedder->max_len());
   if (r.dimensions && *r.dimensions > s.embedder->dim()) {
     throw bad_field("dimensions", "at most the model's " + std::to_string(s.embedder->dim()));
   }
-  std::vector<std::vector<float>> rows = s.embedding->embed(r.inputs, tokens);
+  std::vector<std::vector<float>> rows = s.pick_embedding().embed(r.inputs, tokens);
   json data = json::array();
   for (size_t i = 0; i < rows.size(); ++i) {
     std::vector<float>& v = rows[i];

@@ -34,6 +34,23 @@ GenerationLoop& ServerState::pick_generation() {
   return *generations[best];
 }
 
+EmbeddingLoop& ServerState::pick_embedding() {
+  RLX_CHECK(!embeddings.empty(), "no embedding model is served");
+  const size_t n = embeddings.size(), first = size_t(next_embed_replica.fetch_add(1) % n);
+  size_t best = first, best_load = SIZE_MAX;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (first + k) % n;
+    const size_t load = embeddings[i]->load();
+    if (load < best_load) best = i, best_load = load;
+  }
+  return *embeddings[best];
+}
+
+Embedder& ServerState::next_embedder() {
+  RLX_CHECK(!embedders.empty(), "no embedding model is served");
+  return *embedders[size_t(next_embed_replica.fetch_add(1) % embedders.size())];
+}
+
 std::string ServerState::new_id(const char* prefix) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%llx%06llx", (unsigned long long)started_unix,
@@ -153,20 +170,33 @@ void load_models(ServerState& s) {
     s.llm_name = o.model_name.empty() ? name_of(o.model) : o.model_name;
   }
   if (!o.embedding_model.empty()) {
-    std::fprintf(stderr, "rlx serve: loading %s\n", o.embedding_model.c_str());
-    EmbedderOptions eo;
-    eo.device = o.device == Device::Auto ? Device::Cpu : o.device;
-    eo.device_index = o.device == Device::Cuda && !o.devices.empty() ? o.devices[0] : o.device_index;
-    eo.dtype = o.dtype;
-    eo.threads = o.threads;
-    eo.max_batch = 128;
-    eo.reranker_recipe = o.rerank_recipe;
-    eo.int8_products = o.embedding_int8;
-    s.embedder = std::make_unique<Embedder>(resolve_model_dir(o.embedding_model), eo);
+    // One replica per device: every GPU of --devices, or every cpu entry.
+    std::vector<int> gpus = o.devices;
+    if (o.device == Device::Cuda && gpus.empty()) gpus.push_back(o.device_index);
+    const size_t replicas = o.device == Device::Cuda ? gpus.size() : size_t(o.cpu_replicas * o.tensor_parallel);
+    for (size_t i = 0; i < replicas; ++i) {
+      const std::string where = o.device == Device::Cuda ? "cuda:" + std::to_string(gpus[i]) : "cpu";
+      std::fprintf(stderr, "rlx serve: loading %s (%s)\n", o.embedding_model.c_str(), where.c_str());
+      EmbedderOptions eo;
+      eo.device = o.device == Device::Auto ? Device::Cpu : o.device;
+      eo.device_index = o.device == Device::Cuda ? gpus[i] : 0;
+      eo.dtype = o.dtype;
+      eo.threads = o.device == Device::Cpu && replicas > 1
+                       ? std::max(1, (o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency())) /
+                                         int(replicas))
+                       : o.threads;
+      eo.max_batch = 128;
+      eo.reranker_recipe = o.rerank_recipe;
+      eo.int8_products = o.embedding_int8;
+      s.embedders.push_back(std::make_unique<Embedder>(resolve_model_dir(o.embedding_model), eo));
+      s.embedder_devices.push_back(where);
+      s.embeddings.push_back(
+          std::make_unique<EmbeddingLoop>(*s.embedders.back(), s.metrics, o.max_batch_tokens, size_t(o.max_queue)));
+    }
+    s.embedder = s.embedders.front().get();
     s.embedder_name = !o.embedding_model_name.empty() ? o.embedding_model_name
                       : is_hub_id(o.embedding_model) && !std::filesystem::exists(o.embedding_model) ? o.embedding_model
                                                                                                  : name_of(o.embedding_model);
-    s.embedding = std::make_unique<EmbeddingLoop>(*s.embedder, s.metrics, o.max_batch_tokens, size_t(o.max_queue));
   }
   RLX_CHECK(s.llm || s.embedder, "rlx serve needs --model, --embedding-model or both");
 }
@@ -203,9 +233,20 @@ void add_gauges(ServerState& s) {
     m.add_family("rlx_replica_running_sequences", "generation requests running on each replica", "gauge",
                  std::move(running));
   }
-  if (s.embedding) {
-    EmbeddingLoop* e = s.embedding.get();
-    m.add_gauge("rlx_embedding_queue_depth", "embedding requests waiting", [e] { return double(e->waiting()); });
+  if (!s.embeddings.empty()) {
+    m.add_gauge("rlx_embedding_queue_depth", "embedding requests waiting", [&s] {
+      double n = 0;
+      for (const auto& e : s.embeddings) n += double(e->waiting());
+      return n;
+    });
+    std::vector<Metrics::Sample> requests;
+    for (size_t i = 0; i < s.embeddings.size(); ++i) {
+      EmbeddingLoop* e = s.embeddings[i].get();
+      requests.push_back({"replica=\"" + std::to_string(i) + "\",devices=\"" + s.embedder_devices[i] + "\"",
+                          [e] { return double(e->requests()); }});
+    }
+    m.add_family("rlx_embedding_replica_requests_total", "embedding requests each replica took", "counter",
+                 std::move(requests));
   }
 }
 
@@ -293,7 +334,7 @@ int serve(const ServeOptions& o) {
                    sig == SIGINT ? "SIGINT" : "SIGTERM");
     }
     for (auto& g : s.generations) g->drain();
-    if (s.embedding) s.embedding->drain();
+    for (auto& e : s.embeddings) e->drain();
     http.stop();
   });
   const bool listened = http.listen_after_bind();

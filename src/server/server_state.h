@@ -28,8 +28,12 @@ struct ServerState {
   std::vector<std::unique_ptr<GenerationLoop>> generations;
   std::vector<std::string> replica_devices;  // "cuda:0", "cuda:0,1", "cpu"
   LLM* llm = nullptr;
-  std::unique_ptr<Embedder> embedder;
-  std::unique_ptr<EmbeddingLoop> embedding;
+  // The embedding model once per device (GPU, or cpu entry of --devices),
+  // each with its loop; `embedder` is the first (metadata, tokenizer).
+  std::vector<std::unique_ptr<Embedder>> embedders;
+  std::vector<std::unique_ptr<EmbeddingLoop>> embeddings;
+  std::vector<std::string> embedder_devices;
+  Embedder* embedder = nullptr;
   Metrics metrics;
   std::string llm_name, embedder_name;
   int64_t started_unix = 0;
@@ -40,6 +44,11 @@ struct ServerState {
   // requests running and waiting, ties taken in turn.
   GenerationLoop& pick_generation();
   std::atomic<uint64_t> next_replica{0};
+  // The same for embedding requests; a rerank (scored on the HTTP thread)
+  // takes the replicas in turn.
+  EmbeddingLoop& pick_embedding();
+  Embedder& next_embedder();
+  std::atomic<uint64_t> next_embed_replica{0};
 };
 
 // Error bodies: OpenAI's shape, or TEI's ({"error", "error_type"}) on its routes.

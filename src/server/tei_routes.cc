@@ -28,7 +28,7 @@ void require_embedding_model(const ServerState& s) {
 void embed(ServerState& s, const httplib::Request& req, httplib::Response& res) {
   require_embedding_model(s);
   TeiEmbedRequest r = parse_tei_embed(parse_body(req.body));
-  const std::vector<int64_t> counts = s.embedding->token_counts(r.inputs);
+  const std::vector<int64_t> counts = s.pick_embedding().token_counts(r.inputs);
   int64_t tokens = 0;
   for (size_t i = 0; i < counts.size(); ++i) {
     if (!r.truncate && counts[i] > s.embedder->max_len()) {
@@ -43,7 +43,7 @@ void embed(ServerState& s, const httplib::Request& req, httplib::Response& res) 
     throw ApiError{400, "normalize=false: this model's modules.json ends in a Normalize module, so its "
                         "embeddings are always normalized", "Validation", "normalize", ""};
   }
-  std::vector<std::vector<float>> rows = s.embedding->embed(r.inputs, tokens);
+  std::vector<std::vector<float>> rows = s.pick_embedding().embed(r.inputs, tokens);
   if (r.normalize) {
     for (auto& v : rows) l2_normalize(v);
   }
@@ -112,7 +112,7 @@ void rerank(ServerState& s, const httplib::Request& req, httplib::Response& res)
   call.prompt_name = r.prompt_name;
   check_rerank_prompt(s, r);
   const std::vector<float> scores =
-      r.raw_scores ? s.embedder->logits(r.query, r.texts, call) : s.embedder->score(r.query, r.texts, call);
+      r.raw_scores ? s.next_embedder().logits(r.query, r.texts, call) : s.next_embedder().score(r.query, r.texts, call);
   std::vector<size_t> order(scores.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
@@ -139,6 +139,7 @@ json info(const ServerState& s) {
                                         {"pooling", s.embedder->info().pooling}}}};
     }
     j["max_input_length"] = s.embedder->max_len();
+    j["embedding_replicas"] = s.embedder_devices;
   }
   if (s.llm) {
     j["generation"] = {{"model_id", s.llm_name}, {"ctx_size", s.llm->ctx_size()},

@@ -6,7 +6,7 @@ import threading
 
 import openai
 
-from conftest import DECODER, Server, get, metric
+from conftest import DECODER, EMBEDDER, Server, get, metric, post
 
 MODEL = "SmolLM2-135M-Instruct.Q4_1"
 PROMPTS = [f"Write the number {i} in words, then a fact about it:" for i in range(8)]
@@ -27,14 +27,14 @@ def replies(url, prompts):
     return out
 
 
-def replica_requests(url):
+def replica_requests(url, name="rlx_replica_requests_total"):
     import urllib.request
 
     with urllib.request.urlopen(url + "/metrics") as r:
         text = r.read().decode()
     counts = {}
     for line in text.splitlines():
-        if line.startswith("rlx_replica_requests_total{"):
+        if line.startswith(name + "{"):
             labels, value = line.rsplit(" ", 1)
             counts[labels.split('replica="')[1].split('"')[0]] = float(value)
     return counts
@@ -43,17 +43,38 @@ def replica_requests(url):
 def test_two_cpu_replicas_share_the_requests_and_answer_alike(server):
     want = replies(server.url, PROMPTS)
     assert len(set(want)) > 4
-    s = Server("--model", DECODER, "--devices", "cpu,cpu", "--parallel", "4", "--ctx-size", "256",
-               log_name="replicas")
+    texts = [f"sentence number {i} about the sea" for i in range(12)]
+    status, want_rows = post(server.url + "/embed", {"inputs": texts})
+    assert status == 200
+    s = Server("--model", DECODER, "--embedding-model", EMBEDDER, "--devices", "cpu,cpu", "--parallel", "4",
+               "--ctx-size", "256", log_name="replicas")
     try:
         status, info = get(s.url + "/info")
         assert status == 200 and info["generation"]["replicas"] == ["cpu", "cpu"]
+        assert info["embedding_replicas"] == ["cpu", "cpu"]
         assert replies(s.url, PROMPTS) == want
         counts = replica_requests(s.url)
         assert set(counts) == {"0", "1"}
         assert counts["0"] + counts["1"] == len(PROMPTS)
         assert counts["0"] >= 2 and counts["1"] >= 2, counts  # both replicas took requests
         assert metric(s.url, "rlx_kv_slots") == 8  # --parallel per replica
+        # Embedding requests, concurrent, over both embedder replicas: the one-engine rows.
+        got = [None] * len(texts)
+
+        def embed(i):
+            got[i] = post(s.url + "/embed", {"inputs": [texts[i]]})
+
+        threads = [threading.Thread(target=embed, args=(i,)) for i in range(len(texts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for i, (status, rows) in enumerate(got):
+            assert status == 200
+            assert max(abs(a - b) for a, b in zip(rows[0], want_rows[i])) < 1e-5, i
+        counts = replica_requests(s.url, "rlx_embedding_replica_requests_total")
+        assert set(counts) == {"0", "1"} and counts["0"] + counts["1"] == len(texts), counts
+        assert counts["0"] >= 1 and counts["1"] >= 1, counts
     finally:
         s.stop()
 
