@@ -10,6 +10,7 @@
 // cache), the reference the cached path is checked against.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -36,7 +37,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct GenerateArgs {
-  std::string model, prompt, file, prompt_ids, device = "cpu", dtype = "f32", quantize;
+  std::string model, prompt, file, prompt_ids, device = "cpu", dtype = "f32", quantize, devices;
   int n = 128, threads = 0, batch = 1, tensor_parallel = 1;
   int64_t ctx = 0, seed = -1;
   bool chat = false, recompute = false, ignore_eos = false, warmup = false;
@@ -204,6 +205,21 @@ void run_generate(const GenerateArgs& a) {
   o.device = device_option(a.device);
   o.device_index = device_index_option(a.device);
   o.tensor_parallel = a.tensor_parallel;
+  if (!a.devices.empty()) {  // the GPU of each rank, named: a group even of one (the NCCL path)
+    RLX_CHECK(o.device == rlx::Device::Cuda, "--devices names GPUs: give --device cuda");
+    for (size_t at = 0; at <= a.devices.size();) {
+      const size_t comma = std::min(a.devices.find(',', at), a.devices.size());
+      const std::string e = a.devices.substr(at, comma - at);
+      at = comma + 1;
+      const std::string n = e.rfind("cuda:", 0) == 0 ? e.substr(5) : e;
+      RLX_CHECK(!n.empty() && n.size() <= 3 && n.find_first_not_of("0123456789") == std::string::npos,
+                "--devices: '" << e << "' is not a GPU index (0, cuda:1)");
+      o.devices.push_back(std::stoi(n));
+    }
+    RLX_CHECK(int(o.devices.size()) == o.tensor_parallel,
+              "--devices names " << o.devices.size() << " GPUs for --tensor-parallel " << o.tensor_parallel);
+    o.device_index = o.devices[0];
+  }
   o.dtype = dtype_option(a.dtype);
   o.threads = a.threads;
   o.ctx_size = a.ctx;
@@ -324,6 +340,9 @@ void add_generate_command(CLI::App& app) {
                   "split the model over N GPUs (cuda:K: GPUs K..K+N-1) by heads and FFN rows; on the CPU, N ranks "
                   "on threads (for testing the split)")
       ->check(CLI::Range(1, 64));
+  cmd->add_option("--devices", a->devices,
+                  "the GPU of each --tensor-parallel rank (0,1 or cuda:2,cuda:3); naming one runs the model through "
+                  "the tensor-parallel path on one GPU");
   cmd->add_option("--batch", a->batch,
                   "decode B copies of the prompt at once (greedy; a benchmark: prints the first, tok/s counts all B)");
   cmd->add_flag("--warmup", a->warmup,

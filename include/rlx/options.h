@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace rlx {
 
@@ -25,9 +26,14 @@ std::shared_ptr<ArenaShare> make_arena_share(uint64_t reserve_bytes = 0);
 // recorded, else PerOp. An explicit mode is never overridden by the environment.
 enum class ExecMode { Auto, PerOp, Graph };
 
-// Ranks that sum tensors together (the graph's all_reduce nodes): the
-// tensor-parallel group an executable belongs to (src/runtime/collective.h).
+// Ranks that sum tensors together (the graph's all_reduce and all_gather
+// nodes): the tensor-parallel group an executable belongs to. On the CPU
+// the ranks are threads of this process (each runs its executable on its
+// own thread, at the same time as the others); on CUDA one GPU a rank over
+// NCCL (devices: each rank's GPU; empty: 0 .. ranks-1). rlx::Error where
+// the device cannot.
 class Collective;
+std::shared_ptr<Collective> make_collective(Device device, int ranks, std::vector<int> devices = {});
 
 struct CompileOptions {
   Device device = Device::Cpu;

@@ -65,9 +65,6 @@ class HostCollective final : public Collective {
   std::string aborted_;
 };
 
-// A group of `ranks` on `device`: the host's, or one GPU a rank over NCCL
-// (devices: the GPU of each rank; empty = 0, 1, ..., ranks - 1). rlx::Error
-// when the device cannot (CUDA without NCCL, fewer GPUs than ranks).
-std::shared_ptr<Collective> make_collective(Device device, int ranks, std::vector<int> devices = {});
+// make_collective (rlx/options.h) makes one of either kind.
 
 }  // namespace rlx

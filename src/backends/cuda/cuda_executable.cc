@@ -56,6 +56,7 @@ CudaExecutable::CudaExecutable(const Schedule& s, const CompileOptions& o)
     RLX_CHECK(o.rank >= 0 && o.rank < group->ranks() && group->devices()[size_t(o.rank)] == device_,
               "cuda: rank " << o.rank << " of the group is not on device " << device_);
   }
+  grouped_ = group != nullptr;
   DeviceScope scope(device_);
   prepare_device_kernels();
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation");
@@ -146,8 +147,10 @@ CudaExecutable::~CudaExecutable() {
 void CudaExecutable::measure_thunk_nodes() {
   for (size_t i = 0; i < thunks_.size(); ++i) {
     // A collective recorded alone and never launched would put its
-    // communicator out of step with the other ranks': counted as one node.
-    if (schedule_.thunks[i].kind() == ThunkKind::AllReduce || schedule_.thunks[i].kind() == ThunkKind::AllGather) {
+    // communicator out of step with the other ranks': counted as NCCL's one
+    // kernel. Without a group it is a copy, recorded like any thunk.
+    const ThunkKind kind = schedule_.thunks[i].kind();
+    if (grouped_ && (kind == ThunkKind::AllReduce || kind == ThunkKind::AllGather)) {
       thunk_kernel_nodes_[i] = 1;
       continue;
     }

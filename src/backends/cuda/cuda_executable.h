@@ -70,6 +70,7 @@ class CudaExecutable final : public BackendExecutable {
   Schedule schedule_;
   ExecMode mode_ = ExecMode::PerOp;
   int device_ = 0;  // every call runs with it current (DeviceScope)
+  bool grouped_ = false;  // a rank of a tensor-parallel group (NCCL)
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<ArenaShare> share_;  // owns the arena
   uint8_t* arena_ = nullptr;
