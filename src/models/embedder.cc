@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -10,6 +11,7 @@
 #include <numeric>
 #include <optional>
 #include <string_view>
+#include <thread>
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_quant_dot.h"
@@ -549,6 +551,12 @@ int Embedder::Impl::batch_of(const EmbedCall& call) const {
   return max_batch;
 }
 
+size_t embed_tokenize_threads(size_t texts, Device device, int threads) {
+  size_t n = std::max<size_t>(1, std::thread::hardware_concurrency());
+  if (device == Device::Cpu && threads > 0) n = std::min(n, size_t(threads));
+  return std::max<size_t>(1, std::min({n, size_t(8), texts / 512}));
+}
+
 std::vector<TokenizedText> Embedder::Impl::tokenize_all(const std::vector<std::string>& texts,
                                                         const EmbedCall& call) {
   RLX_CHECK(!cfg_.classifier, "embedder: '" << dir_ << "' is a cross-encoder (" << info_.architecture
@@ -557,17 +565,40 @@ std::vector<TokenizedText> Embedder::Impl::tokenize_all(const std::vector<std::s
   const std::string prompt = per_call ? prompt_for(call.prompt_name, call.prompt)
                                       : prompt_for(opts_.prompt_name, opts_.prompt);
   if (call.truncated) call.truncated->assign(texts.size(), 0);
-  std::vector<TokenizedText> encs;
-  encs.reserve(texts.size());
+  std::vector<TokenizedText> encs(texts.size());
+  const auto encode = [&](size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; ++i) {
+      const std::string text = prompt.empty() ? texts[i] : prompt + texts[i];
+      encs[i] = tokenizer_->encode(sentence_.strip_texts ? strip_spaces(text) : text, max_len_);
+    }
+  };
+  // Tokenizing is host work the forward waits on: 2000 sentences take ~70
+  // ms on one core, more than a GPU's forward of them. Large calls split it
+  // over threads (a tokenizer's encode is const and keeps no cache).
+  const size_t parts = embed_tokenize_threads(texts.size(), opts_.device, opts_.threads);
+  if (parts <= 1) {
+    encode(0, texts.size());
+  } else {
+    std::vector<std::exception_ptr> errors(parts);
+    std::vector<std::thread> threads;
+    for (size_t p = 0; p < parts; ++p)
+      threads.emplace_back([&, p] {
+        try {
+          encode(texts.size() * p / parts, texts.size() * (p + 1) / parts);
+        } catch (...) {
+          errors[p] = std::current_exception();
+        }
+      });
+    for (std::thread& t : threads) t.join();
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
   size_t cut = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
-    const std::string text = prompt.empty() ? texts[i] : prompt + texts[i];
-    encs.push_back(tokenizer_->encode(sentence_.strip_texts ? strip_spaces(text) : text, max_len_));
-    RLX_CHECK(opts_.truncate || !encs.back().truncated,
-              "embedder: text " << i << " is longer than the model's " << max_len_
-                                << " tokens (truncation is off)");
-    cut += encs.back().truncated;
-    if (call.truncated) (*call.truncated)[i] = encs.back().truncated;
+    RLX_CHECK(opts_.truncate || !encs[i].truncated,
+              "embedder: text " << i << " is longer than the model's " << max_len_ << " tokens (truncation is off)");
+    cut += encs[i].truncated;
+    if (call.truncated) (*call.truncated)[i] = encs[i].truncated;
   }
   truncated_ += cut;
   return encs;

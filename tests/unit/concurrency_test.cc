@@ -65,6 +65,50 @@ TEST(Concurrency, OneEmbedderSharedByFourThreads) {
   EXPECT_GE(shared.compiled_buckets(), 2u);
 }
 
+// One call of 1100 texts tokenizes on several threads (a part per 512
+// texts): the rows, the truncation flags and --no-truncate's error index are
+// those of calls of 100 texts, which tokenize on one.
+TEST(Concurrency, ALargeCallTokenizesOnSeveralThreads) {
+  ASSERT_TRUE(test::minilm_present());
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  EXPECT_EQ(embed_tokenize_threads(1100, Device::Cpu, 0), std::min<size_t>(cores, 2));
+  EXPECT_EQ(embed_tokenize_threads(1100, Device::Cpu, 1), 1u);  // the caller's one thread
+  EXPECT_EQ(embed_tokenize_threads(511, Device::Cuda, 0), 1u);
+  EXPECT_EQ(embed_tokenize_threads(100000, Device::Cuda, 0), std::min<size_t>(cores, 8));
+  std::vector<std::string> texts;
+  for (int i = 0; i < 1100; ++i)
+    texts.push_back(i % 97 == 5 ? "a long one " + std::to_string(i) + " with words past eight tokens"
+                                : "text " + std::to_string(i * 7919 % 1000));
+  EmbedderOptions o;
+  o.max_len = 8;
+  o.max_batch = 256;
+  Embedder e(test::minilm_dir(), o);
+  std::vector<uint8_t> cut;
+  EmbedCall whole;
+  whole.truncated = &cut;
+  const auto all = e.embed(texts, whole);
+  ASSERT_EQ(all.size(), texts.size());
+  ASSERT_EQ(cut.size(), texts.size());
+  for (size_t start = 0; start < texts.size(); start += 100) {
+    std::vector<std::string> part(texts.begin() + long(start), texts.begin() + long(std::min(texts.size(), start + 100)));
+    std::vector<uint8_t> part_cut;
+    EmbedCall call;
+    call.truncated = &part_cut;
+    const auto rows = e.embed(part, call);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      ASSERT_EQ(rows[i], all[start + i]) << "text " << start + i;
+      ASSERT_EQ(part_cut[i], cut[start + i]) << "text " << start + i;
+      ASSERT_EQ(cut[start + i], (start + i) % 97 == 5 ? 1 : 0) << "text " << start + i;
+    }
+  }
+  o.truncate = false;
+  Embedder strict(test::minilm_dir(), o);
+  for (size_t i = 0; i < 600; ++i)  // the first long text is now 684, in the second part
+    if (i % 97 == 5) texts[i] = "short";
+  const std::string err = test::error_of([&] { strict.embed(texts); });
+  EXPECT_NE(err.find("text 684 is longer"), std::string::npos) << err;
+}
+
 TEST(Concurrency, OneExecutableSharedByFourThreads) {
   EncoderShape s;
   s.layers = 2;
