@@ -1,12 +1,14 @@
 // all_reduce and all_gather on the GPU: NCCL's collective on the run's
 // stream when the executable is a rank of a group (recorded into the forward
-// graph like a kernel), else a device-to-device copy (one rank).
+// graph like a kernel), else the copy kernel (one rank: every thunk one
+// kernel, as the recorded graph's node count expects).
 #include "backends/cuda/collective_thunks.h"
 
 #include <type_traits>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_registry.h"
+#include "backends/cuda/kernels.h"
 #include "backends/cuda/nccl_collective.h"
 
 namespace rlx::cuda {
@@ -27,9 +29,15 @@ template <class P> class CollectiveThunk final : public DeviceThunk {
       else group_->all_gather(rank_, in, out, p_.n, p_.dtype, ctx.stream);
       return;
     }
-    if (p_.out != p_.x)
-      check(cudaMemcpyAsync(out, in, size_t(p_.n) * dtype_size(p_.dtype), cudaMemcpyDeviceToDevice, ctx.stream),
-            ctx.label);
+    CopyParams c{};
+    c.src = p_.x;
+    c.dst = p_.out;
+    c.n = p_.n;
+    c.rank = 1;
+    c.shape[0] = p_.n;
+    c.src_stride[0] = c.dst_stride[0] = 1;
+    c.src_dtype = c.dst_dtype = p_.dtype;
+    run_copy(c, ctx);
   }
 
  private:
