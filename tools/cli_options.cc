@@ -1,5 +1,6 @@
 #include "tools/cli_options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -26,14 +27,6 @@ rlx::DType dtype_option(const std::string& s) {
   RLX_FAIL("--dtype must be f32, f16 or bf16, not '" << s << "'");
 }
 
-int device_index_option(const std::string& s) {
-  if (s.rfind("cuda:", 0) != 0) return 0;
-  const std::string n = s.substr(5);
-  RLX_CHECK(!n.empty() && n.size() <= 3 && n.find_first_not_of("0123456789") == std::string::npos,
-            "--device " << s << ": the GPU index must be a number (cuda:0, cuda:1, ...)");
-  return std::stoi(n);
-}
-
 rlx::Device device_option(const std::string& s) {
   if (s == "cpu") return rlx::Device::Cpu;
   if (s == "cuda" || s.rfind("cuda:", 0) == 0) {
@@ -43,6 +36,27 @@ rlx::Device device_option(const std::string& s) {
   }
   RLX_CHECK(s == "auto", "--device must be auto, cpu, cuda or cuda:N, not '" << s << "'");
   return rlx::cuda_available() ? rlx::Device::Cuda : rlx::Device::Cpu;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= s.size();) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    out.push_back(s.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
+int gpu_index_option(const std::string& option, const std::string& e) {
+  const std::string n = e.rfind("cuda:", 0) == 0 ? e.substr(5) : e;
+  RLX_CHECK(!n.empty() && n.size() <= 3 && n.find_first_not_of("0123456789") == std::string::npos,
+            option << ": '" << e << "' is not a GPU index (0, cuda:1)");
+  return std::stoi(n);
+}
+
+int device_index_option(const std::string& s) {
+  return s.rfind("cuda:", 0) == 0 ? gpu_index_option("--device", s) : 0;
 }
 
 CLI::Validator device_choices() {

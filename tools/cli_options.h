@@ -2,6 +2,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "rlx/session.h"
 
@@ -9,6 +10,9 @@ rlx::DType dtype_option(const std::string& s);     // f32 | f16 | bf16
 rlx::Device device_option(const std::string& s);   // auto | cpu | cuda | cuda:N (CUDA must be present)
 int device_index_option(const std::string& s);     // N of cuda:N, else 0
 CLI::Validator device_choices();                   // the --device values device_option reads
+std::vector<std::string> split_list(const std::string& s);  // "a,b,c" -> {a, b, c}
+// A GPU named in a list option (--devices): N or cuda:N, else rlx::Error naming the option.
+int gpu_index_option(const std::string& option, const std::string& entry);
 rlx::ExecMode mode_option(const std::string& s);   // auto | perop | graph
 // An encoder command's --quantize: "" (none) or "int8" (int8 products on the
 // CPU: true). --device auto then means the CPU, where int8 runs.

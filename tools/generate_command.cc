@@ -207,15 +207,7 @@ void run_generate(const GenerateArgs& a) {
   o.tensor_parallel = a.tensor_parallel;
   if (!a.devices.empty()) {  // the GPU of each rank, named: a group even of one (the NCCL path)
     RLX_CHECK(o.device == rlx::Device::Cuda, "--devices names GPUs: give --device cuda");
-    for (size_t at = 0; at <= a.devices.size();) {
-      const size_t comma = std::min(a.devices.find(',', at), a.devices.size());
-      const std::string e = a.devices.substr(at, comma - at);
-      at = comma + 1;
-      const std::string n = e.rfind("cuda:", 0) == 0 ? e.substr(5) : e;
-      RLX_CHECK(!n.empty() && n.size() <= 3 && n.find_first_not_of("0123456789") == std::string::npos,
-                "--devices: '" << e << "' is not a GPU index (0, cuda:1)");
-      o.devices.push_back(std::stoi(n));
-    }
+    for (const std::string& e : split_list(a.devices)) o.devices.push_back(gpu_index_option("--devices", e));
     RLX_CHECK(int(o.devices.size()) == o.tensor_parallel,
               "--devices names " << o.devices.size() << " GPUs for --tensor-parallel " << o.tensor_parallel);
     o.device_index = o.devices[0];

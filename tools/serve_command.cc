@@ -88,19 +88,9 @@ void add_serve_command(CLI::App& app) {
       // A list of GPU indices (N or cuda:N), or of cpu entries (CPU replicas).
       int cpus = 0;
       std::vector<int> gpus;
-      size_t at = 0;
-      while (at <= a->devices.size()) {
-        const size_t comma = std::min(a->devices.find(',', at), a->devices.size());
-        const std::string e = a->devices.substr(at, comma - at);
-        at = comma + 1;
-        if (e == "cpu") {
-          ++cpus;
-          continue;
-        }
-        const std::string n = e.rfind("cuda:", 0) == 0 ? e.substr(5) : e;
-        RLX_CHECK(!n.empty() && n.size() <= 3 && n.find_first_not_of("0123456789") == std::string::npos,
-                  "--devices: '" << e << "' is not a GPU index (0, cuda:1) or cpu");
-        gpus.push_back(std::stoi(n));
+      for (const std::string& e : split_list(a->devices)) {
+        if (e == "cpu") ++cpus;
+        else gpus.push_back(gpu_index_option("--devices", e));
       }
       RLX_CHECK(cpus == 0 || gpus.empty(), "--devices mixes cpu and GPUs: give one kind");
       RLX_CHECK(cmd_device_unset_or(a->device, gpus.empty() ? "cpu" : "cuda"),

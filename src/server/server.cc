@@ -22,28 +22,31 @@ namespace rlx::server {
 
 using nlohmann::json;
 
-GenerationLoop& ServerState::pick_generation() {
-  RLX_CHECK(!generations.empty(), "no decoder is served");
-  const size_t n = generations.size(), first = size_t(next_replica.fetch_add(1) % n);
+namespace {
+
+// The replica with the least load(), ties taken in turn (starting after the
+// last pick).
+template <class Loop, class Load>
+Loop& least_loaded(const std::vector<std::unique_ptr<Loop>>& loops, std::atomic<uint64_t>& turn, Load load) {
+  RLX_CHECK(!loops.empty(), "no model of this kind is served");
+  const size_t n = loops.size(), first = size_t(turn.fetch_add(1) % n);
   size_t best = first, best_load = SIZE_MAX;
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (first + k) % n;
-    const size_t load = generations[i]->running() + generations[i]->waiting();
-    if (load < best_load) best = i, best_load = load;
+    const size_t l = load(*loops[i]);
+    if (l < best_load) best = i, best_load = l;
   }
-  return *generations[best];
+  return *loops[best];
+}
+
+}  // namespace
+
+GenerationLoop& ServerState::pick_generation() {
+  return least_loaded(generations, next_replica, [](const GenerationLoop& g) { return g.running() + g.waiting(); });
 }
 
 EmbeddingLoop& ServerState::pick_embedding() {
-  RLX_CHECK(!embeddings.empty(), "no embedding model is served");
-  const size_t n = embeddings.size(), first = size_t(next_embed_replica.fetch_add(1) % n);
-  size_t best = first, best_load = SIZE_MAX;
-  for (size_t k = 0; k < n; ++k) {
-    const size_t i = (first + k) % n;
-    const size_t load = embeddings[i]->load();
-    if (load < best_load) best = i, best_load = load;
-  }
-  return *embeddings[best];
+  return least_loaded(embeddings, next_embed_replica, [](const EmbeddingLoop& e) { return e.load(); });
 }
 
 Embedder& ServerState::next_embedder() {
