@@ -116,13 +116,6 @@ std::map<std::string, HostTensor> PoolRunner::run(int64_t batch, int64_t seq, bo
   return out;
 }
 
-std::vector<int> PoolRunner::devices() const {
-  std::vector<int> d;
-  if (o_.device == Device::Cuda)
-    for (const Rank& k : ranks_) d.push_back(k.co.device_index);
-  return d;
-}
-
 void PoolRunner::prepare() {
   for (int64_t b = kMinPrefillBucket;; b *= 2) {
     const int64_t seq = std::min(b, o_.prefill_chunk);

@@ -75,8 +75,6 @@ class PoolRunner {
   void prepare();
 
   int tensor_parallel() const { return int(ranks_.size()); }
-  // The group's devices (empty on the CPU or with one rank).
-  std::vector<int> devices() const;
   uint64_t prefill_runs() const { return prefill_runs_; }
   uint64_t decode_runs() const { return decode_runs_; }
   uint64_t arena_bytes() const;

@@ -354,33 +354,28 @@ TEST(TensorParallel, ExpertsSplitEqualWhole) {
   }
 }
 
+// llama_rank_config(c, ranks) fails with a message holding `names`.
+void expect_refused(const LlamaConfig& c, int ranks, const std::string& names) {
+  try {
+    llama_rank_config(c, ranks);
+    ADD_FAILURE() << "split over " << ranks << " ranks: expected a refusal naming " << names;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(names), std::string::npos) << e.what();
+  }
+}
+
 TEST(TensorParallel, ConfigsThatCannotSplitAreRefusedByName) {
   LlamaConfig c = test::odd_config();  // 6 heads, 2 KV heads, FFN 776
-  try {
-    llama_rank_config(c, 4);
-    FAIL() << "6 heads split over 4 ranks";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("num_attention_heads 6"), std::string::npos) << e.what();
-  }
+  expect_refused(c, 4, "num_attention_heads 6");
   c.num_heads = 12;
-  try {
-    llama_rank_config(c, 3);
-    FAIL() << "2 KV heads split over 3 ranks";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("num_key_value_heads 2"), std::string::npos) << e.what();
-  }
+  expect_refused(c, 3, "num_key_value_heads 2");
   // 4 ranks share 2 KV heads, two ranks each.
   EXPECT_EQ(llama_rank_config(c, 4).num_kv_heads, 1);
   c.num_heads = 6;
   c.num_experts = 4;
   c.experts_per_token = 2;
   c.expert_ffn = 33;
-  try {
-    llama_rank_config(c, 2);
-    FAIL() << "33 expert rows split over 2 ranks";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("moe_intermediate_size"), std::string::npos) << e.what();
-  }
+  expect_refused(c, 2, "moe_intermediate_size");
   // A quantized product whose rank share is no whole blocks.
   LlamaConfig q = test::odd_config();
   q.num_heads = 4;

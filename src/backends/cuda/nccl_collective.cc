@@ -137,7 +137,13 @@ NcclCollective::~NcclCollective() {
 }
 
 void NcclCollective::abort(const std::string& why) {
+  std::lock_guard<std::mutex> lock(abort_mu_);
   if (aborted_.empty()) aborted_ = why.empty() ? "a rank failed" : why;
+}
+
+void NcclCollective::check_running(const char* what) const {
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  RLX_CHECK(aborted_.empty(), what << ": the tensor-parallel group stopped: " << aborted_);
 }
 
 void* NcclCollective::comm(int rank) const {
@@ -146,13 +152,13 @@ void* NcclCollective::comm(int rank) const {
 }
 
 void NcclCollective::all_reduce(int rank, const void* in, void* out, int64_t n, DType dt, cudaStream_t stream) const {
-  RLX_CHECK(aborted_.empty(), "all_reduce: the tensor-parallel group stopped: " << aborted_);
+  check_running("all_reduce");
   check_nccl(nccl().all_reduce(in, out, size_t(n), nccl_type(dt), ncclSum, static_cast<ncclComm_t>(comm(rank)), stream),
              "ncclAllReduce of " + std::to_string(n) + " elements on rank " + std::to_string(rank));
 }
 
 void NcclCollective::all_gather(int rank, const void* in, void* out, int64_t n, DType dt, cudaStream_t stream) const {
-  RLX_CHECK(aborted_.empty(), "all_gather: the tensor-parallel group stopped: " << aborted_);
+  check_running("all_gather");
   check_nccl(nccl().all_gather(in, out, size_t(n), nccl_type(dt), static_cast<ncclComm_t>(comm(rank)), stream),
              "ncclAllGather of " + std::to_string(n) + " elements on rank " + std::to_string(rank));
 }

@@ -6,6 +6,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,10 @@ class NcclCollective final : public Collective {
 
   std::vector<int> devices_;
   std::vector<void*> comms_;
+  // Set by the rank that failed, read by every rank's thread.
+  mutable std::mutex abort_mu_;
   std::string aborted_;
+  void check_running(const char* what) const;
 };
 
 }  // namespace rlx::cuda
