@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <cmath>
 #include <thread>
 
@@ -62,7 +63,12 @@ TEST(Concurrency, OneEmbedderSharedByFourThreads) {
     EXPECT_EQ(mismatches[size_t(t)], 0) << "thread " << t << " got other embeddings than alone";
     EXPECT_EQ(empty[size_t(t)], 0) << "thread " << t;
   }
-  EXPECT_GE(shared.compiled_buckets(), 2u);
+  // Several buckets were asked for. (How many stay compiled depends on the
+  // order: growing the arena for a larger one drops those compiled before.)
+  std::set<std::pair<int64_t, int64_t>> asked;
+  for (const Bucket& b : shared.buckets_used()) asked.insert({b.batch, b.seq});
+  EXPECT_GE(asked.size(), 2u);
+  EXPECT_GE(shared.compiled_buckets(), 1u);
 }
 
 // One call of 1100 texts tokenizes on several threads (a part per 512
