@@ -1,6 +1,8 @@
 #include "engine/pool_runner.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "backends/backend.h"
 #include "models/llama_shard.h"
@@ -85,7 +87,13 @@ Executable& PoolRunner::executable(int64_t batch, int64_t seq, bool logits) {
   auto make = [&](int r) {
     Rank& k = ranks_[size_t(r)];
     Graph g = graph(k.cfg, batch, seq, logits);
-    auto exe = compile(g, k.co);
+    CompileOptions co = k.co;
+    // RLX_TRACE_JSON=prefix (CUDA, for measuring): rank 0's graph of each
+    // shape writes its per-thunk GPU times to prefix-b<batch>-s<seq>.json
+    // after its first run.
+    if (const char* t = std::getenv("RLX_TRACE_JSON"); t && *t && r == 0)
+      co.trace_json = std::string(t) + "-b" + std::to_string(batch) + "-s" + std::to_string(seq) + ".json";
+    auto exe = compile(g, co);
     if (k.with_params) {
       exe->share_params_with(*k.with_params);
     } else {

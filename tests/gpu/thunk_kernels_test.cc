@@ -412,6 +412,101 @@ TEST_P(ThunkKernels, AttentionDecodeRowDim48Causal) {
 }
 TEST_P(ThunkKernels, AttentionPadding513) { attention_case(*this, dt(), {2, 513, 513, 2, 2, 64, MaskKind::Padding, false}); }
 
+// ---- attention over a KV cache: a prompt's rows at positions pos[b] -------
+
+// The models' prefill: q rows at pos[b] .. pos[b] + sq - 1 attend causally
+// to the keys of one cache row that holds K then V ([caches, skv, 2 * kv
+// width]); with `slots`, a ragged batch's pool read through kv_slots. On
+// f16/bf16 cuDNN must take it (padding lengths, the causal diagonal at each
+// sequence's bottom right, one-page tables for the slots); rlx's kernel is
+// the comparison. Keys past a sequence's last row hold random values that
+// must not be seen.
+struct CachedAtt {
+  int64_t batch, sq, skv, slots;  // slots = 0: batch b reads cache b
+  int32_t qh, kvh, d;
+  std::vector<int32_t> pos, slot;
+};
+
+void cached_attention_case_once(ThunkKernels& t, DType dt, const CachedAtt& a) {
+  Case c;
+  AttentionParams p{};
+  p.batch = a.batch; p.sq = a.sq; p.skv = a.skv;
+  p.q_heads = a.qh; p.kv_heads = a.kvh; p.head_dim = a.d;
+  p.scale = 1.f / std::sqrt(float(a.d));
+  p.mask_kind = MaskKind::Causal;
+  p.mask = kNoBuffer;
+  p.dtype = dt;
+  const int64_t qw = int64_t(a.qh) * a.d, kw = int64_t(a.kvh) * a.d, caches = a.slots ? a.slots : a.batch;
+  p.q = c.add("q", dt, a.batch * a.sq * qw, Role::Input);
+  p.k = p.v = c.add("kv", dt, caches * a.skv * 2 * kw, Role::Input);
+  p.q_stride = qw; p.k_stride = p.v_stride = 2 * kw; p.k_offset = 0; p.v_offset = kw;
+  p.pos = c.add("pos", DType::I32, a.batch, Role::Input);
+  c.set_i32("pos", a.pos);
+  if (a.slots) {
+    p.kv_slots = c.add("slots", DType::I32, a.batch, Role::Input);
+    p.kv_batch = a.slots;
+    c.set_i32("slots", a.slot);
+  }
+  c.random("q", -2.f, 2.f);
+  c.random("kv", -2.f, 2.f);
+  p.out = c.add("out", dt, a.batch * a.sq * qw, Role::Output);
+  c.thunk(ThunkKind::Attention, p, "attention 'att'");
+  auto ref = [&] {
+    std::vector<double> out(static_cast<size_t>(a.batch * a.sq * qw));
+    for (int64_t b = 0; b < a.batch; ++b) {
+      const int64_t cache = a.slots ? a.slot[size_t(b)] : b, start = a.pos[size_t(b)];
+      auto kv = [&](int64_t j, int64_t col) { return c.in("kv", (cache * a.skv + j) * 2 * kw + col); };
+      for (int h = 0; h < a.qh; ++h) {
+        const int kvh = h / (a.qh / a.kvh);
+        for (int64_t i = 0; i < a.sq; ++i) {
+          const int64_t keys = start + i + 1;  // causal: up to its own position
+          std::vector<double> s(static_cast<size_t>(keys));
+          double m = -INFINITY;
+          for (int64_t j = 0; j < keys; ++j) {
+            double dot = 0;
+            for (int d = 0; d < a.d; ++d) dot += c.in("q", (b * a.sq + i) * qw + h * a.d + d) * kv(j, kvh * a.d + d);
+            m = std::max(m, s[size_t(j)] = dot * p.scale);
+          }
+          double l = 0;
+          for (auto& x : s) l += (x = std::exp(x - m));
+          for (int d = 0; d < a.d; ++d) {
+            double acc = 0;
+            for (int64_t j = 0; j < keys; ++j) acc += s[size_t(j)] * kv(j, kw + kvh * a.d + d);
+            out[size_t(((b * a.sq + i) * a.qh + h) * a.d + d)] = acc / l;
+          }
+        }
+      }
+    }
+    return std::map<std::string, std::vector<double>>{{"out", out}};
+  };
+  t.check(c, ref, 3.0, {"q"});
+}
+
+void cached_attention_case(ThunkKernels& t, DType dt, const CachedAtt& a) {
+  const bool eligible = cuda::cudnn_attention_built() && dt != DType::F32;
+  for (const char* path : {"own", "auto"}) {
+    SCOPED_TRACE(std::string("RLX_ATTENTION=") + path);
+    setenv("RLX_ATTENTION", path, 1);
+    const auto before = cuda::attention_path_counts();
+    cached_attention_case_once(t, dt, a);
+    const auto after = cuda::attention_path_counts();
+    const bool want_cudnn = eligible && std::string(path) == "auto";
+    EXPECT_EQ(after.cudnn > before.cudnn, want_cudnn);
+    EXPECT_EQ(after.own > before.own, !want_cudnn);
+  }
+  unsetenv("RLX_ATTENTION");
+}
+
+// A first prompt chunk (position 0) and later ones, GQA, odd lengths.
+TEST_P(ThunkKernels, AttentionCacheFirstChunkGqa) { cached_attention_case(*this, dt(), {1, 37, 64, 0, 8, 2, 64, {0}, {}}); }
+TEST_P(ThunkKernels, AttentionCacheLaterChunksDim128) {
+  cached_attention_case(*this, dt(), {2, 19, 96, 0, 4, 4, 128, {41, 5}, {}});
+}
+// A ragged batch over a pool of 5 caches (slots out of order, one unused).
+TEST_P(ThunkKernels, AttentionCachePoolSlots) {
+  cached_attention_case(*this, dt(), {3, 23, 80, 5, 6, 2, 64, {0, 50, 17}, {3, 0, 4}});
+}
+
 // ---- rope / gather / reduce ------------------------------------------------
 
 void rope_case(ThunkKernels& t, DType dt, bool interleaved, bool batched, int32_t n_rot) {

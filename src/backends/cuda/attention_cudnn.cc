@@ -62,7 +62,7 @@ Choice env_choice() {
 #ifdef RLX_HAVE_CUDNN
 namespace fe = cudnn_frontend;
 
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kBias };
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kBias, kSeqQ, kSeqKv, kPageK, kPageV };
 
 void check_fe(fe::error_t e, const std::string& what) {
   if (!e.is_good()) throw Error("cuDNN attention: " + what + ": " + e.get_message());
@@ -91,13 +91,22 @@ size_t dtype_bytes(DType dt) { return dt == DType::F32 ? 4 : 2; }
 
 // One built graph per distinct problem and device: layers of one model share it.
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int,
-                       int, float, int>;
+                       int, float, int, bool, int64_t>;
 Key key_of(const AttentionParams& p) {
   int device = 0;
   cudaGetDevice(&device);
+  const bool cached = p.pos != kNoBuffer;
   return {p.batch, p.q_heads, p.kv_heads, p.sq, p.skv, p.head_dim, p.q_stride, p.k_stride, p.v_stride,
-          int(p.dtype), int(p.mask_kind), p.scale, device};
+          int(p.dtype), int(p.mask_kind), p.scale, device, cached,
+          cached && p.kv_slots != kNoBuffer ? p.kv_batch : -1};
 }
+
+// A KV cache's attention (query positions in the arena): per-sequence
+// lengths with the causal diagonal at each sequence's bottom right, and a
+// ragged batch's cache slots as one-page tables over the pool (a page is a
+// slot's whole cache).
+bool reads_cache(const AttentionParams& p) { return p.pos != kNoBuffer; }
+bool reads_slots(const AttentionParams& p) { return reads_cache(p) && p.kv_slots != kNoBuffer; }
 
 std::shared_ptr<fe::graph::Graph> build_graph(const AttentionParams& p, std::string& why) {
   const fe::DataType_t io = p.dtype == DType::F16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16;
@@ -106,16 +115,31 @@ std::shared_ptr<fe::graph::Graph> build_graph(const AttentionParams& p, std::str
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   const int64_t b = p.batch, hq = p.q_heads, hk = p.kv_heads, d = p.head_dim;
+  // With cache slots, K and V are the pool: [slots, H, S, D] pages.
+  const int64_t kv_b = reads_slots(p) ? p.kv_batch : b;
   // Rows of [B, S, heads * head_dim] (with a row stride) seen as [B, H, S, D].
   auto q = g->tensor(fe::graph::Tensor_attributes().set_name("Q").set_uid(kQ).set_dim({b, hq, p.sq, d})
                          .set_stride({p.sq * p.q_stride, d, p.q_stride, 1}));
-  auto k = g->tensor(fe::graph::Tensor_attributes().set_name("K").set_uid(kK).set_dim({b, hk, p.skv, d})
+  auto k = g->tensor(fe::graph::Tensor_attributes().set_name("K").set_uid(kK).set_dim({kv_b, hk, p.skv, d})
                          .set_stride({p.skv * p.k_stride, d, p.k_stride, 1}));
-  auto v = g->tensor(fe::graph::Tensor_attributes().set_name("V").set_uid(kV).set_dim({b, hk, p.skv, d})
+  auto v = g->tensor(fe::graph::Tensor_attributes().set_name("V").set_uid(kV).set_dim({kv_b, hk, p.skv, d})
                          .set_stride({p.skv * p.v_stride, d, p.v_stride, 1}));
   auto opts = fe::graph::SDPA_attributes().set_name("attention").set_generate_stats(false).set_attn_scale(
       p.scale);
-  if (p.mask_kind == MaskKind::Causal) {
+  auto per_sequence = [&](const char* name, int64_t uid) {
+    return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({b, 1, 1, 1})
+                         .set_stride({1, 1, 1, 1}).set_data_type(fe::DataType_t::INT32));
+  };
+  if (reads_cache(p)) {
+    opts.set_padding_mask(true)
+        .set_seq_len_q(per_sequence("seq_len_q", kSeqQ))
+        .set_seq_len_kv(per_sequence("seq_len_kv", kSeqKv))
+        .set_causal_mask_bottom_right(true);
+    if (reads_slots(p))
+      opts.set_paged_attention_k_table(per_sequence("page_table_k", kPageK))
+          .set_paged_attention_v_table(per_sequence("page_table_v", kPageV))
+          .set_paged_attention_max_seq_len_kv(int(p.skv));
+  } else if (p.mask_kind == MaskKind::Causal) {
     // rlx's causal mask is aligned to the last key (decode rows see the whole prefix).
     if (p.sq == p.skv)
       opts.set_causal_mask(true);
@@ -179,12 +203,24 @@ class CudnnAttentionThunk final : public DeviceThunk {
       mask_ = slot;
       mb_ = MaskBiasParams{p.mask, reinterpret_cast<uint64_t>(mask_->bias.ptr), p.batch, p.skv, p.dtype};
     }
+    if (reads_cache(p)) {
+      lens_ = std::make_unique<DeviceBuffer<int32_t>>(size_t(3 * p.batch) * 4, "attention lengths for " + label);
+      cl_ = CacheLensParams{p.pos, p.kv_slots, reinterpret_cast<uint64_t>(lens_->ptr), p.out, p.batch, p.sq, p.skv,
+                            reads_slots(p) ? p.kv_batch : p.batch, int64_t(p.q_heads) * p.head_dim, p.dtype};
+    }
   }
 
   void execute(const LaunchContext& ctx) const override {
     if (writes_bias_) run_mask_bias(mb_, ctx);
     std::unordered_map<int64_t, void*> pack{{kQ, q_}, {kK, k_}, {kV, v_}, {kO, o_}};
-    if (p_.mask_kind == MaskKind::Padding) pack.emplace(kBias, mask_->bias.ptr);
+    if (p_.mask_kind == MaskKind::Padding && !reads_cache(p_)) pack.emplace(kBias, mask_->bias.ptr);
+    if (lens_) {
+      run_cache_lens(cl_, ctx);
+      int32_t* lens = lens_->ptr;
+      pack.emplace(kSeqQ, lens);
+      pack.emplace(kSeqKv, lens + p_.batch);
+      if (reads_slots(p_)) pack.emplace(kPageK, lens + 2 * p_.batch), pack.emplace(kPageV, lens + 2 * p_.batch);
+    }
     cudnnHandle_t h = cudnn_handle();
     const cudnnStatus_t s = cudnnSetStream(h, ctx.stream);
     if (s != CUDNN_STATUS_SUCCESS)
@@ -207,13 +243,18 @@ class CudnnAttentionThunk final : public DeviceThunk {
   bool writes_bias_ = false;
   void *q_, *k_, *v_, *o_;
   MaskBiasParams mb_{};
+  std::unique_ptr<DeviceBuffer<int32_t>> lens_;  // a KV cache's: seq_q, seq_kv, page per sequence
+  CacheLensParams cl_{};
 };
 
 // What cuDNN's flash attention takes: f16/bf16, head_dim a multiple of 8 up
 // to 256, 16-byte aligned rows.
 std::string unsupported_reason(const AttentionParams& p, const uint8_t* arena) {
   if (p.dtype != DType::F16 && p.dtype != DType::BF16) return "dtype is not f16/bf16";
-  if (p.pos != kNoBuffer) return "query positions are read from device memory (KV cache)";
+  if (p.q_rope_n_rot > 0) return "q is rotated inside the attention (a decode step)";
+  if (reads_cache(p) && p.sq == 1) return "one query row over a KV cache (a decode step: rlx's decode kernel)";
+  if (reads_cache(p) && p.mask_kind != MaskKind::Causal) return "a KV cache without the causal mask";
+  if (p.ring) return "a ring cache (a sliding-window layer's)";
   if (p.window > 0) return "a sliding window";
   if (p.softcap > 0.f) return "soft-capped scores";
   if (p.head_dim % 8 != 0 || p.head_dim > 256) return "head_dim is not a multiple of 8 up to 256";

@@ -24,7 +24,32 @@ __global__ void mask_bias_kernel(const MaskBiasParams p, uint8_t* arena) {
     bias[j] = from_f32<T>(!kept || mask[j] != 0 ? 0.f : -INFINITY);
 }
 
+// One block per batch row.
+template <class T>
+__global__ void cache_lens_kernel(const CacheLensParams p, uint8_t* arena) {
+  pdl_entry();
+  const int64_t b = blockIdx.x;
+  const int64_t start = max(int64_t(0), int64_t(at<const int32_t>(arena, p.pos)[b]));
+  const int64_t seq_q = max(int64_t(0), min(p.sq, p.skv - start));
+  if (threadIdx.x == 0) {
+    int32_t* lens = reinterpret_cast<int32_t*>(p.lens_addr);
+    lens[b] = int32_t(seq_q);
+    lens[p.batch + b] = int32_t(start + seq_q);
+    // Clamped into the pool as rlx's kernels do (the host checks the slots).
+    const int64_t slot = p.kv_slots == kNoBuffer ? b : int64_t(at<const int32_t>(arena, p.kv_slots)[b]);
+    lens[2 * p.batch + b] = int32_t(min(max(slot, int64_t(0)), p.kv_batch - 1));
+  }
+  T* out = at<T>(arena, p.out) + (b * p.sq + seq_q) * p.row;
+  for (int64_t i = threadIdx.x; i < (p.sq - seq_q) * p.row; i += blockDim.x) out[i] = from_f32<T>(0.f);
+}
+
 }  // namespace
+
+void run_cache_lens(const CacheLensParams& p, const LaunchContext& ctx) {
+  dispatch_float(p.dtype, ctx.label, [&]<class T>() {
+    launch(cache_lens_kernel<T>, dim3(unsigned(p.batch)), 256, 0, ctx, p);
+  });
+}
 
 void run_mask_bias(const MaskBiasParams& p, const LaunchContext& ctx) {
   dispatch_float(p.dtype, ctx.label, [&]<class T>() {
