@@ -483,7 +483,8 @@ void cached_attention_case_once(ThunkKernels& t, DType dt, const CachedAtt& a) {
 }
 
 void cached_attention_case(ThunkKernels& t, DType dt, const CachedAtt& a) {
-  const bool eligible = cuda::cudnn_attention_built() && dt != DType::F32;
+  // cuDNN's pages are a power of two rows (16 at least here) dividing the cache.
+  const bool eligible = cuda::cudnn_attention_built() && dt != DType::F32 && (a.slots == 0 || a.skv % 16 == 0);
   for (const char* path : {"own", "auto"}) {
     SCOPED_TRACE(std::string("RLX_ATTENTION=") + path);
     setenv("RLX_ATTENTION", path, 1);
@@ -502,9 +503,17 @@ TEST_P(ThunkKernels, AttentionCacheFirstChunkGqa) { cached_attention_case(*this,
 TEST_P(ThunkKernels, AttentionCacheLaterChunksDim128) {
   cached_attention_case(*this, dt(), {2, 19, 96, 0, 4, 4, 128, {41, 5}, {}});
 }
-// A ragged batch over a pool of 5 caches (slots out of order, one unused).
+// A ragged batch over a pool of caches (slots out of order, some unused):
+// 80 rows are 5 pages of 16, 384 rows 3 pages of 128; 72 rows have no
+// power-of-two page of 16 or more, so rlx's kernel serves them.
 TEST_P(ThunkKernels, AttentionCachePoolSlots) {
   cached_attention_case(*this, dt(), {3, 23, 80, 5, 6, 2, 64, {0, 50, 17}, {3, 0, 4}});
+}
+TEST_P(ThunkKernels, AttentionCachePoolSlotsLongPagesDim128) {
+  cached_attention_case(*this, dt(), {2, 33, 384, 3, 8, 2, 128, {0, 300}, {2, 0}});
+}
+TEST_P(ThunkKernels, AttentionCachePoolSlotsShortPagesOwnKernel) {
+  cached_attention_case(*this, dt(), {2, 9, 72, 3, 4, 2, 64, {60, 3}, {1, 2}});
 }
 
 // ---- rope / gather / reduce ------------------------------------------------

@@ -107,6 +107,14 @@ Key key_of(const AttentionParams& p) {
 // slot's whole cache).
 bool reads_cache(const AttentionParams& p) { return p.pos != kNoBuffer; }
 bool reads_slots(const AttentionParams& p) { return reads_cache(p) && p.kv_slots != kNoBuffer; }
+// cuDNN's pages are a power of two rows: a slot's cache is skv / page pages
+// of the pool. The largest power of two up to 128 that divides skv, or 0
+// where that is under 16 (pages of a few rows would be slow).
+int64_t page_rows(int64_t skv) {
+  int64_t page = 128;
+  while (page >= 16 && skv % page != 0) page /= 2;
+  return page >= 16 ? page : 0;
+}
 
 std::shared_ptr<fe::graph::Graph> build_graph(const AttentionParams& p, std::string& why) {
   const fe::DataType_t io = p.dtype == DType::F16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16;
@@ -115,15 +123,16 @@ std::shared_ptr<fe::graph::Graph> build_graph(const AttentionParams& p, std::str
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   const int64_t b = p.batch, hq = p.q_heads, hk = p.kv_heads, d = p.head_dim;
-  // With cache slots, K and V are the pool: [slots, H, S, D] pages.
-  const int64_t kv_b = reads_slots(p) ? p.kv_batch : b;
+  // With cache slots, K and V are the pool as [slots * pages, H, page, D].
+  const int64_t page = reads_slots(p) ? page_rows(p.skv) : p.skv, pages = p.skv / page;
+  const int64_t kv_b = reads_slots(p) ? p.kv_batch * pages : b;
   // Rows of [B, S, heads * head_dim] (with a row stride) seen as [B, H, S, D].
   auto q = g->tensor(fe::graph::Tensor_attributes().set_name("Q").set_uid(kQ).set_dim({b, hq, p.sq, d})
                          .set_stride({p.sq * p.q_stride, d, p.q_stride, 1}));
-  auto k = g->tensor(fe::graph::Tensor_attributes().set_name("K").set_uid(kK).set_dim({kv_b, hk, p.skv, d})
-                         .set_stride({p.skv * p.k_stride, d, p.k_stride, 1}));
-  auto v = g->tensor(fe::graph::Tensor_attributes().set_name("V").set_uid(kV).set_dim({kv_b, hk, p.skv, d})
-                         .set_stride({p.skv * p.v_stride, d, p.v_stride, 1}));
+  auto k = g->tensor(fe::graph::Tensor_attributes().set_name("K").set_uid(kK).set_dim({kv_b, hk, page, d})
+                         .set_stride({page * p.k_stride, d, p.k_stride, 1}));
+  auto v = g->tensor(fe::graph::Tensor_attributes().set_name("V").set_uid(kV).set_dim({kv_b, hk, page, d})
+                         .set_stride({page * p.v_stride, d, p.v_stride, 1}));
   auto opts = fe::graph::SDPA_attributes().set_name("attention").set_generate_stats(false).set_attn_scale(
       p.scale);
   auto per_sequence = [&](const char* name, int64_t uid) {
@@ -135,10 +144,15 @@ std::shared_ptr<fe::graph::Graph> build_graph(const AttentionParams& p, std::str
         .set_seq_len_q(per_sequence("seq_len_q", kSeqQ))
         .set_seq_len_kv(per_sequence("seq_len_kv", kSeqKv))
         .set_causal_mask_bottom_right(true);
-    if (reads_slots(p))
-      opts.set_paged_attention_k_table(per_sequence("page_table_k", kPageK))
-          .set_paged_attention_v_table(per_sequence("page_table_v", kPageV))
+    if (reads_slots(p)) {
+      auto table = [&](const char* name, int64_t uid) {
+        return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({b, 1, pages, 1})
+                             .set_stride({pages, pages, 1, 1}).set_data_type(fe::DataType_t::INT32));
+      };
+      opts.set_paged_attention_k_table(table("page_table_k", kPageK))
+          .set_paged_attention_v_table(table("page_table_v", kPageV))
           .set_paged_attention_max_seq_len_kv(int(p.skv));
+    }
   } else if (p.mask_kind == MaskKind::Causal) {
     // rlx's causal mask is aligned to the last key (decode rows see the whole prefix).
     if (p.sq == p.skv)
@@ -204,9 +218,11 @@ class CudnnAttentionThunk final : public DeviceThunk {
       mb_ = MaskBiasParams{p.mask, reinterpret_cast<uint64_t>(mask_->bias.ptr), p.batch, p.skv, p.dtype};
     }
     if (reads_cache(p)) {
-      lens_ = std::make_unique<DeviceBuffer<int32_t>>(size_t(3 * p.batch) * 4, "attention lengths for " + label);
+      const int64_t pages = reads_slots(p) ? p.skv / page_rows(p.skv) : 0;
+      lens_ = std::make_unique<DeviceBuffer<int32_t>>(size_t(p.batch * (2 + pages)) * 4,
+                                                      "attention lengths for " + label);
       cl_ = CacheLensParams{p.pos, p.kv_slots, reinterpret_cast<uint64_t>(lens_->ptr), p.out, p.batch, p.sq, p.skv,
-                            reads_slots(p) ? p.kv_batch : p.batch, int64_t(p.q_heads) * p.head_dim, p.dtype};
+                            p.kv_batch, pages, int64_t(p.q_heads) * p.head_dim, p.dtype};
     }
   }
 
@@ -254,6 +270,7 @@ std::string unsupported_reason(const AttentionParams& p, const uint8_t* arena) {
   if (p.q_rope_n_rot > 0) return "q is rotated inside the attention (a decode step)";
   if (reads_cache(p) && p.sq == 1) return "one query row over a KV cache (a decode step: rlx's decode kernel)";
   if (reads_cache(p) && p.mask_kind != MaskKind::Causal) return "a KV cache without the causal mask";
+  if (reads_slots(p) && page_rows(p.skv) == 0) return "cache slots whose length has no power-of-two factor >= 16";
   if (p.ring) return "a ring cache (a sliding-window layer's)";
   if (p.window > 0) return "a sliding window";
   if (p.softcap > 0.f) return "soft-capped scores";

@@ -31,13 +31,16 @@ __global__ void cache_lens_kernel(const CacheLensParams p, uint8_t* arena) {
   const int64_t b = blockIdx.x;
   const int64_t start = max(int64_t(0), int64_t(at<const int32_t>(arena, p.pos)[b]));
   const int64_t seq_q = max(int64_t(0), min(p.sq, p.skv - start));
+  int32_t* lens = reinterpret_cast<int32_t*>(p.lens_addr);
   if (threadIdx.x == 0) {
-    int32_t* lens = reinterpret_cast<int32_t*>(p.lens_addr);
     lens[b] = int32_t(seq_q);
     lens[p.batch + b] = int32_t(start + seq_q);
+  }
+  if (p.pages > 0) {
     // Clamped into the pool as rlx's kernels do (the host checks the slots).
-    const int64_t slot = p.kv_slots == kNoBuffer ? b : int64_t(at<const int32_t>(arena, p.kv_slots)[b]);
-    lens[2 * p.batch + b] = int32_t(min(max(slot, int64_t(0)), p.kv_batch - 1));
+    const int64_t slot = min(max(int64_t(at<const int32_t>(arena, p.kv_slots)[b]), int64_t(0)), p.kv_batch - 1);
+    for (int64_t i = threadIdx.x; i < p.pages; i += blockDim.x)
+      lens[2 * p.batch + b * p.pages + i] = int32_t(slot * p.pages + i);
   }
   T* out = at<T>(arena, p.out) + (b * p.sq + seq_q) * p.row;
   for (int64_t i = threadIdx.x; i < (p.sq - seq_q) * p.row; i += blockDim.x) out[i] = from_f32<T>(0.f);

@@ -19,14 +19,15 @@ struct MaskBiasParams {
 // batch row, the query rows whose positions the cache holds (seq_q), the
 // keys they see (seq_kv = pos[b] + seq_q; with cuDNN's bottom-right causal
 // alignment query i then sees keys j <= pos[b] + i, as rlx's kernels) and,
-// with a ragged batch's cache slots, the slot as a one-page table. Output
+// with a ragged batch's cache slots, the page table of the slot's cache
+// (`pages` pages of skv / pages rows each; slot s's are s * pages ..). Output
 // rows past seq_q (positions past the cache: padding rows) are zeroed.
 struct CacheLensParams {
   uint64_t pos;           // arena offset of the i32 [batch] start positions
   uint64_t kv_slots;      // arena offset of the i32 [batch] cache slots, or kNoBuffer
-  uint64_t lens_addr;     // device address of i32 [3, batch]: seq_q, seq_kv, page
+  uint64_t lens_addr;     // device address of i32: seq_q [batch], seq_kv [batch], pages [batch, pages]
   uint64_t out;           // arena offset of the [batch, sq, row] output
-  int64_t batch, sq, skv, kv_batch, row;
+  int64_t batch, sq, skv, kv_batch, pages, row;
   DType dtype;
 };
 
