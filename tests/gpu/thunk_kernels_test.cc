@@ -584,6 +584,38 @@ void gather_case(ThunkKernels& t, DType dt, int64_t row, int64_t n_ids) {
   t.check(c, ref, 0.0);
 }
 
+// SwiGLU over the halves of a fused gate/up row [rows, 2 * cols]: 16-byte
+// chunks where every row starts aligned, else element by element (the
+// offset of 1 in the second case misaligns the up half; 45 columns the rows).
+void swiglu_case(ThunkKernels& t, DType dt, int64_t rows, int64_t cols, int64_t up_offset) {
+  Case c;
+  SwiGluParams p{};
+  p.rows = rows; p.cols = cols; p.dtype = dt; p.act = Activation::Silu;
+  p.gate_stride = p.up_stride = 2 * cols + 8;
+  p.gate_offset = 0; p.up_offset = up_offset;
+  p.gate = p.up = c.add("gate_up", dt, rows * p.gate_stride, Role::Input);
+  p.out = c.add("out", dt, rows * cols, Role::Output);
+  c.random("gate_up", -4.f, 4.f);
+  const int64_t ve = 16 / int64_t(dtype_size(dt));
+  const bool whole = cols % ve == 0 && up_offset % ve == 0;
+  EXPECT_STREQ(cuda::swiglu_variant(p, nullptr), whole ? "vec" : "general");
+  c.thunk(ThunkKind::SwiGlu, p, "swiglu 'ffn'");
+  auto ref = [&] {
+    std::vector<double> out(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < cols; ++j) {
+        const double g = c.in("gate_up", r * p.gate_stride + j), u = c.in("gate_up", r * p.up_stride + up_offset + j);
+        out[size_t(r * cols + j)] = g / (1.0 + std::exp(-g)) * u;
+      }
+    return std::map<std::string, std::vector<double>>{{"out", out}};
+  };
+  t.check(c, ref, 1.0, {"gate_up"});
+}
+
+TEST_P(ThunkKernels, SwiGluWholeChunks) { swiglu_case(*this, dt(), 37, 128, 136); }
+TEST_P(ThunkKernels, SwiGluMisalignedHalf) { swiglu_case(*this, dt(), 5, 128, 129); }
+TEST_P(ThunkKernels, SwiGluOddColumns) { swiglu_case(*this, dt(), 9, 45, 53); }
+
 TEST_P(ThunkKernels, GatherOutOfRangeIdsGiveZeroRows) { gather_case(*this, dt(), 33, 9); }
 TEST_P(ThunkKernels, GatherWholeChunkRows) { gather_case(*this, dt(), 40, 1030); }
 

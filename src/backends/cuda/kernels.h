@@ -28,6 +28,8 @@ void prepare_device_kernels();
 // Which attention kernel run_attention picks for p: "short" or "general".
 const char* attention_variant(const AttentionParams& p);
 void run_rope(const RopeParams& p, const LaunchContext& ctx);
+// Which SwiGLU kernel runs p: "vec" (16-byte chunks) or "general".
+const char* swiglu_variant(const SwiGluParams& p, const uint8_t* arena);
 void run_gather(const GatherParams& p, const LaunchContext& ctx);
 void run_gather_q(const GatherQParams& p, const LaunchContext& ctx);
 // Which gather kernel run_gather takes: "vec" (16-byte chunks) or "general".
