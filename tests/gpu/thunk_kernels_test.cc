@@ -233,14 +233,38 @@ struct Att {
   const char* variant = nullptr;  // the kernel expected to serve the case, when given
 };
 
+// The shape of an attention case, scaled by 1 / sqrt(head_dim).
+AttentionParams attention_shape(int64_t batch, int64_t sq, int64_t skv, int32_t qh, int32_t kvh, int32_t d,
+                                MaskKind mask, DType dt) {
+  AttentionParams p{};
+  p.batch = batch; p.sq = sq; p.skv = skv;
+  p.q_heads = qh; p.kv_heads = kvh; p.head_dim = d;
+  p.scale = 1.f / std::sqrt(float(d));
+  p.mask_kind = mask;
+  p.dtype = dt;
+  return p;
+}
+
+// Runs a case on rlx's own kernels (RLX_ATTENTION=own) and then on the
+// default choice, which must be cuDNN exactly where `cudnn_eligible`.
+template <class Once>
+void on_both_attention_paths(bool cudnn_eligible, Once once) {
+  for (const char* path : {"own", "auto"}) {
+    SCOPED_TRACE(std::string("RLX_ATTENTION=") + path);
+    setenv("RLX_ATTENTION", path, 1);
+    const auto before = cuda::attention_path_counts();
+    once();
+    const auto after = cuda::attention_path_counts();
+    const bool want_cudnn = cudnn_eligible && std::string(path) == "auto";
+    EXPECT_EQ(after.cudnn > before.cudnn, want_cudnn);
+    EXPECT_EQ(after.own > before.own, !want_cudnn);
+  }
+  unsetenv("RLX_ATTENTION");
+}
+
 void attention_case_once(ThunkKernels& t, DType dt, const Att& a) {
   Case c;
-  AttentionParams p{};
-  p.batch = a.batch; p.sq = a.sq; p.skv = a.skv;
-  p.q_heads = a.qh; p.kv_heads = a.kvh; p.head_dim = a.d;
-  p.scale = 1.f / std::sqrt(float(a.d));
-  p.mask_kind = a.mask;
-  p.dtype = dt;
+  AttentionParams p = attention_shape(a.batch, a.sq, a.skv, a.qh, a.kvh, a.d, a.mask, dt);
   const int64_t qw = int64_t(a.qh) * a.d, kw = int64_t(a.kvh) * a.d;
   if (a.packed) {  // self-attention, sq == skv: one fused qkv row per token
     const int64_t row = qw + 2 * kw + (a.aligned_rows ? 0 : 5);  // padded row length
@@ -321,18 +345,7 @@ void attention_case_once(ThunkKernels& t, DType dt, const Att& a) {
 void attention_case(ThunkKernels& t, DType dt, const Att& a) {
   const bool eligible = cuda::cudnn_attention_built() && dt != DType::F32 && a.d % 8 == 0 &&
                         (!a.packed || a.aligned_rows);
-  for (const char* path : {"own", "auto"}) {
-    SCOPED_TRACE(std::string("RLX_ATTENTION=") + path);
-    setenv("RLX_ATTENTION", path, 1);
-    const auto before = cuda::attention_path_counts();
-    attention_case_once(t, dt, a);
-    const auto after = cuda::attention_path_counts();
-    const bool cudnn_ran = after.cudnn > before.cudnn, own_ran = after.own > before.own;
-    const bool want_cudnn = eligible && std::string(path) == "auto";
-    EXPECT_EQ(cudnn_ran, want_cudnn);
-    EXPECT_EQ(own_ran, !want_cudnn);
-  }
-  unsetenv("RLX_ATTENTION");
+  on_both_attention_paths(eligible, [&] { attention_case_once(t, dt, a); });
 }
 
 TEST_P(ThunkKernels, AttentionPackedBertShape) { attention_case(*this, dt(), {2, 33, 33, 4, 4, 64, MaskKind::None, true}); }
@@ -429,13 +442,8 @@ struct CachedAtt {
 
 void cached_attention_case_once(ThunkKernels& t, DType dt, const CachedAtt& a) {
   Case c;
-  AttentionParams p{};
-  p.batch = a.batch; p.sq = a.sq; p.skv = a.skv;
-  p.q_heads = a.qh; p.kv_heads = a.kvh; p.head_dim = a.d;
-  p.scale = 1.f / std::sqrt(float(a.d));
-  p.mask_kind = MaskKind::Causal;
+  AttentionParams p = attention_shape(a.batch, a.sq, a.skv, a.qh, a.kvh, a.d, MaskKind::Causal, dt);
   p.mask = kNoBuffer;
-  p.dtype = dt;
   const int64_t qw = int64_t(a.qh) * a.d, kw = int64_t(a.kvh) * a.d, caches = a.slots ? a.slots : a.batch;
   p.q = c.add("q", dt, a.batch * a.sq * qw, Role::Input);
   p.k = p.v = c.add("kv", dt, caches * a.skv * 2 * kw, Role::Input);
@@ -485,17 +493,7 @@ void cached_attention_case_once(ThunkKernels& t, DType dt, const CachedAtt& a) {
 void cached_attention_case(ThunkKernels& t, DType dt, const CachedAtt& a) {
   // cuDNN's pages are a power of two rows (16 at least here) dividing the cache.
   const bool eligible = cuda::cudnn_attention_built() && dt != DType::F32 && (a.slots == 0 || a.skv % 16 == 0);
-  for (const char* path : {"own", "auto"}) {
-    SCOPED_TRACE(std::string("RLX_ATTENTION=") + path);
-    setenv("RLX_ATTENTION", path, 1);
-    const auto before = cuda::attention_path_counts();
-    cached_attention_case_once(t, dt, a);
-    const auto after = cuda::attention_path_counts();
-    const bool want_cudnn = eligible && std::string(path) == "auto";
-    EXPECT_EQ(after.cudnn > before.cudnn, want_cudnn);
-    EXPECT_EQ(after.own > before.own, !want_cudnn);
-  }
-  unsetenv("RLX_ATTENTION");
+  on_both_attention_paths(eligible, [&] { cached_attention_case_once(t, dt, a); });
 }
 
 // A first prompt chunk (position 0) and later ones, GQA, odd lengths.
