@@ -438,12 +438,14 @@ struct CachedAtt {
   int64_t batch, sq, skv, slots;  // slots = 0: batch b reads cache b
   int32_t qh, kvh, d;
   std::vector<int32_t> pos, slot;
+  int32_t window = 0;  // a causal window, seen by the reference as by the kernels
 };
 
 void cached_attention_case_once(ThunkKernels& t, DType dt, const CachedAtt& a) {
   Case c;
   AttentionParams p = attention_shape(a.batch, a.sq, a.skv, a.qh, a.kvh, a.d, MaskKind::Causal, dt);
   p.mask = kNoBuffer;
+  p.window = a.window;
   const int64_t qw = int64_t(a.qh) * a.d, kw = int64_t(a.kvh) * a.d, caches = a.slots ? a.slots : a.batch;
   p.q = c.add("q", dt, a.batch * a.sq * qw, Role::Input);
   p.k = p.v = c.add("kv", dt, caches * a.skv * 2 * kw, Role::Input);
@@ -468,18 +470,19 @@ void cached_attention_case_once(ThunkKernels& t, DType dt, const CachedAtt& a) {
         const int kvh = h / (a.qh / a.kvh);
         for (int64_t i = 0; i < a.sq; ++i) {
           const int64_t keys = start + i + 1;  // causal: up to its own position
-          std::vector<double> s(static_cast<size_t>(keys));
+          const int64_t first = a.window > 0 ? std::max<int64_t>(0, keys - a.window) : 0;
+          std::vector<double> s(static_cast<size_t>(keys), 0.0);
           double m = -INFINITY;
-          for (int64_t j = 0; j < keys; ++j) {
+          for (int64_t j = first; j < keys; ++j) {
             double dot = 0;
             for (int d = 0; d < a.d; ++d) dot += c.in("q", (b * a.sq + i) * qw + h * a.d + d) * kv(j, kvh * a.d + d);
             m = std::max(m, s[size_t(j)] = dot * p.scale);
           }
           double l = 0;
-          for (auto& x : s) l += (x = std::exp(x - m));
+          for (int64_t j = first; j < keys; ++j) l += (s[size_t(j)] = std::exp(s[size_t(j)] - m));
           for (int d = 0; d < a.d; ++d) {
             double acc = 0;
-            for (int64_t j = 0; j < keys; ++j) acc += s[size_t(j)] * kv(j, kw + kvh * a.d + d);
+            for (int64_t j = first; j < keys; ++j) acc += s[size_t(j)] * kv(j, kw + kvh * a.d + d);
             out[size_t(((b * a.sq + i) * a.qh + h) * a.d + d)] = acc / l;
           }
         }
@@ -491,8 +494,10 @@ void cached_attention_case_once(ThunkKernels& t, DType dt, const CachedAtt& a) {
 }
 
 void cached_attention_case(ThunkKernels& t, DType dt, const CachedAtt& a) {
-  // cuDNN's pages are a power of two rows (16 at least here) dividing the cache.
-  const bool eligible = cuda::cudnn_attention_built() && dt != DType::F32 && (a.slots == 0 || a.skv % 16 == 0);
+  // cuDNN's pages are a power of two rows (16 at least here) dividing the
+  // cache; a window shorter than the cache keeps rlx's kernel.
+  const bool eligible = cuda::cudnn_attention_built() && dt != DType::F32 && (a.slots == 0 || a.skv % 16 == 0) &&
+                        (a.window == 0 || a.window >= a.skv);
   on_both_attention_paths(eligible, [&] { cached_attention_case_once(t, dt, a); });
 }
 
@@ -509,6 +514,14 @@ TEST_P(ThunkKernels, AttentionCachePoolSlots) {
 }
 TEST_P(ThunkKernels, AttentionCachePoolSlotsLongPagesDim128) {
   cached_attention_case(*this, dt(), {2, 33, 384, 3, 8, 2, 128, {0, 300}, {2, 0}});
+}
+// A causal window as long as the cache hides nothing (cuDNN, as plain
+// causal); a shorter one (rlx's kernel) hides the oldest keys.
+TEST_P(ThunkKernels, AttentionCacheWindowAsLongAsTheCache) {
+  cached_attention_case(*this, dt(), {2, 21, 64, 0, 4, 2, 64, {40, 0}, {}, 64});
+}
+TEST_P(ThunkKernels, AttentionCacheShorterWindowOwnKernel) {
+  cached_attention_case(*this, dt(), {2, 21, 64, 0, 4, 2, 64, {40, 0}, {}, 17});
 }
 TEST_P(ThunkKernels, AttentionCachePoolSlotsShortPagesOwnKernel) {
   cached_attention_case(*this, dt(), {2, 9, 72, 3, 4, 2, 64, {60, 3}, {1, 2}});

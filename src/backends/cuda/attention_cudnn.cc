@@ -272,7 +272,9 @@ std::string unsupported_reason(const AttentionParams& p, const uint8_t* arena) {
   if (reads_cache(p) && p.mask_kind != MaskKind::Causal) return "a KV cache without the causal mask";
   if (reads_slots(p) && page_rows(p.skv) == 0) return "cache slots whose length has no power-of-two factor >= 16";
   if (p.ring) return "a ring cache (a sliding-window layer's)";
-  if (p.window > 0) return "a sliding window";
+  // A causal window at least as long as the cache hides no key from a query
+  // the cache holds (Mistral's 4096 over a 4096-token context): plain causal.
+  if (p.window > 0 && !(reads_cache(p) && p.window >= p.skv)) return "a sliding window";
   if (p.softcap > 0.f) return "soft-capped scores";
   if (p.head_dim % 8 != 0 || p.head_dim > 256) return "head_dim is not a multiple of 8 up to 256";
   const size_t es = dtype_bytes(p.dtype);
