@@ -431,7 +431,7 @@ TEST_P(ThunkKernels, AttentionPadding513) { attention_case(*this, dt(), {2, 513,
 // to the keys of one cache row that holds K then V ([caches, skv, 2 * kv
 // width]); with `slots`, a ragged batch's pool read through kv_slots. On
 // f16/bf16 cuDNN must take it (padding lengths, the causal diagonal at each
-// sequence's bottom right, one-page tables for the slots); rlx's kernel is
+// sequence's bottom right, page tables for the slots); rlx's kernel is
 // the comparison. Keys past a sequence's last row hold random values that
 // must not be seen.
 struct CachedAtt {

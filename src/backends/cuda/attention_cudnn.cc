@@ -103,8 +103,7 @@ Key key_of(const AttentionParams& p) {
 
 // A KV cache's attention (query positions in the arena): per-sequence
 // lengths with the causal diagonal at each sequence's bottom right, and a
-// ragged batch's cache slots as one-page tables over the pool (a page is a
-// slot's whole cache).
+// ragged batch's cache slots as page tables over the pool.
 bool reads_cache(const AttentionParams& p) { return p.pos != kNoBuffer; }
 bool reads_slots(const AttentionParams& p) { return reads_cache(p) && p.kv_slots != kNoBuffer; }
 // cuDNN's pages are a power of two rows: a slot's cache is skv / page pages
@@ -259,7 +258,7 @@ class CudnnAttentionThunk final : public DeviceThunk {
   bool writes_bias_ = false;
   void *q_, *k_, *v_, *o_;
   MaskBiasParams mb_{};
-  std::unique_ptr<DeviceBuffer<int32_t>> lens_;  // a KV cache's: seq_q, seq_kv, page per sequence
+  std::unique_ptr<DeviceBuffer<int32_t>> lens_;  // a KV cache's: seq_q, seq_kv, page tables
   CacheLensParams cl_{};
 };
 

@@ -6,7 +6,7 @@
 // before the call; rows whose keys are all masked are zeroed after it, as
 // the other kernels do. Over a KV cache (a prompt chunk at positions read
 // from the arena) a small kernel writes each sequence's lengths first, and a
-// ragged batch's cache slots become one-page tables over the pool; a
+// ragged batch's cache slots become page tables over the pool; a
 // decode step's one query row stays on rlx's decode kernel.
 #pragma once
 #include <memory>
