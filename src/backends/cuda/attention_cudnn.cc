@@ -228,7 +228,7 @@ class CudnnAttentionThunk final : public DeviceThunk {
   void execute(const LaunchContext& ctx) const override {
     if (writes_bias_) run_mask_bias(mb_, ctx);
     std::unordered_map<int64_t, void*> pack{{kQ, q_}, {kK, k_}, {kV, v_}, {kO, o_}};
-    if (p_.mask_kind == MaskKind::Padding && !reads_cache(p_)) pack.emplace(kBias, mask_->bias.ptr);
+    if (p_.mask_kind == MaskKind::Padding) pack.emplace(kBias, mask_->bias.ptr);
     if (lens_) {
       run_cache_lens(cl_, ctx);
       int32_t* lens = lens_->ptr;
