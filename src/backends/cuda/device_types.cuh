@@ -132,15 +132,24 @@ __device__ __forceinline__ float apply_activation(Activation act, float x) {
 }
 
 // Programmatic dependent launch (launch.cuh): every kernel launched through
-// launch() calls this before it reads or writes the arena. It waits until the
-// kernel before it in the stream has finished and its writes are visible,
-// then lets the next kernel start launching (its blocks wait here in turn),
-// so a kernel's launch and start overlap its predecessor's tail. A no-op when
-// the kernel was launched without the attribute.
+// launch() calls this before it reads or writes the arena. It first lets the
+// next kernel in the stream launch (its blocks take SM slots as this grid's
+// drain, issue their constant-weight loads and wait here in turn), then waits
+// until the kernel before it has finished and its writes are visible. So the
+// next product's first weight loads overlap this kernel's whole run, not
+// only its tail. A grid launches only once every block of the one before it
+// has started, so waiting blocks never keep an earlier grid's blocks out.
+// Building with -DRLX_PDL_LATE_TRIGGER lets the next kernel launch only after
+// the wait (as before; for measuring). A no-op without the launch attribute.
 __device__ __forceinline__ void pdl_entry() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#ifdef RLX_PDL_LATE_TRIGGER
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" :::);
+#else
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 #endif
 }
 

@@ -7,6 +7,7 @@
 #include "backends/cuda/matmul_cutlass.h"
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/launch.cuh"
 
 #if RLX_CUTLASS
 #include <cute/tensor.hpp>
@@ -158,7 +159,9 @@ struct GemmImpl final : CutlassGemm::Impl {
     if (workspace) cudaFree(workspace);
   }
   void run(const LaunchContext& ctx) override {
-    const cutlass::Status s = gemm.run(ctx.stream);
+    // Programmatic launch as every rlx kernel (launch.cuh): the GEMM's
+    // blocks start as the kernel before it drains and wait inside.
+    const cutlass::Status s = gemm.run(ctx.stream, nullptr, pdl_enabled());
     const cudaError_t e = cudaGetLastError();
     if (s != cutlass::Status::kSuccess || e != cudaSuccess)
       throw Error(std::string("CUTLASS GEMM launch failed for ") + ctx.label + ": " +
