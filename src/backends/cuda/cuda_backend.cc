@@ -9,6 +9,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/cuda_executable.h"
 #include "backends/cuda/cuda_registry.h"
+#include "backends/cuda/gemv.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/nccl_collective.h"
 
@@ -35,7 +36,10 @@ void cuda::prepare_device_kernels() {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return;
   std::lock_guard<std::mutex> lock(mu);
-  if (prepared.insert(device).second) prepare_attention_kernels();
+  if (prepared.insert(device).second) {
+    prepare_attention_kernels();
+    prepare_gemv_kernels();
+  }
 }
 
 }  // namespace rlx
@@ -46,6 +50,7 @@ extern "C" __attribute__((visibility("default"))) rlx::Backend* rlx_cuda_backend
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return false;
     rlx::cuda::prepare_attention_kernels();
+    rlx::cuda::prepare_gemv_kernels();
     return true;
   }();
   static rlx::CudaBackend backend;
