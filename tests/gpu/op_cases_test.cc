@@ -11,7 +11,6 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_executable.h"
-#include "backends/cuda/gemv.h"
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/matmul_cutlass.h"
 #include "backends/cuda/matmul_few_rows.h"
@@ -127,53 +126,6 @@ TEST(OpCasesGpu, FewRowProductsOnBothPaths) {
   }
   unsetenv("RLX_MATMUL");
   EXPECT_EQ(cases, 4);
-}
-
-// The matrix-vector kernel's two variants (RLX_MATMUL=gemv): weight rows
-// streamed into shared memory by the bulk-copy engine (one or two rows of x)
-// and rows held in registers (RLX_GEMV_BULK=0), both against the reference
-// on NaN-poisoned outputs. Every float case of at most two rows must take
-// the bulk variant when it is on (norm, gate, residual, bias, GELU and
-// 5640-long rows among them), and none when it is off.
-TEST(OpCasesGpu, MatVecBulkAndRegisterVariants) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
-  const std::vector<std::string> two_rows = {
-      "matmul_gemv_one_row_bias_gelu",      "matmul_gemv_long_rows_bias",         "matvec_norm_residual_1x77x264_bias",
-      "matvec_norm_residual_1x19x5640",     "matvec_glu_silu_norm_1x74x264_bias", "matvec_glu_silu_norm_2x38x5640_bias"};
-  int device = 0, major = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
-  const bool hopper = major >= 9;  // the bulk-copy engine
-  int bulk_cases = 0;
-  setenv("RLX_MATMUL", "gemv", 1);
-  for (const OpCase& oc : op_cases()) {
-    if (oc.thunk != "matmul" || (oc.name.rfind("matmul_gemv", 0) != 0 && oc.name.rfind("matvec_", 0) != 0)) continue;
-    const bool eligible = std::find(two_rows.begin(), two_rows.end(), oc.name) != two_rows.end();
-    bulk_cases += eligible;
-    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
-      for (const char* bulk : {"1", "0"}) {
-        const std::string what = oc.name + " " + std::string(dtype_name(dt)) + " RLX_GEMV_BULK=" + bulk;
-        setenv("RLX_GEMV_BULK", bulk, 1);
-        const int64_t before = cuda::gemv_bulk_launches();
-        const OpGraph c = oc.build(dt);
-        CompileOptions o;
-        o.fuse = false;
-        o.device = Device::Cuda;
-        o.mode = ExecMode::Graph;
-        auto exe = compile(c.graph, o);
-        for (const Binding& b : exe->schedule().output_bindings)
-          exe->backend().write_binding(b, nan_bytes(size_t(numel(b.shape)), b.dtype).data());
-        auto got = exe->run(feeds(c));
-        const bool ran_bulk = cuda::gemv_bulk_launches() > before;
-        EXPECT_EQ(ran_bulk, hopper && eligible && std::string(bulk) == "1") << what;
-        for (const auto& [name, ref] : reference_of(oc, c.inputs, dt))
-          expect_case_close(oc, dt, got.at(name).to_f32(), ref, what + " " + name);
-      }
-    }
-  }
-  unsetenv("RLX_GEMV_BULK");
-  unsetenv("RLX_MATMUL");
-  EXPECT_EQ(bulk_cases, int(two_rows.size()));
 }
 
 // Products forced onto one path (RLX_MATMUL=path): the cases named `prefix`

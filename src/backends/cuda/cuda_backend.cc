@@ -9,7 +9,6 @@
 #include "backends/backend.h"
 #include "backends/cuda/cuda_executable.h"
 #include "backends/cuda/cuda_registry.h"
-#include "backends/cuda/gemv.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/nccl_collective.h"
 
@@ -36,10 +35,7 @@ void cuda::prepare_device_kernels() {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return;
   std::lock_guard<std::mutex> lock(mu);
-  if (prepared.insert(device).second) {
-    prepare_attention_kernels();
-    prepare_gemv_kernels();
-  }
+  if (prepared.insert(device).second) prepare_attention_kernels();
 }
 
 }  // namespace rlx
@@ -50,7 +46,6 @@ extern "C" __attribute__((visibility("default"))) rlx::Backend* rlx_cuda_backend
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return false;
     rlx::cuda::prepare_attention_kernels();
-    rlx::cuda::prepare_gemv_kernels();
     return true;
   }();
   static rlx::CudaBackend backend;

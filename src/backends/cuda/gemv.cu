@@ -357,7 +357,6 @@ bool gemv_eligible(const MatMulParams& p, const uint8_t* arena) {
 }
 
 void run_gemv(const MatMulParams& p, const LaunchContext& ctx) {
-  if (gemv_bulk_enabled() && gemv_bulk_eligible(p, ctx.arena)) return run_gemv_bulk(p, ctx);
   dispatch_float(p.dtype, ctx.label, [&]<class T>() {
     if (p.fused.norm_gamma != kNoBuffer) launch_rows<T, 1, true>(p, ctx);
     else launch_rows<T, 1, false>(p, ctx);

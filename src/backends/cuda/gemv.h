@@ -18,13 +18,4 @@ constexpr int64_t kGemvAlwaysRows = kMatMulFusedRows;  // taken without timing u
 bool gemv_eligible(const MatMulParams& p, const uint8_t* arena);
 void run_gemv(const MatMulParams& p, const LaunchContext& ctx);
 
-// The variant with the weight rows streamed into shared memory by the
-// bulk-copy engine (gemv_bulk.cu): Hopper, one or two rows of x, batch 1.
-// run_gemv takes it where eligible unless RLX_GEMV_BULK=0 (read per launch).
-bool gemv_bulk_enabled();
-bool gemv_bulk_eligible(const MatMulParams& p, const uint8_t* arena);
-void run_gemv_bulk(const MatMulParams& p, const LaunchContext& ctx);
-int64_t gemv_bulk_launches();  // launches so far (tests assert the path)
-void prepare_gemv_kernels();   // once per device: the kernels' shared memory limit
-
 }  // namespace rlx::cuda
