@@ -11,6 +11,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_executable.h"
+#include "backends/cuda/gemv.h"
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/matmul_cutlass.h"
 #include "backends/cuda/matmul_few_rows.h"
@@ -126,6 +127,47 @@ TEST(OpCasesGpu, FewRowProductsOnBothPaths) {
   }
   unsetenv("RLX_MATMUL");
   EXPECT_EQ(cases, 4);
+}
+
+// A fused RMSNorm's gain held in shared memory (the default for one or two
+// rows of x) and in registers (RLX_GEMV_GAMMA_SHARED=0), both against the
+// reference on NaN-poisoned outputs: every fused-norm float case of at most
+// two rows (long rows on the split kernel, the gate/up product among them)
+// must take the shared-memory variant when it is on and never when off.
+TEST(OpCasesGpu, MatVecNormGainInSharedMemoryAndRegisters) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
+  const std::vector<std::string> norm_two_rows = {"matvec_norm_residual_1x77x264_bias", "matvec_norm_residual_1x19x5640",
+                                                  "matvec_glu_silu_norm_1x74x264_bias",
+                                                  "matvec_glu_silu_norm_2x38x5640_bias"};
+  int cases = 0;
+  setenv("RLX_MATMUL", "gemv", 1);
+  for (const OpCase& oc : op_cases()) {
+    if (oc.thunk != "matmul" || oc.name.rfind("matvec_", 0) != 0) continue;
+    const bool eligible = std::find(norm_two_rows.begin(), norm_two_rows.end(), oc.name) != norm_two_rows.end();
+    cases += eligible;
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      for (const char* shared : {"1", "0"}) {
+        const std::string what = oc.name + " " + std::string(dtype_name(dt)) + " RLX_GEMV_GAMMA_SHARED=" + shared;
+        setenv("RLX_GEMV_GAMMA_SHARED", shared, 1);
+        const int64_t before = cuda::gemv_gamma_shared_launches();
+        const OpGraph c = oc.build(dt);
+        CompileOptions o;
+        o.fuse = false;
+        o.device = Device::Cuda;
+        o.mode = ExecMode::Graph;
+        auto exe = compile(c.graph, o);
+        for (const Binding& b : exe->schedule().output_bindings)
+          exe->backend().write_binding(b, nan_bytes(size_t(numel(b.shape)), b.dtype).data());
+        auto got = exe->run(feeds(c));
+        EXPECT_EQ(cuda::gemv_gamma_shared_launches() > before, eligible && std::string(shared) == "1") << what;
+        for (const auto& [name, ref] : reference_of(oc, c.inputs, dt))
+          expect_case_close(oc, dt, got.at(name).to_f32(), ref, what + " " + name);
+      }
+    }
+  }
+  unsetenv("RLX_GEMV_GAMMA_SHARED");
+  unsetenv("RLX_MATMUL");
+  EXPECT_EQ(cases, int(norm_two_rows.size()));
 }
 
 // Products forced onto one path (RLX_MATMUL=path): the cases named `prefix`

@@ -9,6 +9,7 @@
 // fused here too (MatVecFusionParams).
 #include "backends/cuda/gemv.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -28,33 +29,66 @@ constexpr int kRound = 32 * kUnroll;  // chunks a warp has in flight
 // loaded together into registers of their own, one L2 round trip a round;
 // without, each is loaded beside its use, and the compiler then waits for
 // each in turn (kUnroll round trips a round). Pre holds M * kUnroll more
-// chunks in registers, so it is for few rows only.
-template <class T, int M, bool Norm, bool Pre>
+// chunks in registers, so it is for few rows only. With Pre == kPreGammaShared
+// gamma is read from the block's copy in shared memory (stage_gamma) instead
+// of registers: 32 registers fewer a thread (126 -> ~94 with Norm), so five
+// blocks an SM instead of four.
+constexpr int kPreNone = 0, kPreRegisters = 1, kPreGammaShared = 2;
+
+// Blocks an SM must hold: five for one row of x with gamma in shared memory
+// (registers capped at 96), else what the registers allow.
+template <int M, int Pre>
+constexpr int min_blocks() {
+  return M == 1 && Pre == kPreGammaShared ? 5 : 1;
+}
+
+template <class T, int M, bool Norm, int Pre>
 struct VectorRound {
-  static constexpr int kM = Pre ? M : 1, kU = Pre ? kUnroll : 1;
-  uint4 xc[kM][kU], gc[kU];
+  static constexpr bool kX = Pre != kPreNone, kG = Norm && Pre == kPreRegisters;
+  static constexpr int kM = kX ? M : 1, kU = kX ? kUnroll : 1, kGU = kG ? kUnroll : 1;
+  uint4 xc[kM][kU], gc[kGU];
+  const uint4* gamma_shared = nullptr;  // with kPreGammaShared
   __device__ __forceinline__ void load(const uint4* x, int64_t x_row_chunks, const uint4* gamma, int64_t c0,
                                        int64_t end) {
-    if constexpr (Pre) {
+    if constexpr (kX) {
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t c = c0 + 32 * u;
         const bool in = c < end;
-        if constexpr (Norm) gc[u] = in ? __ldg(gamma + c) : make_uint4(0, 0, 0, 0);
+        if constexpr (kG) gc[u] = in ? __ldg(gamma + c) : make_uint4(0, 0, 0, 0);
 #pragma unroll
         for (int m = 0; m < M; ++m) xc[m][u] = in ? __ldg(x + m * x_row_chunks + c) : make_uint4(0, 0, 0, 0);
       }
     }
   }
   __device__ __forceinline__ uint4 x(const uint4* x, int64_t x_row_chunks, int m, int u, int64_t c) const {
-    if constexpr (Pre) return xc[m][u];
+    if constexpr (kX) return xc[m][u];
     else return __ldg(x + m * x_row_chunks + c);
   }
   __device__ __forceinline__ uint4 gamma(const uint4* gamma, int u, int64_t c) const {
-    if constexpr (Pre) return gc[u];
+    if constexpr (kG) return gc[u];
+    else if constexpr (Pre == kPreGammaShared) return gamma_shared[c];
     else return __ldg(gamma + c);
   }
 };
+
+// With kPreGammaShared: gamma's k / ve chunks into the block's shared memory,
+// before the wait for the kernel that writes x where the weights are
+// constant (the norm's gain is a weight too). Every thread calls it.
+template <class T, bool Norm, int Pre>
+__device__ __forceinline__ const uint4* stage_gamma(const MatMulParams& p, uint8_t* arena, bool before_wait) {
+  if constexpr (!Norm || Pre != kPreGammaShared) {
+    return nullptr;
+  } else {
+    extern __shared__ uint4 gamma_shared[];
+    if (before_wait == p.b_constant) {
+      const uint4* gamma = at<const uint4>(arena, p.fused.norm_gamma);
+      for (int64_t c = threadIdx.x; c < p.k / kChunkElems<T>; c += blockDim.x) gamma_shared[c] = __ldg(gamma + c);
+    }
+    if (!before_wait) __syncthreads();
+    return gamma_shared;
+  }
+}
 
 // The gate of a fused gate/up product: warp w < kCols holds the gate row's
 // sums (bias added), warp w + kCols the matching up row's; every thread of
@@ -80,8 +114,8 @@ __device__ __forceinline__ void glu_epilogue(Activation glu, const float (&sums)
 // Glu (p.fused.glu): the block's first half of warps take gate rows, the
 // second half the up rows n / 2 further on, and the gate warps combine the
 // two sums through shared memory: out has n / 2 columns.
-template <class T, int M, bool Norm, bool Pre, bool Glu>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p, uint8_t* arena) {
+template <class T, int M, bool Norm, int Pre, bool Glu>
+__global__ void __launch_bounds__(kWarps * 32, min_blocks<M, Pre>()) gemv_kernel(const MatMulParams p, uint8_t* arena) {
   constexpr int ve = kChunkElems<T>;
   constexpr int kCols = Glu ? kWarps / 2 : kWarps;  // output columns per block
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -102,12 +136,14 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p,
   // Constant weights: their first loads go out before waiting for the kernel
   // that writes x (pdl_entry), overlapping its tail.
   if (p.b_constant) load_weights(lane);
+  stage_gamma<T, Norm, Pre>(p, arena, true);
   pdl_entry();
   if (!p.b_constant) load_weights(lane);
+  VectorRound<T, M, Norm, Pre> vec;
+  vec.gamma_shared = stage_gamma<T, Norm, Pre>(p, arena, false);
   if (!Glu && !live) return;  // with Glu every warp meets the block's barrier
   const T* x = at<T>(arena, p.a) + bt * p.stride_a;
   const uint4* gamma = Norm ? at<const uint4>(arena, p.fused.norm_gamma) : nullptr;
-  VectorRound<T, M, Norm, Pre> vec;
   vec.load(reinterpret_cast<const uint4*>(x), x_row_chunks, gamma, lane, chunks);
   float acc[M], ss[M];
 #pragma unroll
@@ -177,8 +213,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const MatMulParams p,
 // and add their sums (and, with Norm, their sums of x^2) through shared
 // memory. With Glu a block takes one output column: half its warps the gate
 // row, half the up row, each row in halves.
-template <class T, int M, bool Norm, bool Pre, bool Glu>
-__global__ void __launch_bounds__(kWarps * 32) gemv_split_kernel(const MatMulParams p, uint8_t* arena) {
+template <class T, int M, bool Norm, int Pre, bool Glu>
+__global__ void __launch_bounds__(kWarps * 32, min_blocks<M, Pre>()) gemv_split_kernel(const MatMulParams p, uint8_t* arena) {
   constexpr int Split = Glu ? kWarps / 2 : kWarps;
   constexpr int ve = kChunkElems<T>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, part = warp % Split;
@@ -201,11 +237,13 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_split_kernel(const MatMulPar
   // Constant weights: their first loads go out before waiting for the kernel
   // that writes x (pdl_entry), overlapping its tail.
   if (p.b_constant) load_weights(begin + lane);
+  stage_gamma<T, Norm, Pre>(p, arena, true);
   pdl_entry();
   if (!p.b_constant) load_weights(begin + lane);
+  VectorRound<T, M, Norm, Pre> vec;
+  vec.gamma_shared = stage_gamma<T, Norm, Pre>(p, arena, false);
   const T* x = at<T>(arena, p.a) + bt * p.stride_a;
   const uint4* gamma = Norm ? at<const uint4>(arena, p.fused.norm_gamma) : nullptr;
-  VectorRound<T, M, Norm, Pre> vec;
   vec.load(reinterpret_cast<const uint4*>(x), x_row_chunks, gamma, begin + lane, end);
   float acc[M], ss[M];
 #pragma unroll
@@ -311,18 +349,29 @@ bool prefetch_vector() {
   return on;
 }
 
-template <class T, int M, bool Norm, bool Pre, bool Glu>
+// A fused norm's gain in shared memory (kPreGammaShared) up to this many
+// bytes, the default block limit; RLX_GEMV_GAMMA_SHARED=0 keeps it in
+// registers (for measuring; read per launch).
+constexpr int64_t kGammaSharedBytes = 48 * 1024;
+std::atomic<int64_t> g_gamma_shared_launches{0};
+bool gamma_in_shared(const MatMulParams& p) {
+  const char* e = std::getenv("RLX_GEMV_GAMMA_SHARED");
+  return !(e && std::strcmp(e, "0") == 0) && p.k * int64_t(dtype_size(p.dtype)) <= kGammaSharedBytes;
+}
+
+template <class T, int M, bool Norm, int Pre, bool Glu>
 void launch_glu(const MatMulParams& p, const LaunchContext& ctx) {
   const dim3 block(kWarps * 32);
   const int64_t cols = p.fused.out_cols(p.n), per_block = Glu ? kWarps / 2 : kWarps;
+  const size_t smem = Norm && Pre == kPreGammaShared ? size_t(p.k) * sizeof(T) : 0;
   if (p.k / kChunkElems<T> > kRound && split_long_rows())
-    launch(gemv_split_kernel<T, M, Norm, Pre, Glu>, dim3(unsigned(cols), unsigned(p.batch)), block, 0, ctx, p);
+    launch(gemv_split_kernel<T, M, Norm, Pre, Glu>, dim3(unsigned(cols), unsigned(p.batch)), block, smem, ctx, p);
   else
     launch(gemv_kernel<T, M, Norm, Pre, Glu>, dim3(unsigned((cols + per_block - 1) / per_block), unsigned(p.batch)),
-           block, 0, ctx, p);
+           block, smem, ctx, p);
 }
 
-template <class T, int M, bool Norm, bool Pre>
+template <class T, int M, bool Norm, int Pre>
 void launch_kernel(const MatMulParams& p, const LaunchContext& ctx) {
   if (p.fused.glu != Activation::None) launch_glu<T, M, Norm, Pre, true>(p, ctx);
   else launch_glu<T, M, Norm, Pre, false>(p, ctx);
@@ -332,9 +381,17 @@ template <class T, int M, bool Norm>
 void launch_rows(const MatMulParams& p, const LaunchContext& ctx) {
   if constexpr (M <= kGemvMaxRows) {
     if (p.m == M) {
-      if constexpr (M <= kPrefetchRows)
-        if (prefetch_vector()) return launch_kernel<T, M, Norm, true>(p, ctx);
-      return launch_kernel<T, M, Norm, false>(p, ctx);
+      if constexpr (M <= kPrefetchRows) {
+        if (prefetch_vector()) {
+          if constexpr (Norm)
+            if (gamma_in_shared(p)) {
+              ++g_gamma_shared_launches;
+              return launch_kernel<T, M, Norm, kPreGammaShared>(p, ctx);
+            }
+          return launch_kernel<T, M, Norm, kPreRegisters>(p, ctx);
+        }
+      }
+      return launch_kernel<T, M, Norm, kPreNone>(p, ctx);
     }
     launch_rows<T, M + 1, Norm>(p, ctx);
   }
@@ -355,6 +412,8 @@ bool gemv_eligible(const MatMulParams& p, const uint8_t* arena) {
          aligned16(uint64_t(p.stride_a) * es) && aligned16(uint64_t(p.stride_b) * es) &&
          (p.fused.norm_gamma == kNoBuffer || aligned16(base + p.fused.norm_gamma));
 }
+
+int64_t gemv_gamma_shared_launches() { return g_gamma_shared_launches.load(); }
 
 void run_gemv(const MatMulParams& p, const LaunchContext& ctx) {
   dispatch_float(p.dtype, ctx.label, [&]<class T>() {

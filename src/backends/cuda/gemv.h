@@ -18,4 +18,9 @@ constexpr int64_t kGemvAlwaysRows = kMatMulFusedRows;  // taken without timing u
 bool gemv_eligible(const MatMulParams& p, const uint8_t* arena);
 void run_gemv(const MatMulParams& p, const LaunchContext& ctx);
 
+// Launches of a fused-norm product with the norm's gain staged in shared
+// memory rather than registers (one or two rows; RLX_GEMV_GAMMA_SHARED=0
+// turns it off): tests assert which variant ran.
+int64_t gemv_gamma_shared_launches();
+
 }  // namespace rlx::cuda
