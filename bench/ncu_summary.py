@@ -7,7 +7,10 @@ by name without template arguments (with --by-grid, by name and grid size,
 which tells apart the products of one kernel); times are per forward
 (total / N). --metrics a,b prints the mean of those other collected
 metrics (e.g. dram__throughput.avg.pct_of_peak_sustained_elapsed) over the
-group's kernels.
+group's kernels. --after-last N:REGEX keeps only the rows after the N-th
+last kernel whose name matches REGEX (with --forwards N: the last N decode
+steps of a run profiled by kernel name, e.g. `--after-last 3:argmax` when
+each step ends in the argmax kernel and the run has a step after them).
 """
 import argparse
 import collections
@@ -31,6 +34,7 @@ def main():
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--by-grid", action="store_true")
     ap.add_argument("--metrics", default="", help="comma-separated metrics to average per group")
+    ap.add_argument("--after-last", default="", help="N:REGEX: only the rows after the N-th last REGEX kernel")
     a = ap.parse_args()
     text = open(a.csv, errors="replace").read()
     start = text.find('"ID"')
@@ -38,6 +42,13 @@ def main():
         print(f"{a.csv}: no ncu rows")
         return
     rows = list(csv.DictReader(io.StringIO(text[start:])))
+    if a.after_last:
+        count, pattern = a.after_last.split(":", 1)
+        marks = [i for i, r in enumerate(rows) if re.search(pattern, r.get("Kernel Name", ""))]
+        if len(marks) < int(count):
+            print(f"{a.csv}: fewer than {count} kernels match {pattern!r}")
+            return
+        rows = rows[marks[-int(count)] + 1 :]
     by = collections.defaultdict(lambda: [0, 0.0])
     extra = collections.defaultdict(lambda: collections.defaultdict(float))
     names = [m for m in a.metrics.split(",") if m]
