@@ -93,6 +93,25 @@ TEST(OpCasesGpu, CudaMatchesTheReferenceAndTheCpuBackend) {
   }
 }
 
+// Compiles a case for CUDA (graph mode, unfused), calls `compiled` (which
+// may look at what the compile planned), poisons the outputs with NaN, runs
+// the case once and checks every output against the reference.
+void run_against_reference(const OpCase& oc, DType dt, const std::string& what,
+                           const std::function<void()>& compiled = [] {}) {
+  const OpGraph c = oc.build(dt);
+  CompileOptions o;
+  o.fuse = false;
+  o.device = Device::Cuda;
+  o.mode = ExecMode::Graph;
+  auto exe = compile(c.graph, o);
+  compiled();
+  for (const Binding& b : exe->schedule().output_bindings)
+    exe->backend().write_binding(b, nan_bytes(size_t(numel(b.shape)), b.dtype).data());
+  auto got = exe->run(feeds(c));
+  for (const auto& [name, ref] : reference_of(oc, c.inputs, dt))
+    expect_case_close(oc, dt, got.at(name).to_f32(), ref, what + " " + name);
+}
+
 // The decode-shaped products on each forced path: RLX_MATMUL=gemv must take
 // rlx's matrix-vector kernel (every case here is eligible in every dtype),
 // =cublas must not; both against the reference.
@@ -107,21 +126,12 @@ TEST(OpCasesGpu, FewRowProductsOnBothPaths) {
         const std::string what = oc.name + " " + std::string(dtype_name(dt)) + " RLX_MATMUL=" + path;
         setenv("RLX_MATMUL", path, 1);
         const auto before = cuda::matmul_path_counts();
-        const OpGraph c = oc.build(dt);
-        CompileOptions o;
-        o.fuse = false;
-        o.device = Device::Cuda;
-        o.mode = ExecMode::Graph;
-        auto exe = compile(c.graph, o);
-        const auto after = cuda::matmul_path_counts();
-        const bool gemv = std::string(path) == "gemv";
-        EXPECT_EQ(after.gemv - before.gemv, gemv ? 1 : 0) << what;
-        EXPECT_EQ(after.cublas - before.cublas, gemv ? 0 : 1) << what;
-        for (const Binding& b : exe->schedule().output_bindings)
-          exe->backend().write_binding(b, nan_bytes(size_t(numel(b.shape)), b.dtype).data());
-        auto got = exe->run(feeds(c));
-        for (const auto& [name, ref] : reference_of(oc, c.inputs, dt))
-          expect_case_close(oc, dt, got.at(name).to_f32(), ref, what + " " + name);
+        run_against_reference(oc, dt, what, [&] {
+          const auto after = cuda::matmul_path_counts();
+          const bool gemv = std::string(path) == "gemv";
+          EXPECT_EQ(after.gemv - before.gemv, gemv ? 1 : 0) << what;
+          EXPECT_EQ(after.cublas - before.cublas, gemv ? 0 : 1) << what;
+        });
       }
     }
   }
@@ -150,18 +160,8 @@ TEST(OpCasesGpu, MatVecNormGainInSharedMemoryAndRegisters) {
         const std::string what = oc.name + " " + std::string(dtype_name(dt)) + " RLX_GEMV_GAMMA_SHARED=" + shared;
         setenv("RLX_GEMV_GAMMA_SHARED", shared, 1);
         const int64_t before = cuda::gemv_gamma_shared_launches();
-        const OpGraph c = oc.build(dt);
-        CompileOptions o;
-        o.fuse = false;
-        o.device = Device::Cuda;
-        o.mode = ExecMode::Graph;
-        auto exe = compile(c.graph, o);
-        for (const Binding& b : exe->schedule().output_bindings)
-          exe->backend().write_binding(b, nan_bytes(size_t(numel(b.shape)), b.dtype).data());
-        auto got = exe->run(feeds(c));
+        run_against_reference(oc, dt, what);
         EXPECT_EQ(cuda::gemv_gamma_shared_launches() > before, eligible && std::string(shared) == "1") << what;
-        for (const auto& [name, ref] : reference_of(oc, c.inputs, dt))
-          expect_case_close(oc, dt, got.at(name).to_f32(), ref, what + " " + name);
       }
     }
   }
