@@ -78,10 +78,13 @@ RopeFreqDivisors rope_freq_divisors(const RopeAttrs& at) {
   return f;
 }
 
-MatVecFusionParams fusion_params(const MatVecFusion& f, const ProductInputs& pi, const Node& n,
+MatVecFusionParams fusion_params(const Graph& g, const MatVecFusion& f, const ProductInputs& pi, const Node& n,
                                  const std::function<uint64_t(ValueId)>& addr) {
   MatVecFusionParams r;
-  if (pi.gamma >= 0) r.norm_gamma = addr(n.inputs[size_t(pi.gamma)]);
+  if (pi.gamma >= 0) {
+    r.norm_gamma = addr(n.inputs[size_t(pi.gamma)]);
+    r.norm_gamma_constant = is_constant(g, n.inputs[size_t(pi.gamma)]);
+  }
   if (pi.residual >= 0) r.residual = addr(n.inputs[size_t(pi.residual)]);
   r.norm_eps = f.eps;
   r.glu = f.glu;
@@ -129,7 +132,7 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.b = addr(n.inputs[1]);
       const ProductInputs pi = product_inputs(n.inputs.size(), 2, at.fused);
       p.bias = pi.bias >= 0 ? addr(n.inputs[size_t(pi.bias)]) : kNoBuffer;
-      p.fused = fusion_params(at.fused, pi, n, addr);
+      p.fused = fusion_params(g, at.fused, pi, n, addr);
       p.out = addr(n.outputs[0]);
       p.n = N;
       p.k = K;
@@ -162,7 +165,7 @@ void lower_node(const Graph& g, int32_t id, const std::function<uint64_t(ValueId
       p.quants = addr(n.inputs[1]);
       p.scales = addr(n.inputs[2]);
       p.bias = pi.bias >= 0 ? addr(n.inputs[size_t(pi.bias)]) : kNoBuffer;
-      p.fused = fusion_params(at.fused, pi, n, addr);
+      p.fused = fusion_params(g, at.fused, pi, n, addr);
       p.out = addr(n.outputs[0]);
       p.dequantized = n.outputs.size() > 1 ? addr(n.outputs[1]) : kNoBuffer;
       p.k = x.shape.back();

@@ -22,6 +22,7 @@ struct MatVecFusionParams {
   uint64_t norm_gamma = kNoBuffer, residual = kNoBuffer;
   float norm_eps = 0.f;
   Activation glu = Activation::None;
+  bool norm_gamma_constant = false;  // a param or constant (no thunk writes it): kernels may read it early
   bool any() const { return norm_gamma != kNoBuffer || residual != kNoBuffer || glu != Activation::None; }
   int64_t out_cols(int64_t n) const { return glu != Activation::None ? n / 2 : n; }
 };

@@ -73,15 +73,15 @@ struct VectorRound {
 };
 
 // With kPreGammaShared: gamma's k / ve chunks into the block's shared memory,
-// before the wait for the kernel that writes x where the weights are
-// constant (the norm's gain is a weight too). Every thread calls it.
+// before the wait for the kernel that writes x where gamma is constant (a
+// weight, as it is in every model), else after. Every thread calls it.
 template <class T, bool Norm, int Pre>
 __device__ __forceinline__ const uint4* stage_gamma(const MatMulParams& p, uint8_t* arena, bool before_wait) {
   if constexpr (!Norm || Pre != kPreGammaShared) {
     return nullptr;
   } else {
     extern __shared__ uint4 gamma_shared[];
-    if (before_wait == p.b_constant) {
+    if (before_wait == p.fused.norm_gamma_constant) {
       const uint4* gamma = at<const uint4>(arena, p.fused.norm_gamma);
       for (int64_t c = threadIdx.x; c < p.k / kChunkElems<T>; c += blockDim.x) gamma_shared[c] = __ldg(gamma + c);
     }
