@@ -380,8 +380,27 @@ TEST_P(ThunkKernels, AttentionGqa32to4Causal130) { attention_case(*this, dt(), {
 TEST_P(ThunkKernels, AttentionCausal513) { attention_case(*this, dt(), {1, 513, 513, 4, 2, 64, MaskKind::Causal, false}); }
 // Rows over 512 bytes (head_dim > 128 in f32) do not fit two lanes' registers: lanes split head_dim.
 const char* decode_variant(DType dt, int d) { return dt == DType::F32 && d > 128 ? "decode_wide" : "decode"; }
+
+// Runs a decode case (one query row) on the per-head kernels
+// (RLX_ATTENTION_DECODE=rows, expecting a.variant) and then on the grouped
+// one wherever it is eligible (=grouped): query heads sharing a KV head,
+// head_dim <= 128 in whole 16-byte chunks.
+bool grouped_decode_eligible(DType dt, int32_t qh, int32_t kvh, int32_t d) {
+  return qh >= 2 * kvh && d <= 128 && d % (16 / int32_t(dtype_size(dt))) == 0;
+}
+void decode_attention_case(ThunkKernels& t, DType dt, Att a) {
+  const char* rows_variant = a.variant;
+  for (const char* mode : {"rows", "grouped"}) {
+    SCOPED_TRACE(std::string("RLX_ATTENTION_DECODE=") + mode);
+    setenv("RLX_ATTENTION_DECODE", mode, 1);
+    const bool grouped = std::string(mode) == "grouped" && !a.packed && grouped_decode_eligible(dt, a.qh, a.kvh, a.d);
+    a.variant = grouped ? "decode_grouped" : rows_variant;
+    attention_case(t, dt, a);
+  }
+  unsetenv("RLX_ATTENTION_DECODE");
+}
 TEST_P(ThunkKernels, AttentionDecodeRowGqa32to4) {
-  attention_case(*this, dt(), {2, 1, 300, 32, 4, 128, MaskKind::Causal, false, false, decode_variant(dt(), 128)});
+  decode_attention_case(*this, dt(), {2, 1, 300, 32, 4, 128, MaskKind::Causal, false, false, decode_variant(dt(), 128)});
 }
 // One query row (a decode step): warps split the keys, merged at the end;
 // a key per lane where K rows are whole 16-byte chunks of up to 256 bytes,
@@ -391,37 +410,71 @@ TEST_P(ThunkKernels, AttentionDecodeRowGqa32to4) {
 // split head_dim otherwise ("decode_wide"): 256 wide heads in f32, a
 // head_dim of odd chunks.
 TEST_P(ThunkKernels, AttentionDecodeRowPadding1500Dim80) {
-  attention_case(*this, dt(), {3, 1, 1500, 6, 2, 80, MaskKind::Padding, false, false, decode_variant(dt(), 80)});
+  decode_attention_case(*this, dt(), {3, 1, 1500, 6, 2, 80, MaskKind::Padding, false, false, decode_variant(dt(), 80)});
 }
 TEST_P(ThunkKernels, AttentionDecodeRowDim256FewKeys) {
-  attention_case(*this, dt(), {2, 1, 37, 4, 4, 256, MaskKind::None, false, false, decode_variant(dt(), 256)});
+  decode_attention_case(*this, dt(), {2, 1, 37, 4, 4, 256, MaskKind::None, false, false, decode_variant(dt(), 256)});
 }
 TEST_P(ThunkKernels, AttentionDecodeSplitDim256Causal700) {
-  attention_case(*this, dt(), {2, 1, 700, 8, 4, 256, MaskKind::Causal, false, false, decode_variant(dt(), 256)});
+  decode_attention_case(*this, dt(), {2, 1, 700, 8, 4, 256, MaskKind::Causal, false, false, decode_variant(dt(), 256)});
 }
 TEST_P(ThunkKernels, AttentionDecodeRowDim192Padding90) {
-  attention_case(*this, dt(), {3, 1, 90, 4, 2, 192, MaskKind::Padding, false, false, decode_variant(dt(), 192)});
+  decode_attention_case(*this, dt(), {3, 1, 90, 4, 2, 192, MaskKind::Padding, false, false, decode_variant(dt(), 192)});
 }
 TEST_P(ThunkKernels, AttentionDecodeSplitDim96Padding300) {
-  attention_case(*this, dt(), {3, 1, 300, 4, 1, 96, MaskKind::Padding, false, false, decode_variant(dt(), 96)});
+  decode_attention_case(*this, dt(), {3, 1, 300, 4, 1, 96, MaskKind::Padding, false, false, decode_variant(dt(), 96)});
 }
 TEST_P(ThunkKernels, AttentionDecodeRowOddDim) {
-  attention_case(*this, dt(), {2, 1, 45, 3, 1, 33, MaskKind::Causal, false, false, "decode_wide"});
+  decode_attention_case(*this, dt(), {2, 1, 45, 3, 1, 33, MaskKind::Causal, false, false, "decode_wide"});
 }
 TEST_P(ThunkKernels, AttentionDecodeRowGqa32to4Dim64Padding1100) {
-  attention_case(*this, dt(), {3, 1, 1100, 32, 4, 64, MaskKind::Padding, false, false, "decode"});
+  decode_attention_case(*this, dt(), {3, 1, 1100, 32, 4, 64, MaskKind::Padding, false, false, "decode"});
 }
 // Caches of 256+ rows split each head's keys over a cluster of 8 blocks:
 // exactly 256 keys (32 a block), and a padding mask that leaves whole blocks'
 // shares without a valid key (batches 1 and 2 of the case's mask).
 TEST_P(ThunkKernels, AttentionDecodeSplit256Causal) {
-  attention_case(*this, dt(), {2, 1, 256, 4, 2, 64, MaskKind::Causal, false, false, "decode"});
+  decode_attention_case(*this, dt(), {2, 1, 256, 4, 2, 64, MaskKind::Causal, false, false, "decode"});
 }
 TEST_P(ThunkKernels, AttentionDecodeSplitPadding260Dim128) {
-  attention_case(*this, dt(), {3, 1, 260, 2, 1, 128, MaskKind::Padding, false, false, decode_variant(dt(), 128)});
+  decode_attention_case(*this, dt(), {3, 1, 260, 2, 1, 128, MaskKind::Padding, false, false, decode_variant(dt(), 128)});
 }
 TEST_P(ThunkKernels, AttentionDecodeRowDim48Causal) {
-  attention_case(*this, dt(), {2, 1, 77, 6, 2, 48, MaskKind::Causal, false, false, "decode"});
+  decode_attention_case(*this, dt(), {2, 1, 77, 6, 2, 48, MaskKind::Causal, false, false, "decode"});
+}
+// The grouped kernel's own shapes: more query heads a KV head than a block
+// takes (20 = 8 + 8 + 4), seven (Qwen2.5's 28:4), a batch whose blocks
+// fill the SMs (no cluster split), and one row forced onto it.
+TEST_P(ThunkKernels, AttentionDecodeGrouped20to1Causal300) {
+  decode_attention_case(*this, dt(), {2, 1, 300, 20, 1, 64, MaskKind::Causal, false, false, "decode"});
+}
+TEST_P(ThunkKernels, AttentionDecodeGrouped7to1Dim128Padding90) {
+  decode_attention_case(*this, dt(), {3, 1, 90, 14, 2, 128, MaskKind::Padding, false, false, decode_variant(dt(), 128)});
+}
+TEST_P(ThunkKernels, AttentionDecodeGroupedBatch40NoSplit) {
+  decode_attention_case(*this, dt(), {40, 1, 260, 8, 4, 64, MaskKind::Causal, false, false, "decode"});
+}
+TEST_P(ThunkKernels, AttentionDecodeGroupedOneRowSplit) {
+  decode_attention_case(*this, dt(), {1, 1, 700, 32, 4, 64, MaskKind::None, false, false, "decode"});
+}
+// Without RLX_ATTENTION_DECODE the grouped kernel takes batches of two rows
+// or more; one row keeps the per-head kernel.
+TEST(AttentionDecodeChoice, GroupedFromTwoRows) {
+  unsetenv("RLX_ATTENTION_DECODE");
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    AttentionParams p = attention_shape(1, 1, 300, 32, 4, 64, MaskKind::Causal, dt);
+    p.q_stride = 32 * 64; p.k_stride = p.v_stride = 4 * 64;
+    EXPECT_STREQ(cuda::attention_variant(p), "decode");
+    p.batch = 2;
+    EXPECT_STREQ(cuda::attention_variant(p), "decode_grouped");
+    p.kv_heads = 32;  // no query heads share a KV head
+    p.k_stride = p.v_stride = 32 * 64;
+    EXPECT_STREQ(cuda::attention_variant(p), "decode");
+  }
+  setenv("RLX_ATTENTION_DECODE", "sideways", 1);
+  AttentionParams p = attention_shape(2, 1, 300, 32, 4, 64, MaskKind::Causal, DType::F16);
+  EXPECT_THROW(cuda::attention_variant(p), Error);
+  unsetenv("RLX_ATTENTION_DECODE");
 }
 TEST_P(ThunkKernels, AttentionPadding513) { attention_case(*this, dt(), {2, 513, 513, 2, 2, 64, MaskKind::Padding, false}); }
 
@@ -439,6 +492,7 @@ struct CachedAtt {
   int32_t qh, kvh, d;
   std::vector<int32_t> pos, slot;
   int32_t window = 0;  // a causal window, seen by the reference as by the kernels
+  const char* variant = nullptr;  // the kernel expected to serve the case, when given
 };
 
 void cached_attention_case_once(ThunkKernels& t, DType dt, const CachedAtt& a) {
@@ -461,6 +515,7 @@ void cached_attention_case_once(ThunkKernels& t, DType dt, const CachedAtt& a) {
   c.random("kv", -2.f, 2.f);
   p.out = c.add("out", dt, a.batch * a.sq * qw, Role::Output);
   c.thunk(ThunkKind::Attention, p, "attention 'att'");
+  if (a.variant) EXPECT_STREQ(cuda::attention_variant(p), a.variant);
   auto ref = [&] {
     std::vector<double> out(static_cast<size_t>(a.batch * a.sq * qw));
     for (int64_t b = 0; b < a.batch; ++b) {
@@ -525,6 +580,32 @@ TEST_P(ThunkKernels, AttentionCacheShorterWindowOwnKernel) {
 }
 TEST_P(ThunkKernels, AttentionCachePoolSlotsShortPagesOwnKernel) {
   cached_attention_case(*this, dt(), {2, 9, 72, 3, 4, 2, 64, {60, 3}, {1, 2}});
+}
+
+// A ragged batch's decode step: one query row per sequence at its own
+// position over a pool of caches (cuDNN does not take one row over a cache),
+// on the per-head kernel and on the grouped one; a window; a first token
+// (one key); a full cache.
+void cached_decode_case(ThunkKernels& t, DType dt, CachedAtt a) {
+  setenv("RLX_ATTENTION", "own", 1);
+  for (const char* mode : {"rows", "grouped"}) {
+    SCOPED_TRACE(std::string("RLX_ATTENTION_DECODE=") + mode);
+    setenv("RLX_ATTENTION_DECODE", mode, 1);
+    const bool grouped = std::string(mode) == "grouped" && grouped_decode_eligible(dt, a.qh, a.kvh, a.d);
+    a.variant = grouped ? "decode_grouped" : "decode";
+    cached_attention_case_once(t, dt, a);
+  }
+  unsetenv("RLX_ATTENTION_DECODE");
+  unsetenv("RLX_ATTENTION");
+}
+TEST_P(ThunkKernels, AttentionDecodeCachePoolSlots) {
+  cached_decode_case(*this, dt(), {5, 1, 300, 7, 32, 4, 64, {0, 299, 17, 150, 64}, {6, 0, 3, 1, 5}});
+}
+TEST_P(ThunkKernels, AttentionDecodeCacheWindowDim128) {
+  cached_decode_case(*this, dt(), {3, 1, 96, 0, 8, 2, 128, {95, 10, 50}, {}, 33});
+}
+TEST_P(ThunkKernels, AttentionDecodeCache20to1) {
+  cached_decode_case(*this, dt(), {2, 1, 80, 0, 20, 1, 64, {79, 3}, {}});
 }
 
 // ---- rope / gather / reduce ------------------------------------------------

@@ -9,7 +9,9 @@
 // with 16-byte K rows of up to 512 bytes each lane (or pair of lanes)
 // scores its own key ("decode"; caches of 256 rows or more split each
 // head's keys over a cluster of 8 blocks), otherwise lanes split head_dim
-// ("decode_wide").
+// ("decode_wide"). A batch of decode rows whose query heads share KV heads
+// takes the grouped kernel instead (attention_decode_grouped.cu), which reads
+// each K and V row once for all the query heads that share it.
 //
 // The general kernel serves the rest: one block per (query tile, head,
 // batch); key/value tiles are staged in shared memory and folded in with an
@@ -27,6 +29,8 @@
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/attention_common.cuh"
+#include "backends/cuda/attention_decode_grouped.h"
 #include "backends/cuda/rope_math.cuh"
 
 #include <cooperative_groups.h>
@@ -35,51 +39,6 @@
 namespace rlx::cuda {
 namespace {
 
-// The scaled score s after the soft cap (none when softcap is 0).
-__device__ __forceinline__ float soft_capped(const AttentionParams& p, float s) {
-  return p.softcap > 0.f ? p.softcap * tanhf(s / p.softcap) : s;
-}
-
-// Whether the window lets the query at position qpos see key j: a causal
-// window the keys up to window - 1 before it, a two-sided one (no causal
-// mask) those up to window - 1 away on either side.
-__device__ __forceinline__ bool in_window(const AttentionParams& p, int64_t j, int64_t qpos) {
-  if (p.window <= 0) return true;
-  if (p.mask_kind == MaskKind::Causal) return j > qpos - p.window;
-  return j > qpos - p.window && j < qpos + p.window;
-}
-
-// Element d of the one query row's head at q, scaled; rotated first where
-// the attention carries q's RoPE (decode steps, position pos[b]).
-template <class T>
-__device__ inline float decode_query(const AttentionParams& p, uint8_t* arena, const T* q, int d, int64_t b) {
-  if (d >= p.q_rope_n_rot) return to_f32(q[d]) * p.scale;
-  const float position = float(at<const int32_t>(arena, p.pos)[b]);
-  return to_f32(rope_element(q, d, p.q_rope_n_rot, p.q_rope_interleaved, p.q_rope_theta, p.q_rope_freqs,
-                             position)) *
-         p.scale;
-}
-
-// The row of the key at position j: j itself, or in a ring cache (a
-// sliding-window layer's) j mod skv. Positions and skv are below 2^31.
-__device__ __forceinline__ int64_t key_row(const AttentionParams& p, int64_t j) {
-  return p.ring ? int64_t(uint32_t(j) % uint32_t(p.skv)) : j;
-}
-
-// The keys valid under a KV cache whose first new query sits at start:
-// those before start + sq, no more than the cache holds unless it is a ring.
-__device__ __forceinline__ int64_t cached_keys(const AttentionParams& p, int64_t start) {
-  return p.ring ? start + p.sq : max(int64_t(0), min(p.skv, start + p.sq));
-}
-
-// The first k/v row of batch b: its own, or in a ragged batch the row of the
-// cache slot kv_slots[b] names (clamped into the pool; the host checks it).
-__device__ inline int64_t kv_row0(const AttentionParams& p, uint8_t* arena, int64_t b) {
-  if (p.kv_slots == kNoBuffer) return b * p.skv;
-  const int64_t slot = at<const int32_t>(arena, p.kv_slots)[b];
-  return min(max(slot, int64_t(0)), p.kv_batch - 1) * p.skv;
-}
-
 constexpr int kWarps = 4;
 constexpr int kRowsPerWarp = 4;
 constexpr int kQueryTile = kWarps * kRowsPerWarp;
@@ -87,18 +46,6 @@ constexpr int kQueryTile = kWarps * kRowsPerWarp;
 // Keys per tile, chosen so K, V and q tiles fit in 48 KiB of shared memory.
 template <int DMAX>
 constexpr int key_tile() { return DMAX <= 64 ? 64 : DMAX <= 128 ? 32 : 8; }
-
-// The padding mask row of sequence b, or null when there is no padding mask
-// or it keeps none of the keys: such a sequence attends to every key (a
-// softmax over no key has no answer; Hugging Face unmasks these rows for
-// SDPA). Every thread of the block calls it; most find a kept key at once.
-__device__ const int32_t* padding_keep(const AttentionParams& p, uint8_t* arena, int64_t b) {
-  if (p.mask_kind != MaskKind::Padding) return nullptr;
-  const int32_t* row = at<const int32_t>(arena, p.mask) + b * p.skv;
-  int any = 0;
-  for (int64_t j = threadIdx.x; j < p.skv && !any; j += blockDim.x) any = __ldg(row + j) != 0;
-  return __syncthreads_or(any) ? row : nullptr;
-}
 
 template <class T, int DMAX>
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionParams p, uint8_t* arena) {
@@ -482,47 +429,6 @@ __global__ void __launch_bounds__(kShortThreads, 2) attention_short_kernel(const
 }
 
 // ---- one query row: the decode step ----
-// The keys batch b's query row sees: [0, end). Under a KV cache the valid
-// length comes from the start position in the arena (pos[b] + 1).
-__device__ __forceinline__ int64_t decode_key_end(const AttentionParams& p, uint8_t* arena, int64_t b) {
-  int64_t kv_len = p.skv, causal_shift = p.skv - 1;  // the row sees keys j <= shift
-  if (p.pos != kNoBuffer) {
-    const int64_t start = at<const int32_t>(arena, p.pos)[b];
-    kv_len = cached_keys(p, start);  // sq == 1
-    causal_shift = start;
-  }
-  return p.mask_kind == MaskKind::Causal ? min(kv_len, causal_shift + 1) : kv_len;
-}
-
-// The first key a causal window lets the row see (0 without one; a
-// two-sided window needs sq == skv, so the one row sees its one key).
-__device__ __forceinline__ int64_t decode_key_begin(const AttentionParams& p, uint8_t* arena, int64_t b) {
-  if (p.window <= 0 || p.mask_kind != MaskKind::Causal) return 0;
-  const int64_t qpos = p.pos != kNoBuffer ? int64_t(at<const int32_t>(arena, p.pos)[b]) : p.skv - 1;
-  return max(int64_t(0), qpos - p.window + 1);
-}
-
-// Merges n partial softmaxes over disjoint keys (part(i) gives the running
-// max m, sum l and weighted value o of one warp or block) into the output
-// value; a part with m = -inf saw no valid key, and all masked gives 0.
-struct SoftmaxPart {
-  float m, l, o;
-};
-template <class Part>
-__device__ __forceinline__ void merge_parts(int n, Part part, float& mx, float& sum, float& o) {
-  mx = -INFINITY;
-  for (int i = 0; i < n; ++i) mx = fmaxf(mx, part(i).m);
-  sum = 0.f;
-  o = 0.f;
-  if (mx == -INFINITY) return;
-  for (int i = 0; i < n; ++i) {
-    const SoftmaxPart x = part(i);
-    if (x.m == -INFINITY) continue;
-    const float c = expf(x.m - mx);
-    sum += x.l * c;
-    o += x.o * c;
-  }
-}
 // One block per (head, batch); its warps take groups of kDecodeKeys keys in
 // turn (all their K and V loads in flight together), lanes split head_dim,
 // and each warp keeps an online softmax of its own keys. The warps' partial
@@ -802,6 +708,7 @@ void launch_decode_rows(const AttentionParams& p, const LaunchContext& ctx, dim3
 
 template <class T>
 void launch_decode(const AttentionParams& p, const LaunchContext& ctx) {
+  if (use_attention_decode_grouped(p, ctx.arena)) return run_attention_decode_grouped(p, ctx);
   const dim3 grid(unsigned(p.q_heads), unsigned(p.batch));
   if (use_decode_rows(p, ctx.arena)) {
     if (p.skv >= kSplitMinKeys && clusters_available())
@@ -855,7 +762,8 @@ void prepare_attention_kernels() {
 
 const char* attention_variant(const AttentionParams& p) {
   // Arena bases are 256-byte aligned (cudaMalloc): the offsets decide.
-  if (use_decode_path(p)) return use_decode_rows(p, nullptr) ? "decode" : "decode_wide";
+  if (use_decode_path(p))
+    return use_attention_decode_grouped(p, nullptr) ? "decode_grouped" : use_decode_rows(p, nullptr) ? "decode" : "decode_wide";
   return use_short_path(p) ? "short" : "general";
 }
 
