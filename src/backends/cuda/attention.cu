@@ -33,7 +33,6 @@
 #include "backends/cuda/attention_decode_grouped.h"
 #include "backends/cuda/rope_math.cuh"
 
-#include <cooperative_groups.h>
 #include <type_traits>
 
 namespace rlx::cuda {
@@ -653,29 +652,10 @@ __global__ void __launch_bounds__(decode_warps<T, DMAX, SPLIT>() * 32)
       }
     }
   }
-  if constexpr (SPLIT > 1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-    __trap();  // clusters need Hopper; launch_decode splits only where clusters_available()
-#elif defined(__CUDA_ARCH__)
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();  // every block's share is in its shared memory
-    if (cluster.block_rank() == 0) {
-      for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float mx, sum, o;
-        merge_parts(
-            SPLIT,
-            [&](int r) {
-              return SoftmaxPart{*cluster.map_shared_rank(&b_m, r), *cluster.map_shared_rank(&b_l, r),
-                                 cluster.map_shared_rank(b_acc, r)[d]};
-            },
-            mx, sum, o);
-        out[d] = from_f32<T>(sum > 0.f ? o / sum : 0.f);  // all masked -> 0
-      }
-    }
-    cluster.sync();  // the others' shared memory stays until the first block has read it
-#endif
-  }
+  if constexpr (SPLIT > 1)
+    cluster_merge<SPLIT>(
+        D, &b_m, &b_l, b_acc, [](int) { return 0; }, [](int i) { return i; },
+        [&](int i, float v) { out[i] = from_f32<T>(v); });
 }
 
 // K and V rows of whole 16-byte chunks, 16-byte aligned, at most 32 of them

@@ -2,6 +2,8 @@
 // decode kernel (attention_decode_grouped.cu): masks, windows, soft caps,
 // query rotation, the rows of a KV cache and the merge of partial softmaxes.
 #pragma once
+#include <cooperative_groups.h>
+
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/rope_math.cuh"
 #include "thunks/params.h"
@@ -107,5 +109,41 @@ __device__ __forceinline__ void merge_parts(int n, Part part, float& mx, float& 
     o += x.o * c;
   }
 }
+
+// The merge of a thread-block cluster's SPLIT partial softmaxes: block r's
+// share of entry i is (b_m[mi(i)], b_l[mi(i)], b_acc[ai(i)]) in its shared
+// memory. The entries are spread over the cluster's blocks (entry i to
+// block i % SPLIT) and a thread loads all SPLIT parts of its entry before it
+// merges them: one round trip through distributed shared memory, where the
+// first block merging every entry part by part waited for 3 * SPLIT of them
+// in turn for each. store(i, value) writes entry i. Every thread of every
+// block of the cluster calls it (it holds two cluster barriers).
+template <int SPLIT, class MIndex, class AIndex, class Store>
+__device__ __forceinline__ void cluster_merge(int entries, const float* b_m, const float* b_l, const float* b_acc,
+                                              MIndex mi, AIndex ai, Store store) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // clusters need Hopper; the launches split only where clusters_available()
+#elif defined(__CUDA_ARCH__)
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every block's share is in its shared memory
+  const int rank = int(cluster.block_rank());
+  for (int i = rank + SPLIT * int(threadIdx.x); i < entries; i += SPLIT * int(blockDim.x)) {
+    float pm[SPLIT], pl[SPLIT], po[SPLIT];
+    const int j = mi(i), a = ai(i);
+#pragma unroll
+    for (int r = 0; r < SPLIT; ++r) {
+      pm[r] = cluster.map_shared_rank(b_m, r)[j];
+      pl[r] = cluster.map_shared_rank(b_l, r)[j];
+      po[r] = cluster.map_shared_rank(b_acc, r)[a];
+    }
+    float mx, sum, o;
+    merge_parts(SPLIT, [&](int r) { return SoftmaxPart{pm[r], pl[r], po[r]}; }, mx, sum, o);
+    store(i, sum > 0.f ? o / sum : 0.f);  // all masked -> 0
+  }
+  cluster.sync();  // every block's shared memory stays until the others have read it
+#endif
+}
+
 }  // namespace
 }  // namespace rlx::cuda

@@ -10,8 +10,6 @@
 // online softmax gives them (through shared memory, a warp's own slice).
 #include "backends/cuda/attention_decode_grouped.h"
 
-#include <cooperative_groups.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -204,30 +202,10 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
       if (d == 0) b_m[g] = mx, b_l[g] = sum;
     }
   }
-  if constexpr (SPLIT > 1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-    __trap();  // clusters need Hopper; the launch splits only where clusters_available()
-#elif defined(__CUDA_ARCH__)
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();  // every block's share is in its shared memory
-    if (cluster.block_rank() == 0) {
-      for (int i = threadIdx.x; i < gn * D; i += blockDim.x) {
-        const int g = i / D, d = i % D;
-        float mx, sum, o;
-        merge_parts(
-            SPLIT,
-            [&](int r) {
-              return SoftmaxPart{cluster.map_shared_rank(b_m, r)[g], cluster.map_shared_rank(b_l, r)[g],
-                                 cluster.map_shared_rank(&b_acc[0][0], r)[g * DMAX + d]};
-            },
-            mx, sum, o);
-        out[i] = from_f32<T>(sum > 0.f ? o / sum : 0.f);  // all masked -> 0
-      }
-    }
-    cluster.sync();  // the others' shared memory stays until the first block has read it
-#endif
-  }
+  if constexpr (SPLIT > 1)
+    cluster_merge<SPLIT>(
+        gn * D, b_m, b_l, &b_acc[0][0], [&](int i) { return i / D; }, [&](int i) { return i / D * DMAX + i % D; },
+        [&](int i, float v) { out[i] = from_f32<T>(v); });
 }
 
 // RLX_ATTENTION_DECODE: auto (the default), rows or grouped.
@@ -251,8 +229,11 @@ template <class T, int DMAX>
 void launch_grouped(const AttentionParams& p, const LaunchContext& ctx) {
   const int per_kv = p.q_heads / p.kv_heads, groups = (per_kv + kGroup - 1) / kGroup;
   const int64_t blocks = int64_t(p.kv_heads) * groups;
-  // A long cache is split over a cluster where the blocks would not fill the SMs.
-  const bool split = p.skv >= kGroupSplitKeys && clusters_available() && blocks * p.batch <= multiprocessors();
+  // A long cache is split over a cluster where the blocks would not fill the
+  // SMs; RLX_ATTENTION_DECODE_SPLIT=0 or 1 decides instead (for measuring).
+  const char* e = std::getenv("RLX_ATTENTION_DECODE_SPLIT");
+  const bool want = e && *e ? std::strcmp(e, "0") != 0 : blocks * p.batch <= multiprocessors();
+  const bool split = want && p.skv >= kGroupSplitKeys && clusters_available();
   if (split)
     launch(attention_decode_grouped_kernel<T, DMAX, kGroupSplit>,
            dim3(unsigned(blocks * kGroupSplit), unsigned(p.batch)), kGroupWarps * 32, 0, ctx, p, kGroupSplit);

@@ -4,7 +4,9 @@
 // read it once per query head. Chosen for batches of two or more rows
 // (a ragged batch's decode step), where the per-head kernels' reads and
 // blocks grow with the batch; RLX_ATTENTION_DECODE=rows keeps the per-head
-// kernels everywhere, =grouped takes this one wherever it is eligible.
+// kernels everywhere, =grouped takes this one wherever it is eligible;
+// RLX_ATTENTION_DECODE_SPLIT=0 / 1 keeps a long cache's keys in one block or
+// splits them over a cluster of eight whatever the batch (for measuring).
 #pragma once
 #include <cstdint>
 
