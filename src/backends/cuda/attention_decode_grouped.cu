@@ -1,8 +1,8 @@
 // Grouped decode attention (attention_decode_grouped.h). One block per (KV
-// head, group of up to kGroup query heads sharing it, batch row); with a
-// long cache, kSplit blocks of a thread-block cluster take a share of the
-// keys each and the first merges the others' partial softmaxes from their
-// shared memory. A warp takes KT keys at a time: each key's row is held by
+// head, group of G query heads sharing it, batch row); with a long cache,
+// kGroupSplit blocks of a thread-block cluster take a share of the keys
+// each and merge their partial softmaxes through distributed shared memory
+// (cluster_merge). A warp takes KT keys at a time: each key's row is held by
 // L lanes in 16-byte chunks (8 chunks a lane at most) and scored against
 // every query head of the group from shared memory; the value rows of the
 // tile go out in the same round trip, each lane loading its DMAX / 32
@@ -22,7 +22,7 @@
 namespace rlx::cuda {
 namespace {
 
-constexpr int kGroup = 8;                // query heads a block takes
+constexpr int kMaxGroup = 8;             // query heads a block takes, at most
 constexpr int kGroupWarps = 4;           // warps a block
 constexpr int kGroupSplit = 8;           // blocks of a cluster splitting a long cache
 constexpr int64_t kGroupSplitKeys = 256; // caches this long may be split
@@ -60,27 +60,30 @@ __device__ __forceinline__ void unpack_words(const uint32_t (&w)[NW], float* f) 
   }
 }
 
-template <class T, int DMAX, int SPLIT>
+template <class T, int DMAX, int G, int SPLIT>
 __global__ void __launch_bounds__(kGroupWarps * 32)
     attention_decode_grouped_kernel(const AttentionParams p, uint8_t* arena) {
   pdl_entry();
   // C chunks of 16 bytes span a row at DMAX; L lanes hold a key's row, CK
   // chunks each, so a tile has KT keys. A lane holds DL value columns of
-  // each row of the tile: NW words.
+  // each row of the tile: NW words. G query heads a block (the last group
+  // of a KV head may hold fewer: gn; q_s is zero past them, so every loop
+  // over the heads runs whole, without a branch that would keep the
+  // compiler from interleaving the heads' reductions).
   constexpr int ve = kChunkElems<T>, C = DMAX / ve, L = C > 8 ? C / 8 : 1, CK = C / L, KT = 32 / L;
   constexpr int DL = DMAX / 32, NW = DL * int(sizeof(T)) / 4;
   static_assert(C % L == 0 && (NW == 1 || NW == 2 || NW == 4), "rows of 4 to 32 chunks");
-  __shared__ __align__(16) float q_s[kGroup][DMAX];
-  __shared__ __align__(16) float p_s[kGroupWarps][kGroup][KT];
-  __shared__ float w_m[kGroupWarps][kGroup], w_l[kGroupWarps][kGroup];
-  __shared__ float w_acc[kGroupWarps][kGroup][DMAX];
-  __shared__ float b_m[kGroup], b_l[kGroup], b_acc[kGroup][DMAX];  // this block's share, for the cluster merge
+  __shared__ __align__(16) float q_s[G][DMAX];
+  __shared__ __align__(16) float p_s[kGroupWarps][G][KT];
+  __shared__ float w_m[kGroupWarps][G], w_l[kGroupWarps][G];
+  __shared__ float w_acc[kGroupWarps][G][DMAX];
+  __shared__ float b_m[G], b_l[G], b_acc[G][DMAX];  // this block's share, for the cluster merge
 
   const int D = p.head_dim, chunks = D / ve;
-  const int per_kv = p.q_heads / p.kv_heads, groups = (per_kv + kGroup - 1) / kGroup;
+  const int per_kv = p.q_heads / p.kv_heads, groups = (per_kv + G - 1) / G;
   const int blk = int(blockIdx.x) / SPLIT, rank = int(blockIdx.x) % SPLIT;
-  const int kvh = blk / groups, first = (blk % groups) * kGroup;
-  const int gn = min(kGroup, per_kv - first);  // query heads of this block
+  const int kvh = blk / groups, first = (blk % groups) * G;
+  const int gn = min(G, per_kv - first);  // query heads of this block
   const int h0 = kvh * per_kv + first;
   const int64_t b = blockIdx.y;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -92,15 +95,15 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
   const T* v = at<const T>(arena, p.v) + row0 * p.v_stride + p.v_offset + int64_t(kvh) * D;
   const int32_t* mask = padding_keep(p, arena, b);
   const int64_t kv_end = decode_key_end(p, arena, b), kv_begin = decode_key_begin(p, arena, b);
-  for (int i = threadIdx.x; i < kGroup * DMAX; i += blockDim.x) {
+  for (int i = threadIdx.x; i < G * DMAX; i += blockDim.x) {
     const int g = i / DMAX, d = i % DMAX;
     q_s[g][d] = g < gn && d < D ? decode_query(p, arena, q + int64_t(g) * D, d, b) : 0.f;
   }
   __syncthreads();
 
-  float m[kGroup], l[kGroup], acc[kGroup][DL];
+  float m[G], l[G], acc[G][DL];
 #pragma unroll
-  for (int g = 0; g < kGroup; ++g) {
+  for (int g = 0; g < G; ++g) {
     m[g] = -INFINITY, l[g] = 0.f;
 #pragma unroll
     for (int e = 0; e < DL; ++e) acc[g][e] = 0.f;
@@ -131,9 +134,9 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
       }
     }
     if (!__any_sync(0xffffffffu, ok)) continue;  // no valid key in this tile (warp-uniform)
-    float s[kGroup];
+    float s[G];
 #pragma unroll
-    for (int g = 0; g < kGroup; ++g) s[g] = 0.f;
+    for (int g = 0; g < G; ++g) s[g] = 0.f;
     if (ok) {
 #pragma unroll
       for (int c = 0; c < CK; ++c) {
@@ -141,8 +144,7 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
         float kf[ve];
         unpack_chunk<T>(kc[c], kf);
 #pragma unroll
-        for (int g = 0; g < kGroup; ++g) {
-          if (g >= gn) break;
+        for (int g = 0; g < G; ++g) {
           const float4* qv = reinterpret_cast<const float4*>(&q_s[g][(part * CK + c) * ve]);
 #pragma unroll
           for (int e = 0; e < ve / 4; ++e) {
@@ -153,8 +155,7 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
       }
     }
 #pragma unroll
-    for (int g = 0; g < kGroup; ++g) {
-      if (g >= gn) break;
+    for (int g = 0; g < G; ++g) {
 #pragma unroll
       for (int off = KT; off < 32; off <<= 1) s[g] += __shfl_xor_sync(0xffffffffu, s[g], off);  // the L parts
       const float sg = ok ? soft_capped(p, s[g]) : -INFINITY;
@@ -168,25 +169,26 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
     }
     __syncwarp();
 #pragma unroll
-    for (int r = 0; r < KT; ++r) {
-      float vf[DL];
-      unpack_words<T, NW>(vw[r], vf);
+    for (int r = 0; r < KT; r += 4) {  // four rows a step: one 16-byte read of each head's weights
+      float vf[4][DL];
 #pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        if (g >= gn) break;
-        const float pr = p_s[warp][g][r];
+      for (int i = 0; i < 4; ++i) unpack_words<T, NW>(vw[r + i], vf[i]);
 #pragma unroll
-        for (int e = 0; e < DL; ++e) acc[g][e] = fmaf(pr, vf[e], acc[g][e]);
+      for (int g = 0; g < G; ++g) {
+        const float4 pr = *reinterpret_cast<const float4*>(&p_s[warp][g][r]);
+#pragma unroll
+        for (int e = 0; e < DL; ++e)
+          acc[g][e] = fmaf(pr.w, vf[3][e], fmaf(pr.z, vf[2][e], fmaf(pr.y, vf[1][e], fmaf(pr.x, vf[0][e], acc[g][e]))));
       }
     }
     __syncwarp();  // the weights are read before the next tile writes them
   }
   if (lane == 0)
 #pragma unroll
-    for (int g = 0; g < kGroup; ++g) w_m[warp][g] = m[g], w_l[warp][g] = l[g];
+    for (int g = 0; g < G; ++g) w_m[warp][g] = m[g], w_l[warp][g] = l[g];
   if (d0 < D)
 #pragma unroll
-    for (int g = 0; g < kGroup; ++g)
+    for (int g = 0; g < G; ++g)
 #pragma unroll
       for (int e = 0; e < DL; ++e) w_acc[warp][g][d0 + e] = acc[g][e];
   __syncthreads();
@@ -225,9 +227,9 @@ int multiprocessors() {
   return n;
 }
 
-template <class T, int DMAX>
+template <class T, int DMAX, int G>
 void launch_grouped(const AttentionParams& p, const LaunchContext& ctx) {
-  const int per_kv = p.q_heads / p.kv_heads, groups = (per_kv + kGroup - 1) / kGroup;
+  const int per_kv = p.q_heads / p.kv_heads, groups = (per_kv + G - 1) / G;
   const int64_t blocks = int64_t(p.kv_heads) * groups;
   // A long cache is split over a cluster where the blocks would not fill the
   // SMs; RLX_ATTENTION_DECODE_SPLIT=0 or 1 decides instead (for measuring).
@@ -235,11 +237,20 @@ void launch_grouped(const AttentionParams& p, const LaunchContext& ctx) {
   const bool want = e && *e ? std::strcmp(e, "0") != 0 : blocks * p.batch <= multiprocessors();
   const bool split = want && p.skv >= kGroupSplitKeys && clusters_available();
   if (split)
-    launch(attention_decode_grouped_kernel<T, DMAX, kGroupSplit>,
+    launch(attention_decode_grouped_kernel<T, DMAX, G, kGroupSplit>,
            dim3(unsigned(blocks * kGroupSplit), unsigned(p.batch)), kGroupWarps * 32, 0, ctx, p, kGroupSplit);
   else
-    launch(attention_decode_grouped_kernel<T, DMAX, 1>, dim3(unsigned(blocks), unsigned(p.batch)), kGroupWarps * 32,
-           0, ctx, p);
+    launch(attention_decode_grouped_kernel<T, DMAX, G, 1>, dim3(unsigned(blocks), unsigned(p.batch)),
+           kGroupWarps * 32, 0, ctx, p);
+}
+
+// The group size: the query heads a KV head has, rounded up to 2, 4 or 8.
+template <class T, int DMAX>
+void launch_group_size(const AttentionParams& p, const LaunchContext& ctx) {
+  const int per_kv = p.q_heads / p.kv_heads;
+  if (per_kv <= 2) launch_grouped<T, DMAX, 2>(p, ctx);
+  else if (per_kv <= 4) launch_grouped<T, DMAX, 4>(p, ctx);
+  else launch_grouped<T, DMAX, kMaxGroup>(p, ctx);
 }
 
 }  // namespace
@@ -261,8 +272,8 @@ bool use_attention_decode_grouped(const AttentionParams& p, const uint8_t* arena
 
 void run_attention_decode_grouped(const AttentionParams& p, const LaunchContext& ctx) {
   dispatch_float(p.dtype, ctx.label, [&]<class T>() {
-    if (p.head_dim <= 64) launch_grouped<T, 64>(p, ctx);
-    else launch_grouped<T, 128>(p, ctx);
+    if (p.head_dim <= 64) launch_group_size<T, 64>(p, ctx);
+    else launch_group_size<T, 128>(p, ctx);
   });
 }
 
