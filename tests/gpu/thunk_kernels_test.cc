@@ -382,19 +382,30 @@ TEST_P(ThunkKernels, AttentionCausal513) { attention_case(*this, dt(), {1, 513, 
 const char* decode_variant(DType dt, int d) { return dt == DType::F32 && d > 128 ? "decode_wide" : "decode"; }
 
 // Runs a decode case (one query row) on the per-head kernels
-// (RLX_ATTENTION_DECODE=rows, expecting a.variant) and then on the grouped
-// one wherever it is eligible (=grouped): query heads sharing a KV head,
-// head_dim <= 128 in whole 16-byte chunks.
+// (RLX_ATTENTION_DECODE=rows, expecting a.variant), then on the grouped
+// CUDA-core kernel (=grouped) and the tensor-core one (=mma) wherever each
+// is eligible: query heads sharing a KV head, head_dim <= 128 in whole
+// 16-byte chunks; for the tensor cores f16/bf16 and head_dim % 16 == 0.
 bool grouped_decode_eligible(DType dt, int32_t qh, int32_t kvh, int32_t d) {
   return qh >= 2 * kvh && d <= 128 && d % (16 / int32_t(dtype_size(dt))) == 0;
 }
+bool mma_decode_eligible(DType dt, int32_t qh, int32_t kvh, int32_t d) {
+  return dt != DType::F32 && d % 16 == 0 && grouped_decode_eligible(dt, qh, kvh, d);
+}
+// The variant RLX_ATTENTION_DECODE=mode gives a decode case whose per-head
+// kernel is rows_variant.
+const char* decode_mode_variant(const std::string& mode, DType dt, int32_t qh, int32_t kvh, int32_t d, bool packed,
+                                const char* rows_variant) {
+  if (mode == "grouped" && !packed && grouped_decode_eligible(dt, qh, kvh, d)) return "decode_grouped";
+  if (mode == "mma" && !packed && mma_decode_eligible(dt, qh, kvh, d)) return "decode_mma";
+  return rows_variant;
+}
 void decode_attention_case(ThunkKernels& t, DType dt, Att a) {
   const char* rows_variant = a.variant;
-  for (const char* mode : {"rows", "grouped"}) {
+  for (const char* mode : {"rows", "grouped", "mma"}) {
     SCOPED_TRACE(std::string("RLX_ATTENTION_DECODE=") + mode);
     setenv("RLX_ATTENTION_DECODE", mode, 1);
-    const bool grouped = std::string(mode) == "grouped" && !a.packed && grouped_decode_eligible(dt, a.qh, a.kvh, a.d);
-    a.variant = grouped ? "decode_grouped" : rows_variant;
+    a.variant = decode_mode_variant(mode, dt, a.qh, a.kvh, a.d, a.packed, rows_variant);
     attention_case(t, dt, a);
   }
   unsetenv("RLX_ATTENTION_DECODE");
@@ -457,8 +468,9 @@ TEST_P(ThunkKernels, AttentionDecodeGroupedBatch40NoSplit) {
 TEST_P(ThunkKernels, AttentionDecodeGroupedOneRowSplit) {
   decode_attention_case(*this, dt(), {1, 1, 700, 32, 4, 64, MaskKind::None, false, false, "decode"});
 }
-// Without RLX_ATTENTION_DECODE the grouped kernel takes batches of two rows
-// or more; one row keeps the per-head kernel.
+// Without RLX_ATTENTION_DECODE a grouped kernel takes batches of two rows
+// or more (the tensor-core one for f16/bf16 and head_dim % 16 == 0); one row
+// keeps the per-head kernel.
 TEST(AttentionDecodeChoice, GroupedFromTwoRows) {
   unsetenv("RLX_ATTENTION_DECODE");
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
@@ -466,7 +478,11 @@ TEST(AttentionDecodeChoice, GroupedFromTwoRows) {
     p.q_stride = 32 * 64; p.k_stride = p.v_stride = 4 * 64;
     EXPECT_STREQ(cuda::attention_variant(p), "decode");
     p.batch = 2;
+    EXPECT_STREQ(cuda::attention_variant(p), dt == DType::F32 ? "decode_grouped" : "decode_mma");
+    p.head_dim = 40;  // not whole 16-wide steps: the CUDA cores
+    p.q_stride = 32 * 40; p.k_stride = p.v_stride = 4 * 40;
     EXPECT_STREQ(cuda::attention_variant(p), "decode_grouped");
+    p.head_dim = 64;
     p.kv_heads = 32;  // no query heads share a KV head
     p.k_stride = p.v_stride = 32 * 64;
     EXPECT_STREQ(cuda::attention_variant(p), "decode");
@@ -584,15 +600,14 @@ TEST_P(ThunkKernels, AttentionCachePoolSlotsShortPagesOwnKernel) {
 
 // A ragged batch's decode step: one query row per sequence at its own
 // position over a pool of caches (cuDNN does not take one row over a cache),
-// on the per-head kernel and on the grouped one; a window; a first token
+// on the per-head kernel and on both grouped ones; a window; a first token
 // (one key); a full cache.
 void cached_decode_case(ThunkKernels& t, DType dt, CachedAtt a) {
   setenv("RLX_ATTENTION", "own", 1);
-  for (const char* mode : {"rows", "grouped"}) {
+  for (const char* mode : {"rows", "grouped", "mma"}) {
     SCOPED_TRACE(std::string("RLX_ATTENTION_DECODE=") + mode);
     setenv("RLX_ATTENTION_DECODE", mode, 1);
-    const bool grouped = std::string(mode) == "grouped" && grouped_decode_eligible(dt, a.qh, a.kvh, a.d);
-    a.variant = grouped ? "decode_grouped" : "decode";
+    a.variant = decode_mode_variant(mode, dt, a.qh, a.kvh, a.d, false, "decode");
     cached_attention_case_once(t, dt, a);
   }
   unsetenv("RLX_ATTENTION_DECODE");

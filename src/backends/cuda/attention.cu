@@ -10,7 +10,7 @@
 // scores its own key ("decode"; caches of 256 rows or more split each
 // head's keys over a cluster of 8 blocks), otherwise lanes split head_dim
 // ("decode_wide"). A batch of decode rows whose query heads share KV heads
-// takes the grouped kernel instead (attention_decode_grouped.cu), which reads
+// takes a grouped kernel instead (attention_decode_grouped.h), which reads
 // each K and V row once for all the query heads that share it.
 //
 // The general kernel serves the rest: one block per (query tile, head,
@@ -688,7 +688,11 @@ void launch_decode_rows(const AttentionParams& p, const LaunchContext& ctx, dim3
 
 template <class T>
 void launch_decode(const AttentionParams& p, const LaunchContext& ctx) {
-  if (use_attention_decode_grouped(p, ctx.arena)) return run_attention_decode_grouped(p, ctx);
+  switch (decode_kernel_for(p, ctx.arena)) {
+    case DecodeKernel::Grouped: return run_attention_decode_grouped(p, ctx);
+    case DecodeKernel::GroupedMma: return run_attention_decode_mma(p, ctx);
+    case DecodeKernel::PerHead: break;
+  }
   const dim3 grid(unsigned(p.q_heads), unsigned(p.batch));
   if (use_decode_rows(p, ctx.arena)) {
     if (p.skv >= kSplitMinKeys && clusters_available())
@@ -742,8 +746,14 @@ void prepare_attention_kernels() {
 
 const char* attention_variant(const AttentionParams& p) {
   // Arena bases are 256-byte aligned (cudaMalloc): the offsets decide.
-  if (use_decode_path(p))
-    return use_attention_decode_grouped(p, nullptr) ? "decode_grouped" : use_decode_rows(p, nullptr) ? "decode" : "decode_wide";
+  if (use_decode_path(p)) {
+    switch (decode_kernel_for(p, nullptr)) {
+      case DecodeKernel::Grouped: return "decode_grouped";
+      case DecodeKernel::GroupedMma: return "decode_mma";
+      case DecodeKernel::PerHead: break;
+    }
+    return use_decode_rows(p, nullptr) ? "decode" : "decode_wide";
+  }
   return use_short_path(p) ? "short" : "general";
 }
 

@@ -210,14 +210,15 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
         [&](int i, float v) { out[i] = from_f32<T>(v); });
 }
 
-// RLX_ATTENTION_DECODE: auto (the default), rows or grouped.
-enum class DecodeChoice { Auto, Rows, Grouped };
+// RLX_ATTENTION_DECODE: auto (the default), rows, grouped or mma.
+enum class DecodeChoice { Auto, Rows, Grouped, Mma };
 DecodeChoice decode_choice() {
   const char* e = std::getenv("RLX_ATTENTION_DECODE");
   if (!e || !*e || std::strcmp(e, "auto") == 0) return DecodeChoice::Auto;
   if (std::strcmp(e, "rows") == 0) return DecodeChoice::Rows;
   if (std::strcmp(e, "grouped") == 0) return DecodeChoice::Grouped;
-  throw Error(std::string("RLX_ATTENTION_DECODE must be auto, rows or grouped, not '") + e + "'");
+  if (std::strcmp(e, "mma") == 0) return DecodeChoice::Mma;
+  throw Error(std::string("RLX_ATTENTION_DECODE must be auto, rows, grouped or mma, not '") + e + "'");
 }
 
 int multiprocessors() {
@@ -264,10 +265,14 @@ bool attention_decode_grouped_eligible(const AttentionParams& p, const uint8_t* 
          v0 % 16 == 0 && (p.v_stride * es) % 16 == 0 && p.batch <= 65535;
 }
 
-bool use_attention_decode_grouped(const AttentionParams& p, const uint8_t* arena) {
+DecodeKernel decode_kernel_for(const AttentionParams& p, const uint8_t* arena) {
   const DecodeChoice c = decode_choice();
-  if (c == DecodeChoice::Rows || !attention_decode_grouped_eligible(p, arena)) return false;
-  return c == DecodeChoice::Grouped || p.batch >= 2;
+  if (c == DecodeChoice::Rows || !attention_decode_grouped_eligible(p, arena)) return DecodeKernel::PerHead;
+  const bool mma = attention_decode_mma_eligible(p, arena);
+  if (c == DecodeChoice::Grouped) return DecodeKernel::Grouped;
+  if (c == DecodeChoice::Mma) return mma ? DecodeKernel::GroupedMma : DecodeKernel::PerHead;
+  if (p.batch < 2) return DecodeKernel::PerHead;
+  return mma ? DecodeKernel::GroupedMma : DecodeKernel::Grouped;
 }
 
 void run_attention_decode_grouped(const AttentionParams& p, const LaunchContext& ctx) {

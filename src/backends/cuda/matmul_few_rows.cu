@@ -11,6 +11,7 @@
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/launch.cuh"
+#include "backends/cuda/mma.cuh"
 
 namespace rlx::cuda {
 namespace {
@@ -31,17 +32,6 @@ struct FewRowArgs {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 constexpr int kAccum = 32;  // f32 accumulators a thread
 
-// 16 bytes global -> shared, zeros where !valid.
-__device__ __forceinline__ void cp_async16(uint4* smem, const void* gmem, bool valid) {
-  const unsigned s = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
 // Chunk c (0-7) of tile row r sits at r * 8 + (c ^ r % 8): the eight rows one
 // ldmatrix phase reads fall in eight different bank groups.
 __device__ __forceinline__ int swizzle(int r, int c) { return r * 8 + (c ^ (r & 7)); }
@@ -57,29 +47,6 @@ __device__ __forceinline__ void load_tile(uint4* stage, const T* base, int64_t l
     const bool valid = row0 + r < rows;
     cp_async16(stage + swizzle(r, c), base + (valid ? (row0 + r) * ld : 0) + k0 + c * 8, valid);
   }
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint4* p) {
-  const unsigned s = unsigned(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
-}
-
-template <class T>
-__device__ __forceinline__ void mma_16x8x16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>)
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  else
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // One stage's 64 k columns into the warp's 32 x 32 accumulators: per 16 k,
