@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <strings.h>
 
 #ifdef RLX_SCIPY_OPENBLAS
 #include <scipy_openblas/cblas.h>
@@ -42,6 +43,16 @@ std::string gemm_library() {
   size_t v = config.find(' '), end = v == std::string::npos ? v : config.find(' ', v + 1);
   std::string version = config.substr(0, end);
   return version + " (" RLX_BLAS_SOURCE "), kernel " + RLX_BLAS(openblas_get_corename)();
+}
+
+bool gemm_library_avx512() {
+  static const bool avx512 = [] {
+    const std::string core = RLX_BLAS(openblas_get_corename)();
+    for (const char* c : {"skylakex", "cooperlake", "sapphirerapids"})
+      if (strcasecmp(core.c_str(), c) == 0) return true;
+    return false;
+  }();
+  return avx512;
 }
 
 void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,

@@ -24,4 +24,12 @@ void gemm_f32_sliced(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
 // prints it: "OpenBLAS 0.3.34 (scipy-openblas32), kernel SkylakeX".
 std::string gemm_library();
 
+// Whether the library runs its AVX-512 kernels here. OpenBLAS picks its
+// kernels by processor model when it loads and takes its AVX2 ("Haswell")
+// ones on AVX-512 processors newer than it knows; those measured slower
+// than the packed kernel and give a row different bits depending on where
+// it sits in the product (the same sentence beside others would not embed
+// to the same vector).
+bool gemm_library_avx512();
+
 }  // namespace rlx::cpu
