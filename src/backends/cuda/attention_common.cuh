@@ -145,5 +145,73 @@ __device__ __forceinline__ void cluster_merge(int entries, const float* b_m, con
 #endif
 }
 
+// What a grouped decode block works on: blockIdx.x is (KV head, group of
+// H query heads sharing it) * SPLIT + the block's rank in its cluster,
+// blockIdx.y the sequence. The block's query heads are h0 .. h0 + gn - 1.
+template <class T>
+struct GroupedBlock {
+  int rank, kvh, gn, h0;
+  int64_t b;
+  const T *k, *v;        // the KV head's column in the sequence's first K and V rows
+  const int32_t* mask;   // padding_keep's row, or null
+  int64_t kv_begin, kv_end;
+};
+
+// The block's GroupedBlock, with its query heads (scaled, rotated where the
+// attention carries q's RoPE) in q_s [H][DMAX] as f32, zero past gn heads
+// and head_dim. Every thread of the block calls it (it ends at a barrier).
+template <class T, int H, int DMAX, int SPLIT>
+__device__ __forceinline__ GroupedBlock<T> grouped_block(const AttentionParams& p, uint8_t* arena,
+                                                         float (*q_s)[DMAX]) {
+  GroupedBlock<T> g;
+  const int D = p.head_dim;
+  const int per_kv = p.q_heads / p.kv_heads, groups = (per_kv + H - 1) / H;
+  const int blk = int(blockIdx.x) / SPLIT, first = (blk % groups) * H;
+  g.rank = int(blockIdx.x) % SPLIT;
+  g.kvh = blk / groups;
+  g.gn = min(H, per_kv - first);
+  g.h0 = g.kvh * per_kv + first;
+  g.b = blockIdx.y;
+  const T* q = at<const T>(arena, p.q) + g.b * p.q_stride + p.q_offset + int64_t(g.h0) * D;  // sq == 1
+  const int64_t row0 = kv_row0(p, arena, g.b);
+  g.k = at<const T>(arena, p.k) + row0 * p.k_stride + p.k_offset + int64_t(g.kvh) * D;
+  g.v = at<const T>(arena, p.v) + row0 * p.v_stride + p.v_offset + int64_t(g.kvh) * D;
+  g.mask = padding_keep(p, arena, g.b);
+  g.kv_end = decode_key_end(p, arena, g.b);
+  g.kv_begin = decode_key_begin(p, arena, g.b);
+  for (int i = threadIdx.x; i < H * DMAX; i += blockDim.x) {
+    const int h = i / DMAX, d = i % DMAX;
+    q_s[h][d] = h < g.gn && d < D ? decode_query(p, arena, q + int64_t(h) * D, d, g.b) : 0.f;
+  }
+  __syncthreads();
+  return g;
+}
+
+// The end of a grouped decode block: its W warps' partial softmaxes of each
+// of its gn heads (w_m, w_l [W][H], w_acc [W][H][DMAX]) merged per (head,
+// dim) and stored to out (gn * D values), or with SPLIT > 1 merged with the
+// cluster's other blocks first (b_m, b_l, b_acc: this block's share).
+// Every thread of the block calls it, after the barrier that publishes w_*.
+template <class T, int W, int H, int DMAX, int SPLIT>
+__device__ __forceinline__ void finish_grouped_heads(int gn, int D, const float (*w_m)[H], const float (*w_l)[H],
+                                                     const float (*w_acc)[H][DMAX], float* b_m, float* b_l,
+                                                     float (*b_acc)[DMAX], T* out) {
+  for (int i = threadIdx.x; i < gn * D; i += blockDim.x) {
+    const int h = i / D, d = i % D;
+    float mx, sum, o;
+    merge_parts(W, [&](int w) { return SoftmaxPart{w_m[w][h], w_l[w][h], w_acc[w][h][d]}; }, mx, sum, o);
+    if constexpr (SPLIT == 1) {
+      out[i] = from_f32<T>(sum > 0.f ? o / sum : 0.f);  // all masked -> 0
+    } else {
+      b_acc[h][d] = o;
+      if (d == 0) b_m[h] = mx, b_l[h] = sum;
+    }
+  }
+  if constexpr (SPLIT > 1)
+    cluster_merge<SPLIT>(
+        gn * D, b_m, b_l, &b_acc[0][0], [&](int i) { return i / D; }, [&](int i) { return i / D * DMAX + i % D; },
+        [&](int i, float v) { out[i] = from_f32<T>(v); });
+}
+
 }  // namespace
 }  // namespace rlx::cuda

@@ -80,26 +80,14 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
   __shared__ float b_m[G], b_l[G], b_acc[G][DMAX];  // this block's share, for the cluster merge
 
   const int D = p.head_dim, chunks = D / ve;
-  const int per_kv = p.q_heads / p.kv_heads, groups = (per_kv + G - 1) / G;
-  const int blk = int(blockIdx.x) / SPLIT, rank = int(blockIdx.x) % SPLIT;
-  const int kvh = blk / groups, first = (blk % groups) * G;
-  const int gn = min(G, per_kv - first);  // query heads of this block
-  const int h0 = kvh * per_kv + first;
-  const int64_t b = blockIdx.y;
+  const GroupedBlock<T> blk = grouped_block<T, G, DMAX, SPLIT>(p, arena, q_s);
+  const int gn = blk.gn, rank = blk.rank;
+  const T *k = blk.k, *v = blk.v;
+  const int32_t* mask = blk.mask;
+  const int64_t kv_end = blk.kv_end, kv_begin = blk.kv_begin;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int key = lane % KT, part = lane / KT;  // this lane's key of the tile, and its part of the row
   const int d0 = lane * DL;                     // this lane's value columns
-  const T* q = at<const T>(arena, p.q) + b * p.q_stride + p.q_offset + int64_t(h0) * D;  // sq == 1
-  const int64_t row0 = kv_row0(p, arena, b);
-  const T* k = at<const T>(arena, p.k) + row0 * p.k_stride + p.k_offset + int64_t(kvh) * D;
-  const T* v = at<const T>(arena, p.v) + row0 * p.v_stride + p.v_offset + int64_t(kvh) * D;
-  const int32_t* mask = padding_keep(p, arena, b);
-  const int64_t kv_end = decode_key_end(p, arena, b), kv_begin = decode_key_begin(p, arena, b);
-  for (int i = threadIdx.x; i < G * DMAX; i += blockDim.x) {
-    const int g = i / DMAX, d = i % DMAX;
-    q_s[g][d] = g < gn && d < D ? decode_query(p, arena, q + int64_t(g) * D, d, b) : 0.f;
-  }
-  __syncthreads();
 
   float m[G], l[G], acc[G][DL];
 #pragma unroll
@@ -192,22 +180,8 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
 #pragma unroll
       for (int e = 0; e < DL; ++e) w_acc[warp][g][d0 + e] = acc[g][e];
   __syncthreads();
-  T* out = at<T>(arena, p.out) + (b * p.q_heads + h0) * D;
-  for (int i = threadIdx.x; i < gn * D; i += blockDim.x) {
-    const int g = i / D, d = i % D;
-    float mx, sum, o;
-    merge_parts(kGroupWarps, [&](int w) { return SoftmaxPart{w_m[w][g], w_l[w][g], w_acc[w][g][d]}; }, mx, sum, o);
-    if constexpr (SPLIT == 1) {
-      out[i] = from_f32<T>(sum > 0.f ? o / sum : 0.f);  // all masked -> 0
-    } else {
-      b_acc[g][d] = o;
-      if (d == 0) b_m[g] = mx, b_l[g] = sum;
-    }
-  }
-  if constexpr (SPLIT > 1)
-    cluster_merge<SPLIT>(
-        gn * D, b_m, b_l, &b_acc[0][0], [&](int i) { return i / D; }, [&](int i) { return i / D * DMAX + i % D; },
-        [&](int i, float v) { out[i] = from_f32<T>(v); });
+  finish_grouped_heads<T, kGroupWarps, G, DMAX, SPLIT>(gn, D, w_m, w_l, w_acc, b_m, b_l, b_acc,
+                                                       at<T>(arena, p.out) + (blk.b * p.q_heads + blk.h0) * D);
 }
 
 // RLX_ATTENTION_DECODE: auto (the default), rows, grouped or mma.
@@ -221,13 +195,6 @@ DecodeChoice decode_choice() {
   throw Error(std::string("RLX_ATTENTION_DECODE must be auto, rows, grouped or mma, not '") + e + "'");
 }
 
-int multiprocessors() {
-  int dev = 0, n = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "multiprocessor count");
-  return n;
-}
-
 template <class T, int DMAX, int G>
 void launch_grouped(const AttentionParams& p, const LaunchContext& ctx) {
   const int per_kv = p.q_heads / p.kv_heads, groups = (per_kv + G - 1) / G;
@@ -235,7 +202,7 @@ void launch_grouped(const AttentionParams& p, const LaunchContext& ctx) {
   // A long cache is split over a cluster where the blocks would not fill the
   // SMs; RLX_ATTENTION_DECODE_SPLIT=0 or 1 decides instead (for measuring).
   const char* e = std::getenv("RLX_ATTENTION_DECODE_SPLIT");
-  const bool want = e && *e ? std::strcmp(e, "0") != 0 : blocks * p.batch <= multiprocessors();
+  const bool want = e && *e ? std::strcmp(e, "0") != 0 : blocks * p.batch <= multiprocessor_count();
   const bool split = want && p.skv >= kGroupSplitKeys && clusters_available();
   if (split)
     launch(attention_decode_grouped_kernel<T, DMAX, G, kGroupSplit>,

@@ -48,24 +48,12 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attention_decode_mma_kernel(co
   static_assert(sizeof(float) * kMmaWarps * kMmaHeads * DMAX <= sizeof(kv_s), "partial sums fit the tiles");
 
   const int D = p.head_dim, chunks = D / 8, steps = D / 16;
-  const int per_kv = p.q_heads / p.kv_heads, groups = (per_kv + kMmaHeads - 1) / kMmaHeads;
-  const int blk = int(blockIdx.x) / SPLIT, rank = int(blockIdx.x) % SPLIT;
-  const int kvh = blk / groups, first = (blk % groups) * kMmaHeads;
-  const int gn = min(kMmaHeads, per_kv - first);  // query heads of this block
-  const int h0 = kvh * per_kv + first;
-  const int64_t b = blockIdx.y;
+  const GroupedBlock<T> blk = grouped_block<T, kMmaHeads, DMAX, SPLIT>(p, arena, q_s);
+  const int gn = blk.gn, rank = blk.rank;
+  const T *k = blk.k, *v = blk.v;
+  const int32_t* mask = blk.mask;
+  const int64_t kv_end = blk.kv_end, kv_begin = blk.kv_begin;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const T* q = at<const T>(arena, p.q) + b * p.q_stride + p.q_offset + int64_t(h0) * D;  // sq == 1
-  const int64_t row0 = kv_row0(p, arena, b);
-  const T* k = at<const T>(arena, p.k) + row0 * p.k_stride + p.k_offset + int64_t(kvh) * D;
-  const T* v = at<const T>(arena, p.v) + row0 * p.v_stride + p.v_offset + int64_t(kvh) * D;
-  const int32_t* mask = padding_keep(p, arena, b);
-  const int64_t kv_end = decode_key_end(p, arena, b), kv_begin = decode_key_begin(p, arena, b);
-  for (int i = threadIdx.x; i < kMmaHeads * DMAX; i += blockDim.x) {
-    const int h = i / DMAX, d = i % DMAX;
-    q_s[h][d] = h < gn && d < D ? decode_query(p, arena, q + int64_t(h) * D, d, b) : 0.f;
-  }
-  __syncthreads();
   // Q^T as the first product's B operand (k = dims, n = heads): this lane's
   // head g, dims 2t, 2t + 1 and 2t + 8, 2t + 9 of each 16-wide step.
   uint32_t qb[KS][2];
@@ -161,29 +149,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attention_decode_mma_kernel(co
     for (int i = 0; i < 4; ++i) w_acc[warp][2 * t + (i & 1)][s * 16 + g + (i >> 1) * 8] = o[s][i];
   }
   __syncthreads();
-  T* out = at<T>(arena, p.out) + (b * p.q_heads + h0) * D;
-  for (int i = threadIdx.x; i < gn * D; i += blockDim.x) {
-    const int h = i / D, d = i % D;
-    float mx, sum, acc;
-    merge_parts(kMmaWarps, [&](int w) { return SoftmaxPart{w_m[w][h], w_l[w][h], w_acc[w][h][d]}; }, mx, sum, acc);
-    if constexpr (SPLIT == 1) {
-      out[i] = from_f32<T>(sum > 0.f ? acc / sum : 0.f);  // all masked -> 0
-    } else {
-      b_acc[h][d] = acc;
-      if (d == 0) b_m[h] = mx, b_l[h] = sum;
-    }
-  }
-  if constexpr (SPLIT > 1)
-    cluster_merge<SPLIT>(
-        gn * D, b_m, b_l, &b_acc[0][0], [&](int i) { return i / D; }, [&](int i) { return i / D * DMAX + i % D; },
-        [&](int i, float x) { out[i] = from_f32<T>(x); });
-}
-
-int multiprocessor_count() {
-  int dev = 0, n = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "multiprocessor count");
-  return n;
+  finish_grouped_heads<T, kMmaWarps, kMmaHeads, DMAX, SPLIT>(gn, D, w_m, w_l, w_acc, b_m, b_l, b_acc,
+                                                             at<T>(arena, p.out) + (blk.b * p.q_heads + blk.h0) * D);
 }
 
 template <class T, int DMAX>

@@ -22,6 +22,7 @@ namespace rlx::cuda {
 
 bool pdl_enabled();         // compute capability >= 9.0 and RLX_PDL != 0; decided once
 bool clusters_available();  // compute capability >= 9.0
+int multiprocessor_count();  // of the current device
 
 // cluster_x > 1 launches thread-block clusters of that many blocks along x
 // (grid.x a multiple of it).

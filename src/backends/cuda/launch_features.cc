@@ -1,6 +1,7 @@
 // What launches may use (see launch.cuh), decided once for the current
 // device: programmatic dependent launch and thread-block clusters, both from
-// compute capability 9.0 on (PDL unless RLX_PDL=0).
+// compute capability 9.0 on (PDL unless RLX_PDL=0); and the device's
+// multiprocessors, which grids are sized against.
 #include <cuda_runtime.h>
 
 #include <cstdlib>
@@ -33,6 +34,13 @@ bool pdl_enabled() {
 bool clusters_available() {
   static const bool available = hopper_or_newer();
   return available;
+}
+
+int multiprocessor_count() {
+  int device = 0, n = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
+  return n;
 }
 
 }  // namespace rlx::cuda
