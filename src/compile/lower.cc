@@ -7,6 +7,7 @@
 #include <queue>
 
 #include "compile/memory_plan.h"
+#include "compile/weight_prefetch.h"
 
 namespace rlx {
 
@@ -364,6 +365,7 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
                                          std::string(lookup ? "ids of " : "labels of ") +
                                              g.describe(id)});
   }
+  plan_weight_prefetch(*s);
   return s;
 }
 

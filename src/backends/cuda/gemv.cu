@@ -15,6 +15,8 @@
 
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/dispatch.h"
+#include "backends/cuda/l2_prefetch.cuh"
+#include "backends/cuda/l2_prefetch.h"
 #include "backends/cuda/launch.cuh"
 
 namespace rlx::cuda {
@@ -177,6 +179,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<M, Pre>()) gemv_kernel
       }
     }
   }
+  prefetch_next_weights(p.next_weights, arena, threadIdx.x == 0);  // warp 0 is live in every block
   const float bias = (!Glu || live) && p.bias != kNoBuffer ? to_f32(at<T>(arena, p.bias)[n]) : 0.f;
   const int64_t o = bt * p.stride_out + col;
   const T* residual = p.fused.residual != kNoBuffer ? at<const T>(arena, p.fused.residual) + o : nullptr;
@@ -311,6 +314,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<M, Pre>()) gemv_split_
       T* out = at<T>(arena, p.out) + bt * p.stride_out + col;
 #pragma unroll
       for (int m = 0; m < M; ++m) out[m * p.ldc] = from_f32<T>(apply_activation(p.fused.glu, g[m] + bg) * (u[m] + bu));
+      prefetch_next_weights(p.next_weights, arena, true);  // here its registers are free
       return;
     }
   }
@@ -327,6 +331,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<M, Pre>()) gemv_split_
     if (residual) v += to_f32(residual[m * p.ldc]);
     out[m * p.ldc] = from_f32<T>(v);
   }
+  prefetch_next_weights(p.next_weights, arena, warp == 0);  // here its registers are free
 }
 
 // RLX_GEMV_SPLIT=0 keeps one warp per row at every length (for measuring).
@@ -359,16 +364,22 @@ bool gamma_in_shared(const MatMulParams& p) {
   return !(e && std::strcmp(e, "0") == 0) && p.k * int64_t(dtype_size(p.dtype)) <= kGammaSharedBytes;
 }
 
+MatMulParams with_prefetch(MatMulParams p, int64_t blocks) {
+  p.next_weights = share_l2_prefetch(p.next_weights, uint64_t(blocks));
+  return p;
+}
+
 template <class T, int M, bool Norm, int Pre, bool Glu>
 void launch_glu(const MatMulParams& p, const LaunchContext& ctx) {
   const dim3 block(kWarps * 32);
   const int64_t cols = p.fused.out_cols(p.n), per_block = Glu ? kWarps / 2 : kWarps;
   const size_t smem = Norm && Pre == kPreGammaShared ? size_t(p.k) * sizeof(T) : 0;
   if (p.k / kChunkElems<T> > kRound && split_long_rows())
-    launch(gemv_split_kernel<T, M, Norm, Pre, Glu>, dim3(unsigned(cols), unsigned(p.batch)), block, smem, ctx, p);
+    launch(gemv_split_kernel<T, M, Norm, Pre, Glu>, dim3(unsigned(cols), unsigned(p.batch)), block, smem, ctx,
+           with_prefetch(p, cols * p.batch));
   else
     launch(gemv_kernel<T, M, Norm, Pre, Glu>, dim3(unsigned((cols + per_block - 1) / per_block), unsigned(p.batch)),
-           block, smem, ctx, p);
+           block, smem, ctx, with_prefetch(p, (cols + per_block - 1) / per_block * p.batch));
 }
 
 template <class T, int M, bool Norm, int Pre>

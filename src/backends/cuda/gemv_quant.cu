@@ -14,6 +14,8 @@
 
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/dispatch.h"
+#include "backends/cuda/l2_prefetch.cuh"
+#include "backends/cuda/l2_prefetch.h"
 #include "backends/cuda/launch.cuh"
 #include "rlx/graph.h"
 #include "rlx/quant.h"
@@ -266,6 +268,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) gemv_quant_kernel(const Ma
       }
     }
   }
+  prefetch_next_weights(p.next_weights, arena, threadIdx.x == 0);
   if (gamma) norm_scales<M>(p, ss);  // block-uniform: every thread takes part
   if constexpr (Glu) {
     const float bias = live && p.bias != kNoBuffer ? to_f32(at<const T>(arena, p.bias)[row]) : 0.f;
@@ -326,13 +329,16 @@ void launch_rows(const MatMulQParams& p, const LaunchContext& ctx) {
       const int64_t blocks = p.k / kQuantBlock;
       const int64_t tile = blocks < kTileBlocks<M> ? blocks : kTileBlocks<M>;
       const size_t smem = size_t(M * tile * kXStride) * sizeof(float);
+      MatMulQParams q = p;
       if (p.fused.glu != Activation::None) {
         constexpr int64_t per_block = kRowsPerBlock / 2;
-        launch(gemv_quant_kernel<T, Q, M, true>, dim3(unsigned((p.n / 2 + per_block - 1) / per_block)),
-               kRowsPerBlock * 32, smem, ctx, p);
+        const int64_t grid = (p.n / 2 + per_block - 1) / per_block;
+        q.next_weights = share_l2_prefetch(p.next_weights, uint64_t(grid));
+        launch(gemv_quant_kernel<T, Q, M, true>, dim3(unsigned(grid)), kRowsPerBlock * 32, smem, ctx, q);
       } else {
-        launch(gemv_quant_kernel<T, Q, M, false>, dim3(unsigned((p.n + kRowsPerBlock - 1) / kRowsPerBlock)),
-               kRowsPerBlock * 32, smem, ctx, p);
+        const int64_t grid = (p.n + kRowsPerBlock - 1) / kRowsPerBlock;
+        q.next_weights = share_l2_prefetch(p.next_weights, uint64_t(grid));
+        launch(gemv_quant_kernel<T, Q, M, false>, dim3(unsigned(grid)), kRowsPerBlock * 32, smem, ctx, q);
       }
       return;
     }
