@@ -41,6 +41,8 @@ struct L2Prefetch {
   uint64_t offset[kRanges] = {};
   uint64_t bytes[kRanges] = {};
   uint64_t per_block[kRanges] = {};
+  uint32_t first_block = 0;     // blocks before it issue none (the backend's choice)
+  uint32_t stream_weights = 0;  // the product's own weight loads go first out of L2 (read once a pass)
   uint64_t total() const {
     uint64_t t = 0;
     for (int r = 0; r < kRanges; ++r) t += bytes[r];

@@ -191,7 +191,8 @@ TEST(OpCasesGpu, MatVecWithAndWithoutTheL2Prefetch) {
       o.fuse = false;
       o.device = Device::Cuda;
       bool planned = false;
-      for (const Thunk& t : compile(c.graph, o)->schedule().thunks)
+      const auto exe = compile(c.graph, o);
+      for (const Thunk& t : exe->schedule().thunks)
         std::visit(
             [&](const auto& p) {
               if constexpr (requires { p.next_weights; }) planned |= p.next_weights.total() > 0;

@@ -128,11 +128,12 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<M, Pre>()) gemv_kernel
   const uint4* w = reinterpret_cast<const uint4*>(at<T>(arena, p.b) + bt * p.stride_b + n * p.ldb);
   const int64_t chunks = live ? p.k / ve : 0, x_row_chunks = p.lda / ve;
   uint4 wc[kUnroll];
+  const uint64_t policy = weight_load_policy(p.next_weights);
   auto load_weights = [&](int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + 32 * u;
-      wc[u] = c < chunks ? __ldg(w + c) : make_uint4(0, 0, 0, 0);
+      wc[u] = c < chunks ? load_weight(w + c, policy) : make_uint4(0, 0, 0, 0);
     }
   };
   // Constant weights: their first loads go out before waiting for the kernel
@@ -230,11 +231,12 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<M, Pre>()) gemv_split_
   const int64_t per = (row_chunks + Split - 1) / Split;
   const int64_t begin = part * per, end = live ? (begin + per < row_chunks ? begin + per : row_chunks) : 0;
   uint4 wc[kUnroll];
+  const uint64_t policy = weight_load_policy(p.next_weights);
   auto load_weights = [&](int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + 32 * u;
-      wc[u] = c < end ? __ldg(w + c) : make_uint4(0, 0, 0, 0);
+      wc[u] = c < end ? load_weight(w + c, policy) : make_uint4(0, 0, 0, 0);
     }
   };
   // Constant weights: their first loads go out before waiting for the kernel

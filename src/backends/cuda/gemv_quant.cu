@@ -228,13 +228,14 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) gemv_quant_kernel(const Ma
   const __half* sc = at<const __half>(arena, p.scales) + (live ? row : 0) * blocks;
   uint4 w[kU][kc];
   __half d[kU];
+  const uint64_t policy = weight_load_policy(p.next_weights);
   auto load = [&](int64_t c0, int64_t end) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int64_t c = c0 + 32 * u;
       const bool in = live && c < end;
 #pragma unroll
-      for (int i = 0; i < kc; ++i) w[u][i] = in ? __ldg(wq + c * kc + i) : make_uint4(0, 0, 0, 0);
+      for (int i = 0; i < kc; ++i) w[u][i] = in ? load_weight(wq + c * kc + i, policy) : make_uint4(0, 0, 0, 0);
       d[u] = in ? sc[c] : __float2half(0.f);
     }
   };

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 
 #include "backends/cuda/launch.cuh"
 
@@ -25,6 +26,8 @@ uint64_t l2_prefetch_budget() {
 L2Prefetch share_l2_prefetch(const L2Prefetch& plan, uint64_t blocks) {
   L2Prefetch f{};
   const uint64_t total = plan.total(), budget = l2_prefetch_budget();
+  const char* stream = std::getenv("RLX_L2_STREAM_WEIGHTS");
+  f.stream_weights = stream && std::strcmp(stream, "1") == 0;
   if (total == 0 || budget == 0 || blocks == 0) return f;
   for (int r = 0; r < L2Prefetch::kRanges; ++r) {
     // The front of the range, its share of the budget, in 16-byte units.
@@ -34,6 +37,15 @@ L2Prefetch share_l2_prefetch(const L2Prefetch& plan, uint64_t blocks) {
     f.offset[r] = plan.offset[r];
     f.bytes[r] = keep;
     f.per_block[r] = ((keep + blocks - 1) / blocks + 15) / 16 * 16;
+  }
+  // RLX_L2_PREFETCH_TAIL=n: only the last n blocks issue (the drain); RLX_L2_STREAM_WEIGHTS=1:
+  // the product's own weights evict first.
+  const char* tail = std::getenv("RLX_L2_PREFETCH_TAIL");
+  const uint64_t last = tail ? std::strtoull(tail, nullptr, 10) : 0;
+  if (last > 0 && last < blocks) {
+    f.first_block = uint32_t(blocks - last);
+    for (int r = 0; r < L2Prefetch::kRanges; ++r)
+      if (f.bytes[r]) f.per_block[r] = ((f.bytes[r] + last - 1) / last + 15) / 16 * 16;
   }
   if (f.total() > 0) g_launches.fetch_add(1);
   return f;
