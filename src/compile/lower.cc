@@ -7,7 +7,6 @@
 #include <queue>
 
 #include "compile/memory_plan.h"
-#include "compile/weight_prefetch.h"
 
 namespace rlx {
 
@@ -365,7 +364,6 @@ std::unique_ptr<Schedule> lower(const Graph& g) {
                                          std::string(lookup ? "ids of " : "labels of ") +
                                              g.describe(id)});
   }
-  plan_weight_prefetch(*s);
   return s;
 }
 

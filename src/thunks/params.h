@@ -27,29 +27,6 @@ struct MatVecFusionParams {
   int64_t out_cols(int64_t n) const { return glu != Activation::None ? n / 2 : n; }
 };
 
-// The weights of the next product in the schedule, which a decode
-// product's blocks ask L2 to fetch as they finish their own rows, so that
-// DRAM stays busy across the small kernels between products and the next
-// product starts on cached weights (compile/weight_prefetch.cc plans the
-// ranges; the CUDA matrix-vector kernels issue them, l2_prefetch.cuh).
-// Ranges are arena byte ranges, 16-byte aligned, multiples of 16 bytes;
-// bytes == 0 ends the list. per_block is set by the backend at launch: each
-// block takes its slice of the front of every range (the backend's budget
-// may keep only a front part); 0 = no prefetch.
-struct L2Prefetch {
-  static constexpr int kRanges = 4;
-  uint64_t offset[kRanges] = {};
-  uint64_t bytes[kRanges] = {};
-  uint64_t per_block[kRanges] = {};
-  uint32_t first_block = 0;     // blocks before it issue none (the backend's choice)
-  uint32_t stream_weights = 0;  // the product's own weight loads go first out of L2 (read once a pass)
-  uint64_t total() const {
-    uint64_t t = 0;
-    for (int r = 0; r < kRanges; ++r) t += bytes[r];
-    return t;
-  }
-};
-
 // out[b] = act(op(A[b]) @ op(B[b]) + bias); row-major; op = transpose if flagged.
 // A is [m,k] ([k,m] if trans_a) with row length lda; B is [k,n] ([n,k] if trans_b).
 // Batch strides of 0 broadcast that operand.
@@ -63,7 +40,6 @@ struct MatMulParams {
   uint8_t trans_a, trans_b;
   uint8_t b_constant;  // b is a param or constant (no thunk writes it): kernels may read it early
   MatVecFusionParams fused;
-  L2Prefetch next_weights;
 };
 
 // out[m, n] = x[m, k] . dequant(W)^T (+ bias) for W [n, k] held as quants
@@ -79,7 +55,6 @@ struct MatMulQParams {
   QuantType quant;
   uint8_t weights_constant;  // quants and scales are params (no thunk writes them): kernels may read them early
   MatVecFusionParams fused;
-  L2Prefetch next_weights;
 };
 
 // out = a (op) b with numpy broadcasting: out is contiguous with `shape`;

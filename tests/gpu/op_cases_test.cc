@@ -12,7 +12,6 @@
 #include "backends/backend.h"
 #include "backends/cuda/cuda_executable.h"
 #include "backends/cuda/gemv.h"
-#include "backends/cuda/l2_prefetch.h"
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/matmul_cutlass.h"
 #include "backends/cuda/matmul_few_rows.h"
@@ -169,71 +168,6 @@ TEST(OpCasesGpu, MatVecNormGainInSharedMemoryAndRegisters) {
   unsetenv("RLX_GEMV_GAMMA_SHARED");
   unsetenv("RLX_MATMUL");
   EXPECT_EQ(cases, int(norm_two_rows.size()));
-}
-
-// The next product's weights asked of L2 (L2Prefetch; a lone product names
-// its own, for the next run): every matrix-vector case with the prefetch on
-// (the default) and off (RLX_L2_PREFETCH_MB=0), each against the reference
-// on NaN-poisoned outputs; a launch must carry the prefetch exactly when on.
-TEST(OpCasesGpu, MatVecWithAndWithoutTheL2Prefetch) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
-  int cases = 0, planned_cases = 0;
-  setenv("RLX_MATMUL", "gemv", 1);
-  for (const OpCase& oc : op_cases()) {
-    if ((oc.thunk != "matmul" && oc.thunk != "matmul_q") ||
-        (oc.name.rfind("matvec_", 0) != 0 && oc.name.rfind("matmul_gemv", 0) != 0))
-      continue;
-    ++cases;
-    for (DType dt : {DType::F16, DType::BF16}) {
-      // Weights per batch entry (a batched product) are not one matrix: no plan.
-      const OpGraph c = oc.build(dt);
-      CompileOptions o;
-      o.fuse = false;
-      o.device = Device::Cuda;
-      bool planned = false;
-      const auto exe = compile(c.graph, o);
-      for (const Thunk& t : exe->schedule().thunks)
-        std::visit(
-            [&](const auto& p) {
-              if constexpr (requires { p.next_weights; }) planned |= p.next_weights.total() > 0;
-            },
-            t.params);
-      planned_cases += planned;
-      for (const char* mb : {"", "0"}) {
-        const std::string what = oc.name + " " + std::string(dtype_name(dt)) + " RLX_L2_PREFETCH_MB=" + mb;
-        if (*mb) setenv("RLX_L2_PREFETCH_MB", mb, 1);
-        else unsetenv("RLX_L2_PREFETCH_MB");
-        const int64_t before = cuda::l2_prefetch_launches();
-        run_against_reference(oc, dt, what);
-        EXPECT_EQ(cuda::l2_prefetch_launches() > before, planned && !*mb) << what;
-      }
-    }
-  }
-  unsetenv("RLX_L2_PREFETCH_MB");
-  unsetenv("RLX_MATMUL");
-  EXPECT_GE(cases, 16);
-  EXPECT_GE(planned_cases, 2 * 14) << "nearly every case has one matrix of weights";
-}
-
-// A budget under the plan keeps the front of each range in proportion, in
-// 16-byte units, and slices it over the blocks with nothing left out.
-TEST(OpCasesGpu, L2PrefetchBudgetKeepsTheFrontOfEachRange) {
-  setenv("RLX_L2_PREFETCH_MB", "1", 1);
-  L2Prefetch plan;
-  plan.offset[0] = 4096, plan.bytes[0] = 3 << 20;
-  plan.offset[1] = 1 << 24, plan.bytes[1] = 1 << 20;
-  const L2Prefetch f = cuda::share_l2_prefetch(plan, 7);
-  unsetenv("RLX_L2_PREFETCH_MB");
-  EXPECT_EQ(f.offset[0], 4096u);
-  EXPECT_EQ(f.bytes[0], uint64_t(3) << 18);
-  EXPECT_EQ(f.offset[1], uint64_t(1) << 24);
-  EXPECT_EQ(f.bytes[1], uint64_t(1) << 18);
-  EXPECT_EQ(f.bytes[2], 0u);
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(f.per_block[r] % 16, 0u);
-    EXPECT_GE(7 * f.per_block[r], f.bytes[r]);
-    EXPECT_LT(6 * f.per_block[r], f.bytes[r]);
-  }
 }
 
 // Products forced onto one path (RLX_MATMUL=path): the cases named `prefix`

@@ -15,8 +15,6 @@
 
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/dispatch.h"
-#include "backends/cuda/l2_prefetch.cuh"
-#include "backends/cuda/l2_prefetch.h"
 #include "backends/cuda/launch.cuh"
 
 namespace rlx::cuda {
@@ -128,12 +126,11 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<M, Pre>()) gemv_kernel
   const uint4* w = reinterpret_cast<const uint4*>(at<T>(arena, p.b) + bt * p.stride_b + n * p.ldb);
   const int64_t chunks = live ? p.k / ve : 0, x_row_chunks = p.lda / ve;
   uint4 wc[kUnroll];
-  const uint64_t policy = weight_load_policy(p.next_weights);
   auto load_weights = [&](int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + 32 * u;
-      wc[u] = c < chunks ? load_weight(w + c, policy) : make_uint4(0, 0, 0, 0);
+      wc[u] = c < chunks ? __ldg(w + c) : make_uint4(0, 0, 0, 0);
     }
   };
   // Constant weights: their first loads go out before waiting for the kernel
@@ -180,7 +177,6 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<M, Pre>()) gemv_kernel
       }
     }
   }
-  prefetch_next_weights(p.next_weights, arena, threadIdx.x == 0);  // warp 0 is live in every block
   const float bias = (!Glu || live) && p.bias != kNoBuffer ? to_f32(at<T>(arena, p.bias)[n]) : 0.f;
   const int64_t o = bt * p.stride_out + col;
   const T* residual = p.fused.residual != kNoBuffer ? at<const T>(arena, p.fused.residual) + o : nullptr;
@@ -231,12 +227,11 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<M, Pre>()) gemv_split_
   const int64_t per = (row_chunks + Split - 1) / Split;
   const int64_t begin = part * per, end = live ? (begin + per < row_chunks ? begin + per : row_chunks) : 0;
   uint4 wc[kUnroll];
-  const uint64_t policy = weight_load_policy(p.next_weights);
   auto load_weights = [&](int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + 32 * u;
-      wc[u] = c < end ? load_weight(w + c, policy) : make_uint4(0, 0, 0, 0);
+      wc[u] = c < end ? __ldg(w + c) : make_uint4(0, 0, 0, 0);
     }
   };
   // Constant weights: their first loads go out before waiting for the kernel
@@ -316,7 +311,6 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<M, Pre>()) gemv_split_
       T* out = at<T>(arena, p.out) + bt * p.stride_out + col;
 #pragma unroll
       for (int m = 0; m < M; ++m) out[m * p.ldc] = from_f32<T>(apply_activation(p.fused.glu, g[m] + bg) * (u[m] + bu));
-      prefetch_next_weights(p.next_weights, arena, true);  // here its registers are free
       return;
     }
   }
@@ -333,7 +327,6 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<M, Pre>()) gemv_split_
     if (residual) v += to_f32(residual[m * p.ldc]);
     out[m * p.ldc] = from_f32<T>(v);
   }
-  prefetch_next_weights(p.next_weights, arena, warp == 0);  // here its registers are free
 }
 
 // RLX_GEMV_SPLIT=0 keeps one warp per row at every length (for measuring).
@@ -366,22 +359,16 @@ bool gamma_in_shared(const MatMulParams& p) {
   return !(e && std::strcmp(e, "0") == 0) && p.k * int64_t(dtype_size(p.dtype)) <= kGammaSharedBytes;
 }
 
-MatMulParams with_prefetch(MatMulParams p, int64_t blocks) {
-  p.next_weights = share_l2_prefetch(p.next_weights, uint64_t(blocks));
-  return p;
-}
-
 template <class T, int M, bool Norm, int Pre, bool Glu>
 void launch_glu(const MatMulParams& p, const LaunchContext& ctx) {
   const dim3 block(kWarps * 32);
   const int64_t cols = p.fused.out_cols(p.n), per_block = Glu ? kWarps / 2 : kWarps;
   const size_t smem = Norm && Pre == kPreGammaShared ? size_t(p.k) * sizeof(T) : 0;
   if (p.k / kChunkElems<T> > kRound && split_long_rows())
-    launch(gemv_split_kernel<T, M, Norm, Pre, Glu>, dim3(unsigned(cols), unsigned(p.batch)), block, smem, ctx,
-           with_prefetch(p, cols * p.batch));
+    launch(gemv_split_kernel<T, M, Norm, Pre, Glu>, dim3(unsigned(cols), unsigned(p.batch)), block, smem, ctx, p);
   else
     launch(gemv_kernel<T, M, Norm, Pre, Glu>, dim3(unsigned((cols + per_block - 1) / per_block), unsigned(p.batch)),
-           block, smem, ctx, with_prefetch(p, (cols + per_block - 1) / per_block * p.batch));
+           block, smem, ctx, p);
 }
 
 template <class T, int M, bool Norm, int Pre>

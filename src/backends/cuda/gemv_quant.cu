@@ -14,8 +14,6 @@
 
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/dispatch.h"
-#include "backends/cuda/l2_prefetch.cuh"
-#include "backends/cuda/l2_prefetch.h"
 #include "backends/cuda/launch.cuh"
 #include "rlx/graph.h"
 #include "rlx/quant.h"
@@ -228,14 +226,13 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) gemv_quant_kernel(const Ma
   const __half* sc = at<const __half>(arena, p.scales) + (live ? row : 0) * blocks;
   uint4 w[kU][kc];
   __half d[kU];
-  const uint64_t policy = weight_load_policy(p.next_weights);
   auto load = [&](int64_t c0, int64_t end) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int64_t c = c0 + 32 * u;
       const bool in = live && c < end;
 #pragma unroll
-      for (int i = 0; i < kc; ++i) w[u][i] = in ? load_weight(wq + c * kc + i, policy) : make_uint4(0, 0, 0, 0);
+      for (int i = 0; i < kc; ++i) w[u][i] = in ? __ldg(wq + c * kc + i) : make_uint4(0, 0, 0, 0);
       d[u] = in ? sc[c] : __float2half(0.f);
     }
   };
@@ -269,7 +266,6 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) gemv_quant_kernel(const Ma
       }
     }
   }
-  prefetch_next_weights(p.next_weights, arena, threadIdx.x == 0);
   if (gamma) norm_scales<M>(p, ss);  // block-uniform: every thread takes part
   if constexpr (Glu) {
     const float bias = live && p.bias != kNoBuffer ? to_f32(at<const T>(arena, p.bias)[row]) : 0.f;
@@ -330,16 +326,13 @@ void launch_rows(const MatMulQParams& p, const LaunchContext& ctx) {
       const int64_t blocks = p.k / kQuantBlock;
       const int64_t tile = blocks < kTileBlocks<M> ? blocks : kTileBlocks<M>;
       const size_t smem = size_t(M * tile * kXStride) * sizeof(float);
-      MatMulQParams q = p;
       if (p.fused.glu != Activation::None) {
         constexpr int64_t per_block = kRowsPerBlock / 2;
-        const int64_t grid = (p.n / 2 + per_block - 1) / per_block;
-        q.next_weights = share_l2_prefetch(p.next_weights, uint64_t(grid));
-        launch(gemv_quant_kernel<T, Q, M, true>, dim3(unsigned(grid)), kRowsPerBlock * 32, smem, ctx, q);
+        launch(gemv_quant_kernel<T, Q, M, true>, dim3(unsigned((p.n / 2 + per_block - 1) / per_block)),
+               kRowsPerBlock * 32, smem, ctx, p);
       } else {
-        const int64_t grid = (p.n + kRowsPerBlock - 1) / kRowsPerBlock;
-        q.next_weights = share_l2_prefetch(p.next_weights, uint64_t(grid));
-        launch(gemv_quant_kernel<T, Q, M, false>, dim3(unsigned(grid)), kRowsPerBlock * 32, smem, ctx, q);
+        launch(gemv_quant_kernel<T, Q, M, false>, dim3(unsigned((p.n + kRowsPerBlock - 1) / kRowsPerBlock)),
+               kRowsPerBlock * 32, smem, ctx, p);
       }
       return;
     }
