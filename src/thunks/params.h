@@ -39,6 +39,7 @@ struct MatMulParams {
   Activation act;
   uint8_t trans_a, trans_b;
   uint8_t b_constant;  // b is a param or constant (no thunk writes it): kernels may read it early
+  uint8_t weights_evict_first;  // set at launch by the CUDA matrix-vector kernels (weight_loads.cuh)
   MatVecFusionParams fused;
 };
 
@@ -54,6 +55,7 @@ struct MatMulQParams {
   DType dtype;
   QuantType quant;
   uint8_t weights_constant;  // quants and scales are params (no thunk writes them): kernels may read them early
+  uint8_t weights_evict_first;  // set at launch by the CUDA matrix-vector kernel (weight_loads.cuh)
   MatVecFusionParams fused;
 };
 

@@ -16,6 +16,7 @@
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/launch.cuh"
+#include "backends/cuda/weight_loads.cuh"
 
 namespace rlx::cuda {
 namespace {
@@ -126,11 +127,12 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<M, Pre>()) gemv_kernel
   const uint4* w = reinterpret_cast<const uint4*>(at<T>(arena, p.b) + bt * p.stride_b + n * p.ldb);
   const int64_t chunks = live ? p.k / ve : 0, x_row_chunks = p.lda / ve;
   uint4 wc[kUnroll];
+  const uint64_t policy = weight_load_policy(p.weights_evict_first);
   auto load_weights = [&](int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + 32 * u;
-      wc[u] = c < chunks ? __ldg(w + c) : make_uint4(0, 0, 0, 0);
+      wc[u] = c < chunks ? load_weight(w + c, policy) : make_uint4(0, 0, 0, 0);
     }
   };
   // Constant weights: their first loads go out before waiting for the kernel
@@ -227,11 +229,12 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<M, Pre>()) gemv_split_
   const int64_t per = (row_chunks + Split - 1) / Split;
   const int64_t begin = part * per, end = live ? (begin + per < row_chunks ? begin + per : row_chunks) : 0;
   uint4 wc[kUnroll];
+  const uint64_t policy = weight_load_policy(p.weights_evict_first);
   auto load_weights = [&](int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + 32 * u;
-      wc[u] = c < end ? __ldg(w + c) : make_uint4(0, 0, 0, 0);
+      wc[u] = c < end ? load_weight(w + c, policy) : make_uint4(0, 0, 0, 0);
     }
   };
   // Constant weights: their first loads go out before waiting for the kernel
@@ -360,7 +363,9 @@ bool gamma_in_shared(const MatMulParams& p) {
 }
 
 template <class T, int M, bool Norm, int Pre, bool Glu>
-void launch_glu(const MatMulParams& p, const LaunchContext& ctx) {
+void launch_glu(const MatMulParams& plan, const LaunchContext& ctx) {
+  MatMulParams p = plan;
+  p.weights_evict_first = evict_first_weights(p.b_constant);
   const dim3 block(kWarps * 32);
   const int64_t cols = p.fused.out_cols(p.n), per_block = Glu ? kWarps / 2 : kWarps;
   const size_t smem = Norm && Pre == kPreGammaShared ? size_t(p.k) * sizeof(T) : 0;

@@ -23,6 +23,11 @@ namespace rlx::cuda {
 bool pdl_enabled();         // compute capability >= 9.0 and RLX_PDL != 0; decided once
 bool clusters_available();  // compute capability >= 9.0
 int multiprocessor_count();  // of the current device
+// Whether a matrix-vector launch loads its weights evict-first from L2
+// (weight_loads.cuh): constant ones unless RLX_WEIGHTS_EVICT_FIRST=0 (read
+// per launch); counted for tests.
+uint8_t evict_first_weights(bool constant);
+int64_t evict_first_launches();
 
 // cluster_x > 1 launches thread-block clusters of that many blocks along x
 // (grid.x a multiple of it).

@@ -1,9 +1,11 @@
 // What launches may use (see launch.cuh), decided once for the current
 // device: programmatic dependent launch and thread-block clusters, both from
 // compute capability 9.0 on (PDL unless RLX_PDL=0); and the device's
-// multiprocessors, which grids are sized against.
+// multiprocessors, which grids are sized against; and the L2 policy of
+// constant weights (weight_loads.cuh).
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -35,6 +37,19 @@ bool clusters_available() {
   static const bool available = hopper_or_newer();
   return available;
 }
+
+namespace {
+std::atomic<int64_t> g_evict_first{0};
+}  // namespace
+
+uint8_t evict_first_weights(bool constant) {
+  const char* e = std::getenv("RLX_WEIGHTS_EVICT_FIRST");
+  if (!constant || (e && std::strcmp(e, "0") == 0)) return 0;
+  g_evict_first.fetch_add(1);
+  return 1;
+}
+
+int64_t evict_first_launches() { return g_evict_first.load(); }
 
 int multiprocessor_count() {
   int device = 0, n = 0;
