@@ -55,7 +55,6 @@ struct MatMulQParams {
   DType dtype;
   QuantType quant;
   uint8_t weights_constant;  // quants and scales are params (no thunk writes them): kernels may read them early
-  uint8_t weights_evict_first;  // set at launch by the CUDA matrix-vector kernel (weight_loads.cuh)
   MatVecFusionParams fused;
 };
 

@@ -15,6 +15,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/cuda_executable.h"
+#include "backends/cuda/launch.cuh"
 #include "models/encoder_demo.h"
 #include "rlx/session.h"
 #include "test_util.h"
@@ -418,6 +419,47 @@ namespace {
 // The CUDA backend claims only what its kernels register: a gather over an
 // i32 table runs on the CPU but has no CUDA kernel, so compile() refuses it
 // and names the node, before anything is prepared or launched.
+// ---- a decode step's feed-forward block over params ----
+
+// x + down(silu(gate(n)) * up(n)) with n = rms_norm(x) and a biased product
+// beside it, every weight a param: compiled for CUDA the norm, the glu and
+// the residual fold into the matrix-vector kernels (the FFN's long rows on
+// the split kernel). Its constant weights load evict-first from L2
+// (weight_loads.cuh, the default) or with the normal policy
+// (RLX_WEIGHTS_EVICT_FIRST=0): both against the CPU on NaN-poisoned
+// outputs, and the launches must take evict-first exactly when on.
+TEST(GraphPath, DecodeProductsOverParamsWithEitherL2Policy) {
+  RLX_REQUIRE_GPU();
+  constexpr int64_t kHidden = 264, kFfn = 2824;
+  for (DType dt : {DType::F16, DType::BF16}) {
+    for (int64_t rows : {int64_t(1), int64_t(3)}) {
+      Graph g;
+      const ValueId x = g.input("x", {rows, kHidden}, dt);
+      const ValueId n = g.rms_norm(x, g.param("ffn_norm.gamma", {kHidden}, dt), 1e-5f);
+      auto proj = [&](ValueId in, const std::string& name, int64_t out, int64_t k) {
+        return g.matmul(in, g.param(name, {out, k}, dt), false, true);
+      };
+      const ValueId gu = g.swiglu(proj(n, "w_gate", kFfn, kHidden), proj(n, "w_up", kFfn, kHidden), Activation::Silu);
+      g.output("h", g.add(x, proj(gu, "w_down", kHidden, kFfn)));
+      g.output("side", g.add(proj(x, "w_side", 77, kHidden), g.param("b_side", {77}, dt)));
+      const Inputs in{{"x", random_tensor({rows, kHidden}, dt, 31 + uint64_t(rows))}};
+      for (const char* on : {"1", "0"}) {
+        const std::string what = std::string(dtype_name(dt)) + " rows " + std::to_string(rows) +
+                                 " RLX_WEIGHTS_EVICT_FIRST=" + on;
+        setenv("RLX_WEIGHTS_EVICT_FIRST", on, 1);
+        setenv("RLX_MATMUL", "gemv", 1);
+        const int64_t before = cuda::evict_first_launches();  // launches may come at compile or first run
+        Pair p(g, ExecMode::Graph, 7);
+        p.check(in, what);
+        EXPECT_GE(thunks_of(*p.gpu, "matmul"), 3) << what;
+        EXPECT_EQ(cuda::evict_first_launches() > before, *on == '1') << what;
+      }
+    }
+  }
+  unsetenv("RLX_WEIGHTS_EVICT_FIRST");
+  unsetenv("RLX_MATMUL");
+}
+
 TEST(CudaSupport, UnregisteredKindAndDtypeFailsAtCompileNamingTheNode) {
   RLX_REQUIRE_GPU();
   EXPECT_TRUE(cuda_backend()->supports(ThunkKind::Gather, DType::F16));

@@ -12,7 +12,6 @@
 #include "backends/backend.h"
 #include "backends/cuda/cuda_executable.h"
 #include "backends/cuda/gemv.h"
-#include "backends/cuda/launch.cuh"
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/matmul_cutlass.h"
 #include "backends/cuda/matmul_few_rows.h"
@@ -169,48 +168,6 @@ TEST(OpCasesGpu, MatVecNormGainInSharedMemoryAndRegisters) {
   unsetenv("RLX_GEMV_GAMMA_SHARED");
   unsetenv("RLX_MATMUL");
   EXPECT_EQ(cases, int(norm_two_rows.size()));
-}
-
-// Constant weights loaded evict-first from L2 (weight_loads.cuh; the
-// default) and with the normal policy (RLX_WEIGHTS_EVICT_FIRST=0): every
-// matrix-vector case, dense and quantized, against the reference on
-// NaN-poisoned outputs both ways; a launch must take the evict-first loads
-// exactly when on and its weights are params.
-TEST(OpCasesGpu, MatVecWeightsEvictFirstAndNormal) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
-  int cases = 0, constant_cases = 0;
-  setenv("RLX_MATMUL", "gemv", 1);
-  for (const OpCase& oc : op_cases()) {
-    if ((oc.thunk != "matmul" && oc.thunk != "matmul_q") ||
-        (oc.name.rfind("matvec_", 0) != 0 && oc.name.rfind("matmul_gemv", 0) != 0))
-      continue;
-    ++cases;
-    for (DType dt : {DType::F16, DType::BF16}) {
-      for (const char* on : {"1", "0"}) {
-        const std::string what = oc.name + " " + std::string(dtype_name(dt)) + " RLX_WEIGHTS_EVICT_FIRST=" + on;
-        setenv("RLX_WEIGHTS_EVICT_FIRST", on, 1);
-        const int64_t before = cuda::evict_first_launches();
-        run_against_reference(oc, dt, what);
-        // What lowering marked constant (params, param groups and their views).
-        const OpGraph c = oc.build(dt);
-        CompileOptions o;
-        o.fuse = false;
-        o.device = Device::Cuda;
-        const auto exe = compile(c.graph, o);
-        bool constant = false;
-        for (const Thunk& t : exe->schedule().thunks) {
-          if (const auto* mm = std::get_if<MatMulParams>(&t.params)) constant |= mm->b_constant != 0;
-          if (const auto* mq = std::get_if<MatMulQParams>(&t.params)) constant |= mq->weights_constant != 0;
-        }
-        constant_cases += constant && *on == '1';
-        EXPECT_EQ(cuda::evict_first_launches() > before, constant && *on == '1') << what;
-      }
-    }
-  }
-  unsetenv("RLX_WEIGHTS_EVICT_FIRST");
-  unsetenv("RLX_MATMUL");
-  EXPECT_GE(cases, 16);
-  EXPECT_GE(constant_cases, 2 * 8) << "most cases hold their weights as params";
 }
 
 // Products forced onto one path (RLX_MATMUL=path): the cases named `prefix`

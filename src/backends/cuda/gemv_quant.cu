@@ -15,7 +15,6 @@
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/launch.cuh"
-#include "backends/cuda/weight_loads.cuh"
 #include "rlx/graph.h"
 #include "rlx/quant.h"
 
@@ -227,14 +226,13 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) gemv_quant_kernel(const Ma
   const __half* sc = at<const __half>(arena, p.scales) + (live ? row : 0) * blocks;
   uint4 w[kU][kc];
   __half d[kU];
-  const uint64_t policy = weight_load_policy(p.weights_evict_first);
   auto load = [&](int64_t c0, int64_t end) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int64_t c = c0 + 32 * u;
       const bool in = live && c < end;
 #pragma unroll
-      for (int i = 0; i < kc; ++i) w[u][i] = in ? load_weight(wq + c * kc + i, policy) : make_uint4(0, 0, 0, 0);
+      for (int i = 0; i < kc; ++i) w[u][i] = in ? __ldg(wq + c * kc + i) : make_uint4(0, 0, 0, 0);
       d[u] = in ? sc[c] : __float2half(0.f);
     }
   };
@@ -322,11 +320,9 @@ __global__ void dequantize_kernel(const MatMulQParams p, uint8_t* arena) {
 }
 
 template <class T, QuantType Q, int M>
-void launch_rows(const MatMulQParams& plan, const LaunchContext& ctx) {
+void launch_rows(const MatMulQParams& p, const LaunchContext& ctx) {
   if constexpr (M <= kMatMulQVectorRows) {
-    if (plan.m == M) {
-      MatMulQParams p = plan;
-      p.weights_evict_first = evict_first_weights(p.weights_constant);
+    if (p.m == M) {
       const int64_t blocks = p.k / kQuantBlock;
       const int64_t tile = blocks < kTileBlocks<M> ? blocks : kTileBlocks<M>;
       const size_t smem = size_t(M * tile * kXStride) * sizeof(float);
@@ -340,7 +336,7 @@ void launch_rows(const MatMulQParams& plan, const LaunchContext& ctx) {
       }
       return;
     }
-    launch_rows<T, Q, M + 1>(plan, ctx);
+    launch_rows<T, Q, M + 1>(p, ctx);
   }
 }
 
