@@ -365,7 +365,8 @@ bool gamma_in_shared(const MatMulParams& p) {
 template <class T, int M, bool Norm, int Pre, bool Glu>
 void launch_glu(const MatMulParams& plan, const LaunchContext& ctx) {
   MatMulParams p = plan;
-  p.weights_evict_first = evict_first_weights(p.b_constant);
+  // Read once a pass, unless every batch entry reads the one weight.
+  p.weights_evict_first = evict_first_weights(p.b_constant && (p.batch == 1 || p.stride_b != 0));
   const dim3 block(kWarps * 32);
   const int64_t cols = p.fused.out_cols(p.n), per_block = Glu ? kWarps / 2 : kWarps;
   const size_t smem = Norm && Pre == kPreGammaShared ? size_t(p.k) * sizeof(T) : 0;
