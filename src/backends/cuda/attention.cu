@@ -695,7 +695,9 @@ void launch_decode(const AttentionParams& p, const LaunchContext& ctx) {
   }
   const dim3 grid(unsigned(p.q_heads), unsigned(p.batch));
   if (use_decode_rows(p, ctx.arena)) {
-    if (p.skv >= kSplitMinKeys && clusters_available())
+    // RLX_ATTENTION_DECODE_SPLIT=0 keeps every cache in one block a head (for measuring).
+    const char* split = std::getenv("RLX_ATTENTION_DECODE_SPLIT");
+    if (p.skv >= kSplitMinKeys && clusters_available() && !(split && std::strcmp(split, "0") == 0))
       return launch_decode_rows<T, kSplitBlocks>(p, ctx, dim3(unsigned(p.q_heads * kSplitBlocks), unsigned(p.batch)));
     launch_decode_rows<T, 1>(p, ctx, grid);
   } else if (p.head_dim <= 64) {

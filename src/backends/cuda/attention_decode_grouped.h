@@ -10,7 +10,8 @@
 // and =mma take that kernel wherever it is eligible (the per-head ones
 // elsewhere); RLX_ATTENTION_DECODE_SPLIT=0 / 1 keeps a long cache's keys in
 // one block of the CUDA-core kernel or splits them over a cluster of eight
-// whatever the batch (for measuring).
+// whatever the batch (for measuring; =0 keeps the per-head kernel's caches
+// in one block a head too).
 #pragma once
 #include <cstdint>
 
