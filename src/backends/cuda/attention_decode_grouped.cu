@@ -41,25 +41,6 @@ __device__ __forceinline__ void load_words(const void* src, uint32_t (&w)[NW]) {
   }
 }
 
-// The NW words as floats: one each in f32, two each in f16/bf16.
-template <class T, int NW>
-__device__ __forceinline__ void unpack_words(const uint32_t (&w)[NW], float* f) {
-#pragma unroll
-  for (int i = 0; i < NW; ++i) {
-    if constexpr (sizeof(T) == 4) {
-      f[i] = __uint_as_float(w[i]);
-    } else if constexpr (std::is_same_v<T, __half>) {
-      __half2 h;
-      memcpy(&h, &w[i], 4);
-      const float2 t = __half22float2(h);
-      f[2 * i] = t.x, f[2 * i + 1] = t.y;
-    } else {
-      f[2 * i] = __uint_as_float(w[i] << 16);
-      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-  }
-}
-
 template <class T, int DMAX, int G, int SPLIT>
 __global__ void __launch_bounds__(kGroupWarps * 32)
     attention_decode_grouped_kernel(const AttentionParams p, uint8_t* arena) {

@@ -37,24 +37,29 @@ __device__ __forceinline__ T* at(uint8_t* arena, uint64_t offset) {
 template <class T>
 constexpr int kChunkElems = 16 / int(sizeof(T));
 
-template <class T>
-__device__ __forceinline__ void unpack_chunk(const uint4& u, float* f) {
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+// The NW words as floats: one each in f32, two each in f16/bf16.
+template <class T, int NW>
+__device__ __forceinline__ void unpack_words(const uint32_t (&w)[NW], float* f) {
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < NW; ++i) {
     if constexpr (sizeof(T) == 4) {
       f[i] = __uint_as_float(w[i]);
     } else if constexpr (std::is_same_v<T, __half>) {
       __half2 h;
       memcpy(&h, &w[i], 4);
       const float2 t = __half22float2(h);
-      f[2 * i] = t.x;
-      f[2 * i + 1] = t.y;
+      f[2 * i] = t.x, f[2 * i + 1] = t.y;
     } else {
       f[2 * i] = __uint_as_float(w[i] << 16);
       f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
     }
   }
+}
+
+template <class T>
+__device__ __forceinline__ void unpack_chunk(const uint4& u, float* f) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+  unpack_words<T, 4>(w, f);
 }
 
 template <class T>
