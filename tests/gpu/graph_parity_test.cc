@@ -16,6 +16,7 @@
 #include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/cuda_executable.h"
 #include "backends/cuda/launch.cuh"
+#include "backends/cuda/matvec_chain.h"
 #include "models/encoder_demo.h"
 #include "rlx/session.h"
 #include "test_util.h"
@@ -457,6 +458,59 @@ TEST(GraphPath, DecodeProductsOverParamsWithEitherL2Policy) {
     }
   }
   unsetenv("RLX_WEIGHTS_EVICT_FIRST");
+  unsetenv("RLX_MATMUL");
+}
+
+// A decode layer's products back to back (norm + product, product +
+// residual, norm + gate/up, the long-row down product + residual, norm +
+// head) run as one matrix-vector chain (matvec_chain.h): the chained
+// executable against the CPU and against the same graph with
+// RLX_MATVEC_CHAIN=0, over several replays (the counters only grow), on
+// NaN-poisoned outputs; the chain must hold all five products.
+TEST(GraphPath, MatVecChainEqualsProductsOneByOne) {
+  RLX_REQUIRE_GPU();
+  constexpr int64_t kHidden = 264, kQkv = 520, kFfn = 2824, kHead = 77;
+  for (DType dt : {DType::F16, DType::BF16}) {
+    Graph g;
+    const ValueId x = g.input("x", {1, kHidden}, dt);
+    auto proj = [&](ValueId in, const std::string& name, int64_t out, int64_t k) {
+      return g.matmul(in, g.param(name, {out, k}, dt), false, true);
+    };
+    auto norm = [&](ValueId in, const std::string& name) {
+      return g.rms_norm(in, g.param(name, {kHidden}, dt), 1e-5f);
+    };
+    const ValueId qkv = proj(norm(x, "attn_norm"), "w_qkv", kQkv, kHidden);
+    const ValueId h1 = g.add(x, proj(qkv, "w_o", kHidden, kQkv));
+    const ValueId n2 = norm(h1, "ffn_norm");
+    const ValueId gu = g.swiglu(proj(n2, "w_gate", kFfn, kHidden), proj(n2, "w_up", kFfn, kHidden), Activation::Silu);
+    const ValueId h2 = g.add(h1, proj(gu, "w_down", kHidden, kFfn));
+    g.output("logits", proj(norm(h2, "out_norm"), "w_head", kHead, kHidden));
+    g.output("h", h2);
+    setenv("RLX_MATMUL", "gemv", 1);
+    Pair chained(g, ExecMode::Graph, 11);
+    setenv("RLX_MATVEC_CHAIN", "0", 1);
+    Pair apart(g, ExecMode::Graph, 11);
+    unsetenv("RLX_MATVEC_CHAIN");
+    const std::string name(dtype_name(dt));
+    EXPECT_EQ(cuda_of(*chained.gpu).matvec_chains(), 1) << name;
+    EXPECT_EQ(cuda_of(*chained.gpu).chained_products(), 5) << name;
+    EXPECT_EQ(cuda_of(*apart.gpu).matvec_chains(), 0) << name;
+    for (uint64_t step = 0; step < 4; ++step) {
+      const Inputs in{{"x", random_tensor({1, kHidden}, dt, 101 + step)}};
+      const std::string what = name + " step " + std::to_string(step);
+      const int64_t before = cuda::matvec_chain_launches();
+      chained.check(in, what + " chained");
+      EXPECT_EQ(cuda::matvec_chain_launches() - before, 1) << what;
+      apart.check(in, what + " one by one");
+      EXPECT_EQ(cuda::matvec_chain_launches() - before, 1) << what;
+      // The same kernels' tiles in the same order: equal to the last bit.
+      poison_outputs(*chained.gpu);
+      poison_outputs(*apart.gpu);
+      const auto a = chained.gpu->run(in), b = apart.gpu->run(in);
+      for (const char* out : {"logits", "h"})
+        EXPECT_EQ(a.at(out).bytes, b.at(out).bytes) << what << " " << out;
+    }
+  }
   unsetenv("RLX_MATMUL");
 }
 

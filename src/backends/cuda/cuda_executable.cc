@@ -94,6 +94,8 @@ CudaExecutable::CudaExecutable(const Schedule& s, const CompileOptions& o)
   }
   for (const Thunk& t : s.thunks) thunks_.push_back(make_device_thunk(t, res));
   omitted_ = omitted_thunks(s, std::getenv("RLX_OMIT"));
+  if (matvec_chains_enabled() && std::none_of(omitted_.begin(), omitted_.end(), [](bool b) { return b; }))
+    plan_matvec_chains();
 
   ring_ = std::make_unique<StagingRing>(
       binding_bytes(s.input_bindings), binding_bytes(s.output_bindings), o.ring,
@@ -138,6 +140,7 @@ CudaExecutable::~CudaExecutable() {
   for (cudaEvent_t e : done_)
     if (e) cudaEventDestroy(e);
   ring_.reset();
+  chain_at_.clear();
   thunks_.clear();
   if (workspace_) cudaFree(workspace_);
   if (lt_) cublasLtDestroy(lt_);
@@ -166,10 +169,45 @@ void CudaExecutable::execute_thunk(size_t i, bool count) {
   if (count) ++counters_.perop_launches;
 }
 
+void CudaExecutable::plan_matvec_chains() {
+  chain_at_.resize(thunks_.size());
+  chain_labels_.resize(thunks_.size());
+  for (size_t i = 0; i < thunks_.size();) {
+    std::vector<MatMulParams> ops;
+    size_t j = i;
+    for (; j < thunks_.size() && ops.size() < size_t(kMaxChainOps); ++j) {
+      const MatMulParams* p = thunks_[j]->chainable_product();
+      if (!p || (!ops.empty() && p->dtype != ops.front().dtype)) break;
+      ops.push_back(*p);
+    }
+    if (ops.size() < 2) {
+      i = std::max(j, i + 1);
+      continue;
+    }
+    chain_at_[i] = std::make_unique<MatVecChain>(ops);
+    chain_labels_[i] = "matvec chain of " + std::to_string(ops.size()) + " from " + schedule_.thunks[i].label;
+    ++matvec_chains_;
+    chained_products_ += int(ops.size());
+    i = j;
+  }
+}
+
+void CudaExecutable::enqueue_thunks(bool count) {
+  for (size_t i = 0; i < thunks_.size();) {
+    if (!chain_at_.empty() && chain_at_[i]) {
+      chain_at_[i]->execute(LaunchContext{arena_, stream_, chain_labels_[i].c_str()});
+      if (count) counters_.perop_launches += chain_at_[i]->size();
+      i += chain_at_[i]->size();
+    } else {
+      execute_thunk(i++, count);
+    }
+  }
+}
+
 void CudaExecutable::encode_forward(size_t slot, bool count) {
   const auto& ins = schedule_.input_bindings;
   for (size_t i = 0; i < ins.size(); ++i) copy_binding(arena_, ins[i], ring_->input(slot, i), true, stream_);
-  for (size_t i = 0; i < thunks_.size(); ++i) execute_thunk(i, count);
+  enqueue_thunks(count);
   const auto& outs = schedule_.output_bindings;
   for (size_t i = 0; i < outs.size(); ++i) copy_binding(arena_, outs[i], ring_->output(slot, i), false, stream_);
 }
@@ -262,9 +300,7 @@ std::vector<double> CudaExecutable::time_device_forwards(int runs) {
     check(cudaEventCreate(&kernels_start_), "event creation");
     check(cudaEventCreate(&kernels_end_), "event creation");
   }
-  auto enqueue = [&] {
-    for (size_t i = 0; i < thunks_.size(); ++i) execute_thunk(i, false);
-  };
+  auto enqueue = [&] { enqueue_thunks(false); };
   if (mode_ == ExecMode::Graph && !kernels_)
     kernels_ = std::make_unique<RecordedThunk>(stream_, enqueue, "the forward's kernels");
   std::vector<double> us;
@@ -316,7 +352,10 @@ int CudaExecutable::device_index() const { return device_; }
 std::string CudaExecutable::summary() const {
   return std::string("mode ") + exec_mode_name(mode_) + ", " + std::to_string(counters_.graph_launches) +
          " graph launches, " + std::to_string(counters_.perop_launches) + " per-op thunk launches over " +
-         std::to_string(counters_.forwards) + " runs";
+         std::to_string(counters_.forwards) + " runs" +
+         (matvec_chains_ ? ", " + std::to_string(chained_products_) + " products in " + std::to_string(matvec_chains_) +
+                               " matvec chains"
+                         : std::string());
 }
 
 }  // namespace rlx::cuda

@@ -15,6 +15,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/device_thunk.h"
 #include "backends/cuda/graph_recorder.h"
+#include "backends/cuda/matvec_chain.h"
 #include "backends/cuda/tracer.h"
 #include "backends/staging_ring.h"
 
@@ -57,12 +58,19 @@ class CudaExecutable final : public BackendExecutable {
   // One character per thunk: '+' recorded, '-' launched per op.
   const std::string& schedule_string() const { return schedule_string_; }
   uint8_t* arena() const { return arena_; }
+  // Runs of one-row products launched as one chain (matvec_chain.h), and
+  // the products they hold.
+  int matvec_chains() const { return matvec_chains_; }
+  int chained_products() const { return chained_products_; }
 
  private:
   // Enqueues one forward through `slot`'s staging; under capture this is what
   // gets recorded, so recording and per-op execution share the code.
   void encode_forward(size_t slot, bool count);
   void execute_thunk(size_t i, bool count);
+  // Every thunk in order, a chain in place of the products it holds.
+  void enqueue_thunks(bool count);
+  void plan_matvec_chains();
   void finish(size_t slot);
   void measure_thunk_nodes();
   void upload_constants_if_needed();
@@ -79,6 +87,9 @@ class CudaExecutable final : public BackendExecutable {
   std::vector<std::unique_ptr<DeviceThunk>> thunks_;
   std::vector<int> thunk_kernel_nodes_;
   std::vector<bool> omitted_;  // RLX_OMIT (measuring only): thunks left out of every forward
+  std::vector<std::unique_ptr<MatVecChain>> chain_at_;  // per thunk: the chain starting there, if any
+  std::vector<std::string> chain_labels_;               // per thunk, where a chain starts
+  int matvec_chains_ = 0, chained_products_ = 0;
   std::unique_ptr<StagingRing> ring_;                   // pinned input/output slots and tickets
   std::vector<cudaEvent_t> done_;                       // per slot: its last run finished
   // RLX_TRACE=decode: timing events around each run, per slot.

@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda_registry.h"
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/matmul_quant.h"
+#include "backends/cuda/matvec_chain.h"
 
 namespace rlx::cuda {
 namespace {
@@ -32,6 +33,9 @@ class MatMulThunk final : public DeviceThunk {
   MatMulThunk(const MatMulParams& p, const DeviceResources& r, const std::string& label)
       : plan_(r.lt, p, r.arena, r.workspace, r.workspace_bytes, label, r.allow_tf32) {}
   void execute(const LaunchContext& ctx) const override { plan_.execute(ctx); }
+  const MatMulParams* chainable_product() const override {
+    return plan_.uses_gemv() && matvec_chain_accepts(plan_.params()) ? &plan_.params() : nullptr;
+  }
 
  private:
   MatMulPlan plan_;

@@ -18,6 +18,9 @@ class DeviceThunk {
  public:
   virtual ~DeviceThunk() = default;
   virtual void execute(const LaunchContext& ctx) const = 0;
+  // A one-row matrix-vector product a chain may run in its place
+  // (matvec_chain.h); null for everything else.
+  virtual const MatMulParams* chainable_product() const { return nullptr; }
 };
 
 // What initialize may use: the arena (fixed for the executable's life), the

@@ -23,4 +23,18 @@ void run_gemv(const MatMulParams& p, const LaunchContext& ctx);
 // turns it off): tests assert which variant ran.
 int64_t gemv_gamma_shared_launches();
 
+// How a product's output columns divide into tiles (one block's work):
+// split tiles (gemv_split_tile, one column, the row in quarters) for long
+// rows, else row tiles (gemv_row_tile, a column a warp); smem is the norm's
+// gain staged in shared memory.
+struct GemvTiles {
+  bool split = false;
+  int64_t tiles = 0;
+  size_t smem = 0;
+};
+// A one-row product over constant f16/bf16 weights as a matrix-vector
+// chain runs it (matvec_chain.h: one sequence, gain in shared memory, x
+// prefetched): false where the chain has no tile for it.
+bool gemv_chain_tiles(const MatMulParams& p, GemvTiles* out);
+
 }  // namespace rlx::cuda

@@ -30,6 +30,7 @@ class MatMulPlan {
   void execute(const LaunchContext& ctx) const;
   bool activation_in_epilogue() const { return use_gemv_ || cutlass_ || few_rows_ || !separate_activation_; }
   bool uses_gemv() const { return use_gemv_; }
+  const MatMulParams& params() const { return p_; }
 
  private:
   void choose_fastest(uint8_t* arena, const cublasLtMatmulHeuristicResult_t* results, int found,

@@ -1,0 +1,206 @@
+#include "backends/cuda/matvec_chain.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/dispatch.h"
+#include "backends/cuda/gemv.h"
+#include "backends/cuda/gemv_tiles.cuh"
+#include "backends/cuda/launch.cuh"
+
+namespace rlx::cuda {
+namespace {
+
+using namespace gemv_tiles;
+
+// Blocks an SM the kernel is built for: 4 (126 registers, x prefetched a
+// round at a time as the one-row kernels do) or 5 (96 registers; products
+// without a norm load x beside the weights, as they would not fit).
+// RLX_MATVEC_CHAIN_BLOCKS=5 picks the second (for measuring).
+// A wait this long means a block of the grid never ran: stop with an error
+// rather than hang (the grid is sized to be resident at once).
+constexpr uint64_t kSpinLimitNs = 10ull * 1000 * 1000 * 1000;
+
+enum ChainVariant : uint8_t { kSplit = 1, kNorm = 2, kGlu = 4 };
+
+struct ChainOp {
+  MatMulParams p;
+  int64_t tiles;
+  uint8_t variant;
+};
+
+struct ChainParams {
+  ChainOp op[kMaxChainOps];
+  int32_t ops;
+  unsigned long long* counters;
+};
+static_assert(sizeof(ChainParams) <= 4000, "a chain's ops travel as kernel parameters");
+
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Out of line: the message's stack stays out of the tiles' registers.
+__device__ __noinline__ void report_stuck(int op, unsigned long long seen, unsigned long long target) {
+  printf("rlx matvec chain: block %d waited over 10 s for op %d (%llu of %llu arrivals)\n", int(blockIdx.x), op, seen,
+         target);
+  __trap();
+}
+
+// After this block's tiles of an op: its stores, then one arrival.
+__device__ __forceinline__ void arrive(unsigned long long* counter) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(counter, 1ull);
+  }
+}
+
+// Until every block of this launch has arrived after the op before.
+__device__ __forceinline__ void wait_for(const unsigned long long* counter, unsigned long long target, int op) {
+  if (threadIdx.x == 0) {
+    const uint64_t start = global_ns();
+    unsigned long long seen;
+    for (;;) {
+      asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
+      if (seen >= target) break;
+      if (global_ns() - start > kSpinLimitNs) {
+        report_stuck(op, seen, target);
+      }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// This block's tiles of one op; `wait` runs once, before the first tile
+// reads the arena (after its weight loads), or alone if the block has none.
+template <class T, int Blocks, bool Split, bool Norm, bool Glu, class Wait>
+__device__ __forceinline__ void run_tiles(const ChainOp& op, uint8_t* arena, Wait wait) {
+  constexpr int Pre = Norm ? kPreGammaShared : Blocks >= 5 ? kPreNone : kPreRegisters;
+  bool first = true;
+  for (int64_t t = blockIdx.x; t < op.tiles; t += gridDim.x) {
+    if (!first) __syncthreads();  // the last tile's shared sums are read before they are overwritten
+    auto once = [&] {
+      if (first) wait();
+    };
+    if constexpr (Split) gemv_split_tile<T, 1, Norm, Pre, Glu, true>(op.p, arena, t, once, first);
+    else gemv_row_tile<T, 1, Norm, Pre, Glu, true>(op.p, arena, t, once, first);
+    first = false;
+  }
+  if (first) wait();
+}
+
+template <class T, int Blocks, class Wait>
+__device__ __forceinline__ void run_op(const ChainOp& op, uint8_t* arena, Wait wait) {
+  switch (op.variant) {
+    case 0: return run_tiles<T, Blocks, false, false, false>(op, arena, wait);
+    case kSplit: return run_tiles<T, Blocks, true, false, false>(op, arena, wait);
+    case kNorm: return run_tiles<T, Blocks, false, true, false>(op, arena, wait);
+    case kSplit | kNorm: return run_tiles<T, Blocks, true, true, false>(op, arena, wait);
+    case kGlu: return run_tiles<T, Blocks, false, false, true>(op, arena, wait);
+    case kSplit | kGlu: return run_tiles<T, Blocks, true, false, true>(op, arena, wait);
+    case kNorm | kGlu: return run_tiles<T, Blocks, false, true, true>(op, arena, wait);
+    default: return run_tiles<T, Blocks, true, true, true>(op, arena, wait);
+  }
+}
+
+template <class T, int Blocks>
+__global__ void __launch_bounds__(kWarps * 32, Blocks)
+    matvec_chain_kernel(const __grid_constant__ ChainParams c, uint8_t* arena) {
+  // The launch's index from its ticket: launches of one chain never overlap
+  // (a whole decode step lies between them), so each takes gridDim.x in turn.
+  __shared__ unsigned long long target_shared;
+  if (threadIdx.x == 0)
+    target_shared = (atomicAdd(c.counters + kMaxChainOps, 1ull) / gridDim.x + 1) * gridDim.x;
+  __syncthreads();
+  const unsigned long long target = target_shared;
+  run_op<T, Blocks>(c.op[0], arena, [] { pdl_entry(); });
+  for (int i = 1; i < c.ops; ++i) {
+    arrive(c.counters + i - 1);
+    run_op<T, Blocks>(c.op[i], arena, [&] { wait_for(c.counters + i - 1, target, i); });
+  }
+}
+
+std::atomic<int64_t> g_chain_launches{0};
+
+template <class T>
+auto chain_kernel(int blocks) {
+  return blocks == 5 ? matvec_chain_kernel<T, 5> : matvec_chain_kernel<T, 4>;
+}
+
+int chain_blocks_per_sm() {
+  const char* e = std::getenv("RLX_MATVEC_CHAIN_BLOCKS");
+  return e && std::strcmp(e, "5") == 0 ? 5 : 4;
+}
+
+uint8_t variant_of(const MatMulParams& p, const GemvTiles& t) {
+  return uint8_t((t.split ? kSplit : 0) | (p.fused.norm_gamma != kNoBuffer ? kNorm : 0) |
+                 (p.fused.glu != Activation::None ? kGlu : 0));
+}
+
+}  // namespace
+
+bool matvec_chains_enabled() {
+  const char* e = std::getenv("RLX_MATVEC_CHAIN");
+  return !(e && std::strcmp(e, "0") == 0);
+}
+
+bool matvec_chain_accepts(const MatMulParams& p) {
+  GemvTiles t;
+  return gemv_chain_tiles(p, &t);
+}
+
+MatVecChain::MatVecChain(const std::vector<MatMulParams>& ops) : ops_(ops), dtype_(ops.at(0).dtype) {
+  RLX_CHECK(ops.size() >= 2 && ops.size() <= size_t(kMaxChainOps), "matvec chain of " << ops.size() << " products");
+  int64_t most_tiles = 0;
+  for (const MatMulParams& p : ops) {
+    GemvTiles t;
+    RLX_CHECK(gemv_chain_tiles(p, &t) && p.dtype == dtype_, "matvec chain: a product it cannot run");
+    most_tiles = std::max(most_tiles, t.tiles);
+    smem_ = std::max(smem_, t.smem);
+  }
+  blocks_ = chain_blocks_per_sm();
+  int per_sm = 0;
+  dispatch_float(dtype_, "matvec chain", [&]<class T>() {
+    if constexpr (!std::is_same_v<T, float>)
+      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, chain_kernel<T>(blocks_), kWarps * 32, smem_),
+            "matvec chain occupancy");
+  });
+  RLX_CHECK(per_sm >= 1, "matvec chain: no block fits an SM");
+  grid_ = int(std::min<int64_t>(int64_t(per_sm) * multiprocessor_count(), most_tiles));
+  check(cudaMalloc(&counters_, (kMaxChainOps + 1) * sizeof(unsigned long long)), "matvec chain counters");
+  check(cudaMemset(counters_, 0, (kMaxChainOps + 1) * sizeof(unsigned long long)), "matvec chain counters");
+}
+
+MatVecChain::~MatVecChain() {
+  if (counters_) cudaFree(counters_);
+}
+
+void MatVecChain::execute(const LaunchContext& ctx) const {
+  ChainParams c{};
+  c.ops = int32_t(ops_.size());
+  c.counters = counters_;
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    GemvTiles t;
+    gemv_chain_tiles(ops_[i], &t);
+    c.op[i].p = ops_[i];
+    c.op[i].p.weights_evict_first = evict_first_weights(true);
+    c.op[i].tiles = t.tiles;
+    c.op[i].variant = variant_of(ops_[i], t);
+  }
+  dispatch_float(dtype_, ctx.label, [&]<class T>() {
+    if constexpr (!std::is_same_v<T, float>) launch(chain_kernel<T>(blocks_), dim3(unsigned(grid_)), dim3(kWarps * 32), smem_, ctx, c);
+  });
+  ++g_chain_launches;
+}
+
+int64_t matvec_chain_launches() { return g_chain_launches.load(); }
+
+}  // namespace rlx::cuda
