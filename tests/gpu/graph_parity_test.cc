@@ -487,6 +487,7 @@ TEST(GraphPath, MatVecChainEqualsProductsOneByOne) {
     g.output("logits", proj(norm(h2, "out_norm"), "w_head", kHead, kHidden));
     g.output("h", h2);
     setenv("RLX_MATMUL", "gemv", 1);
+    setenv("RLX_MATVEC_CHAIN", "1", 1);
     Pair chained(g, ExecMode::Graph, 11);
     setenv("RLX_MATVEC_CHAIN", "0", 1);
     Pair apart(g, ExecMode::Graph, 11);

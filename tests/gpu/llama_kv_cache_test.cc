@@ -21,6 +21,7 @@ TEST_P(LlamaKvCacheGpu, DecodeEqualsFullPrefixForwardAtEveryStep) {
   o.mode = mode;
   // f32: the two paths sum in different orders; f16/bf16 round activations.
   const double tol = dt == DType::F32 ? 1e-4 : dt == DType::F16 ? 3e-2 : 6e-2;
+  setenv("RLX_MATVEC_CHAIN", "1", 1);  // whatever the default, the chained decode step is checked here
   const double worst = test::check_decode_against_full(
       test::small_odd_config(), o, dt, 5, 12, tol, [mode = mode, dt = dt](Executable& decode) {
         // Graph mode: the decode step was recorded and replayed once per token.
@@ -31,6 +32,7 @@ TEST_P(LlamaKvCacheGpu, DecodeEqualsFullPrefixForwardAtEveryStep) {
         // Each layer's output and gate/up products (16-byte rows) run as one chain.
         if (dt != DType::F32) EXPECT_GE(cu.matvec_chains(), 2);
       });
+  unsetenv("RLX_MATVEC_CHAIN");
   std::printf("%s %s: decode vs full prefix max relative error %.3g\n", std::string(dtype_name(dt)).c_str(),
               mode == ExecMode::Graph ? "graph" : "perop", worst);
 }

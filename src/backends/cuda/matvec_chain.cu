@@ -149,7 +149,8 @@ uint8_t variant_of(const MatMulParams& p, const GemvTiles& t) {
 
 bool matvec_chains_enabled() {
   const char* e = std::getenv("RLX_MATVEC_CHAIN");
-  return !(e && std::strcmp(e, "0") == 0);
+  if (e && (std::strcmp(e, "0") == 0 || std::strcmp(e, "1") == 0)) return *e == '1';
+  return kMatVecChainsByDefault;
 }
 
 bool matvec_chain_accepts(const MatMulParams& p) {

@@ -5,8 +5,8 @@
 // waits on a counter in global memory instead of a kernel boundary, with
 // its first weight loads of the next product already in flight. The
 // counters only grow: a launch takes a ticket on entry, so a replayed graph
-// needs no clearing node. RLX_MATVEC_CHAIN=0 launches the products one by
-// one (read at prepare; for measuring).
+// needs no clearing node. RLX_MATVEC_CHAIN=1 / 0 turns chains on / off
+// (read at prepare); kMatVecChainsByDefault is the default.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -17,6 +17,8 @@
 namespace rlx::cuda {
 
 constexpr int kMaxChainOps = 8;
+// Off until measured faster on a GPU (docs/PERSISTENT_DECODE.md).
+constexpr bool kMatVecChainsByDefault = false;
 
 bool matvec_chains_enabled();
 // Whether p can join a chain (gemv_chain_tiles).
