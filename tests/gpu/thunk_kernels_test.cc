@@ -616,11 +616,6 @@ void cached_decode_case(ThunkKernels& t, DType dt, CachedAtt a) {
 TEST_P(ThunkKernels, AttentionDecodeCachePoolSlots) {
   cached_decode_case(*this, dt(), {5, 1, 300, 7, 32, 4, 64, {0, 299, 17, 150, 64}, {6, 0, 3, 1, 5}});
 }
-// A cache long enough to split (512 rows) with 255 valid keys (the
-// cluster's first block alone), 256 (the split's threshold) and all 512.
-TEST_P(ThunkKernels, AttentionDecodeCacheSplitThreshold) {
-  cached_decode_case(*this, dt(), {3, 1, 512, 4, 8, 2, 64, {254, 255, 511}, {2, 0, 3}});
-}
 TEST_P(ThunkKernels, AttentionDecodeCacheWindowDim128) {
   cached_decode_case(*this, dt(), {3, 1, 96, 0, 8, 2, 128, {95, 10, 50}, {}, 33});
 }

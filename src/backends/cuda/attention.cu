@@ -519,10 +519,7 @@ bool use_decode_path(const AttentionParams& p) { return p.sq == 1; }
 // (SPLIT > 1): each block folds its share, then the first block of the
 // cluster merges the others' partial results straight from their shared
 // memory, so the split costs no second kernel and no scratch buffer, and a
-// layer's 32 heads keep 256 blocks busy instead of 32. The split is chosen
-// by the cache's length; a step with fewer valid keys than kSplitMinKeys
-// runs in the cluster's first block alone (the merge cost more than the
-// split saved there: PERF.md).
+// layer's 32 heads keep 256 blocks busy instead of 32.
 constexpr int kRowWarps = 16;
 constexpr int kSplitBlocks = 8, kSplitWarps = 4;
 constexpr int64_t kSplitMinKeys = 256;  // a cache this long is split
@@ -562,12 +559,6 @@ __global__ void __launch_bounds__(decode_warps<T, DMAX, SPLIT>() * 32)
   const T* v = at<const T>(arena, p.v) + kv_row0(p, arena, b) * p.v_stride + p.v_offset + int64_t(kvh) * D;
   const int32_t* mask = padding_keep(p, arena, b);
   const int64_t kv_end = decode_key_end(p, arena, b), kv_begin = decode_key_begin(p, arena, b);
-  // Fewer valid keys than a split pays for (the step is recorded for every
-  // depth; every block of the cluster reads the same length): the first
-  // block takes them all and no merge runs.
-  const bool alone = SPLIT > 1 && kv_end - kv_begin < kSplitMinKeys;
-  if (alone && rank != 0) return;
-  const int parts = alone ? 1 : SPLIT;
   for (int d = threadIdx.x; d < D; d += blockDim.x) q_s[d] = decode_query(p, arena, q, d, b);
   __syncthreads();
 
@@ -575,7 +566,7 @@ __global__ void __launch_bounds__(decode_warps<T, DMAX, SPLIT>() * 32)
 #pragma unroll
   for (int e = 0; e < ve; ++e) acc[e] = 0.f;
   // This block's keys: [lo, hi) of [kv_begin, kv_end), whole tiles of 32 except at the end.
-  const int64_t share = ((max(int64_t(0), kv_end - kv_begin) + parts - 1) / parts + 31) / 32 * 32;
+  const int64_t share = ((max(int64_t(0), kv_end - kv_begin) + SPLIT - 1) / SPLIT + 31) / 32 * 32;
   const int64_t lo = kv_begin + rank * share, hi = min(kv_end, lo + share);
   for (int64_t j0 = lo + int64_t(warp) * KT; j0 < hi; j0 += int64_t(W) * KT) {
     const int64_t j = j0 + key;
@@ -651,7 +642,7 @@ __global__ void __launch_bounds__(decode_warps<T, DMAX, SPLIT>() * 32)
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float mx, sum, o;
     merge_parts(W, [&](int w) { return SoftmaxPart{w_m[w], w_l[w], w_acc[w][d]}; }, mx, sum, o);
-    if (parts == 1) {
+    if constexpr (SPLIT == 1) {
       out[d] = from_f32<T>(sum > 0.f ? o / sum : 0.f);  // all masked -> 0
     } else {
       b_acc[d] = o;
@@ -662,10 +653,9 @@ __global__ void __launch_bounds__(decode_warps<T, DMAX, SPLIT>() * 32)
     }
   }
   if constexpr (SPLIT > 1)
-    if (!alone)
-      cluster_merge<SPLIT>(
-          D, &b_m, &b_l, b_acc, [](int) { return 0; }, [](int i) { return i; },
-          [&](int i, float v) { out[i] = from_f32<T>(v); });
+    cluster_merge<SPLIT>(
+        D, &b_m, &b_l, b_acc, [](int) { return 0; }, [](int i) { return i; },
+        [&](int i, float v) { out[i] = from_f32<T>(v); });
 }
 
 // K and V rows of whole 16-byte chunks, 16-byte aligned, at most 32 of them
