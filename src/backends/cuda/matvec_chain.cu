@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dispatch.h"
@@ -17,10 +18,6 @@ namespace {
 
 using namespace gemv_tiles;
 
-// Blocks an SM the kernel is built for: 4 (126 registers, x prefetched a
-// round at a time as the one-row kernels do) or 5 (96 registers; products
-// without a norm load x beside the weights, as they would not fit).
-// RLX_MATVEC_CHAIN_BLOCKS=5 picks the second (for measuring).
 // A wait this long means a block of the grid never ran: stop with an error
 // rather than hang (the grid is sized to be resident at once).
 constexpr uint64_t kSpinLimitNs = 10ull * 1000 * 1000 * 1000;
@@ -135,6 +132,10 @@ auto chain_kernel(int blocks) {
   return blocks == 5 ? matvec_chain_kernel<T, 5> : matvec_chain_kernel<T, 4>;
 }
 
+// Blocks an SM the kernel is built for: 4 (126 registers, x prefetched a
+// round at a time as the one-row kernels do) or 5 (96 registers; products
+// without a norm load x beside the weights, as they would not fit).
+// RLX_MATVEC_CHAIN_BLOCKS=5 picks the second (for measuring).
 int chain_blocks_per_sm() {
   const char* e = std::getenv("RLX_MATVEC_CHAIN_BLOCKS");
   return e && std::strcmp(e, "5") == 0 ? 5 : 4;
@@ -197,7 +198,8 @@ void MatVecChain::execute(const LaunchContext& ctx) const {
     c.op[i].variant = variant_of(ops_[i], t);
   }
   dispatch_float(dtype_, ctx.label, [&]<class T>() {
-    if constexpr (!std::is_same_v<T, float>) launch(chain_kernel<T>(blocks_), dim3(unsigned(grid_)), dim3(kWarps * 32), smem_, ctx, c);
+    if constexpr (!std::is_same_v<T, float>)
+      launch(chain_kernel<T>(blocks_), dim3(unsigned(grid_)), dim3(kWarps * 32), smem_, ctx, c);
   });
   ++g_chain_launches;
 }
