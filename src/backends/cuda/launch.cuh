@@ -30,11 +30,13 @@ uint8_t evict_first_weights(bool constant);
 int64_t evict_first_launches();
 
 // cluster_x > 1 launches thread-block clusters of that many blocks along x
-// (grid.x a multiple of it).
+// (grid.x a multiple of it). cooperative: every block of the grid resident at
+// once or the launch fails (a grid whose blocks wait on each other; two such
+// grids on two streams then cannot each hold part of the GPU).
 template <class P>
 void launch(void (*kernel)(P, uint8_t*), dim3 grid, dim3 block, size_t smem,
-            const LaunchContext& ctx, const P& p, unsigned cluster_x = 1) {
-  cudaLaunchAttribute attrs[2] = {};
+            const LaunchContext& ctx, const P& p, unsigned cluster_x = 1, bool cooperative = false) {
+  cudaLaunchAttribute attrs[3] = {};
   unsigned n = 0;
   if (pdl_enabled()) {
     attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -45,6 +47,10 @@ void launch(void (*kernel)(P, uint8_t*), dim3 grid, dim3 block, size_t smem,
     attrs[n].val.clusterDim.x = cluster_x;
     attrs[n].val.clusterDim.y = 1;
     attrs[n++].val.clusterDim.z = 1;
+  }
+  if (cooperative) {
+    attrs[n].id = cudaLaunchAttributeCooperative;
+    attrs[n++].val.cooperative = 1;
   }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;

@@ -141,6 +141,14 @@ int chain_blocks_per_sm() {
   return e && std::strcmp(e, "5") == 0 ? 5 : 4;
 }
 
+// A cooperative launch has every block resident at once or fails: two
+// chains on two streams cannot each hold part of the GPU and wait on each
+// other. RLX_MATVEC_CHAIN_COOPERATIVE=0 launches without it (for measuring).
+bool chain_cooperative() {
+  const char* e = std::getenv("RLX_MATVEC_CHAIN_COOPERATIVE");
+  return !(e && std::strcmp(e, "0") == 0);
+}
+
 uint8_t variant_of(const MatMulParams& p, const GemvTiles& t) {
   return uint8_t((t.split ? kSplit : 0) | (p.fused.norm_gamma != kNoBuffer ? kNorm : 0) |
                  (p.fused.glu != Activation::None ? kGlu : 0));
@@ -169,6 +177,7 @@ MatVecChain::MatVecChain(const std::vector<MatMulParams>& ops) : ops_(ops), dtyp
     smem_ = std::max(smem_, t.smem);
   }
   blocks_ = chain_blocks_per_sm();
+  cooperative_ = chain_cooperative();
   int per_sm = 0;
   dispatch_float(dtype_, "matvec chain", [&]<class T>() {
     if constexpr (!std::is_same_v<T, float>)
@@ -199,7 +208,7 @@ void MatVecChain::execute(const LaunchContext& ctx) const {
   }
   dispatch_float(dtype_, ctx.label, [&]<class T>() {
     if constexpr (!std::is_same_v<T, float>)
-      launch(chain_kernel<T>(blocks_), dim3(unsigned(grid_)), dim3(kWarps * 32), smem_, ctx, c);
+      launch(chain_kernel<T>(blocks_), dim3(unsigned(grid_)), dim3(kWarps * 32), smem_, ctx, c, 1, cooperative_);
   });
   ++g_chain_launches;
 }

@@ -42,6 +42,7 @@ class MatVecChain {
   unsigned long long* counters_ = nullptr;  // device: kMaxChainOps arrivals, then the entry ticket
   int grid_ = 0;
   int blocks_ = 4;  // per SM the kernel is built for
+  bool cooperative_ = true;
   size_t smem_ = 0;
 };
 
