@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/backend.h"
@@ -467,25 +468,32 @@ TEST(GraphPath, DecodeProductsOverParamsWithEitherL2Policy) {
 // executable against the CPU and against the same graph with
 // RLX_MATVEC_CHAIN=0, over several replays (the counters only grow), on
 // NaN-poisoned outputs; the chain must hold all five products.
+// One decode step's products at odd sizes: norm+QKV, output+residual,
+// norm+gate/up, down+residual (split), norm+head: one chain of 5.
+Graph decode_products_graph(DType dt) {
+  constexpr int64_t kHidden = 264, kQkv = 520, kFfn = 2824, kHead = 77;
+  Graph g;
+  const ValueId x = g.input("x", {1, kHidden}, dt);
+  auto proj = [&](ValueId in, const std::string& name, int64_t out, int64_t k) {
+    return g.matmul(in, g.param(name, {out, k}, dt), false, true);
+  };
+  auto norm = [&](ValueId in, const std::string& name) { return g.rms_norm(in, g.param(name, {kHidden}, dt), 1e-5f); };
+  const ValueId qkv = proj(norm(x, "attn_norm"), "w_qkv", kQkv, kHidden);
+  const ValueId h1 = g.add(x, proj(qkv, "w_o", kHidden, kQkv));
+  const ValueId n2 = norm(h1, "ffn_norm");
+  const ValueId gu = g.swiglu(proj(n2, "w_gate", kFfn, kHidden), proj(n2, "w_up", kFfn, kHidden), Activation::Silu);
+  const ValueId h2 = g.add(h1, proj(gu, "w_down", kHidden, kFfn));
+  g.output("logits", proj(norm(h2, "out_norm"), "w_head", kHead, kHidden));
+  g.output("h", h2);
+  return g;
+}
+
+Inputs decode_products_input(DType dt, uint64_t seed) { return {{"x", random_tensor({1, 264}, dt, seed)}}; }
+
 TEST(GraphPath, MatVecChainEqualsProductsOneByOne) {
   RLX_REQUIRE_GPU();
-  constexpr int64_t kHidden = 264, kQkv = 520, kFfn = 2824, kHead = 77;
   for (DType dt : {DType::F16, DType::BF16}) {
-    Graph g;
-    const ValueId x = g.input("x", {1, kHidden}, dt);
-    auto proj = [&](ValueId in, const std::string& name, int64_t out, int64_t k) {
-      return g.matmul(in, g.param(name, {out, k}, dt), false, true);
-    };
-    auto norm = [&](ValueId in, const std::string& name) {
-      return g.rms_norm(in, g.param(name, {kHidden}, dt), 1e-5f);
-    };
-    const ValueId qkv = proj(norm(x, "attn_norm"), "w_qkv", kQkv, kHidden);
-    const ValueId h1 = g.add(x, proj(qkv, "w_o", kHidden, kQkv));
-    const ValueId n2 = norm(h1, "ffn_norm");
-    const ValueId gu = g.swiglu(proj(n2, "w_gate", kFfn, kHidden), proj(n2, "w_up", kFfn, kHidden), Activation::Silu);
-    const ValueId h2 = g.add(h1, proj(gu, "w_down", kHidden, kFfn));
-    g.output("logits", proj(norm(h2, "out_norm"), "w_head", kHead, kHidden));
-    g.output("h", h2);
+    const Graph g = decode_products_graph(dt);
     setenv("RLX_MATMUL", "gemv", 1);
     setenv("RLX_MATVEC_CHAIN", "1", 1);
     Pair chained(g, ExecMode::Graph, 11);
@@ -497,7 +505,7 @@ TEST(GraphPath, MatVecChainEqualsProductsOneByOne) {
     EXPECT_EQ(cuda_of(*chained.gpu).chained_products(), 5) << name;
     EXPECT_EQ(cuda_of(*apart.gpu).matvec_chains(), 0) << name;
     for (uint64_t step = 0; step < 4; ++step) {
-      const Inputs in{{"x", random_tensor({1, kHidden}, dt, 101 + step)}};
+      const Inputs in = decode_products_input(dt, 101 + step);
       const std::string what = name + " step " + std::to_string(step);
       const int64_t before = cuda::matvec_chain_launches();
       chained.check(in, what + " chained");
@@ -513,6 +521,46 @@ TEST(GraphPath, MatVecChainEqualsProductsOneByOne) {
     }
   }
   unsetenv("RLX_MATMUL");
+}
+
+// Two executables, each with a chain whose grid fills the GPU, replayed at
+// once from two threads on their own streams: the cooperative launch keeps
+// either from holding part of the GPU while waiting on the rest (without
+// it the waits would stall until the 10 s trap). Every result equals the
+// one-by-one products on the same input, bit for bit.
+TEST(GraphPath, MatVecChainsOnTwoStreamsAtOnce) {
+  RLX_REQUIRE_GPU();
+  constexpr DType dt = DType::F16;
+  constexpr int kSteps = 40;
+  const Graph g = decode_products_graph(dt);
+  setenv("RLX_MATMUL", "gemv", 1);
+  setenv("RLX_MATVEC_CHAIN", "1", 1);
+  Pair first(g, ExecMode::Graph, 11), second(g, ExecMode::Graph, 11);
+  setenv("RLX_MATVEC_CHAIN", "0", 1);
+  Pair apart(g, ExecMode::Graph, 11);
+  unsetenv("RLX_MATVEC_CHAIN");
+  unsetenv("RLX_MATMUL");
+  ASSERT_EQ(cuda_of(*first.gpu).matvec_chains(), 1);
+  ASSERT_EQ(cuda_of(*second.gpu).matvec_chains(), 1);
+  std::vector<std::map<std::string, HostTensor>> want;
+  for (int s = 0; s < kSteps; ++s) want.push_back(apart.gpu->run(decode_products_input(dt, 300 + s)));
+  std::vector<std::string> mismatches[2];
+  auto replay = [&](Executable& exe, int which) {
+    for (int s = 0; s < kSteps; ++s) {
+      const auto got = exe.run(decode_products_input(dt, 300 + s));
+      for (const char* out : {"logits", "h"})
+        if (got.at(out).bytes != want[size_t(s)].at(out).bytes)
+          mismatches[which].push_back("step " + std::to_string(s) + " " + out);
+    }
+  };
+  const int64_t before = cuda::matvec_chain_launches();
+  std::thread other([&] { replay(*second.gpu, 1); });
+  replay(*first.gpu, 0);
+  other.join();
+  EXPECT_EQ(cuda::matvec_chain_launches() - before, 2 * kSteps);
+  for (int w = 0; w < 2; ++w)
+    EXPECT_TRUE(mismatches[w].empty()) << "executable " << w << ": " << mismatches[w].size() << " mismatches, first "
+                                       << (mismatches[w].empty() ? "" : mismatches[w][0]);
 }
 
 TEST(CudaSupport, UnregisteredKindAndDtypeFailsAtCompileNamingTheNode) {
