@@ -9,11 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "backends/cuda/cuda_executable.h"
 #include "backends/cuda/matmul_quant.h"
+#include "backends/cuda/matvec_chain.h"
 #include "models/llama_generator.h"
 #include "quant_weights.h"
 #include "rlx/fp8.h"
@@ -166,6 +169,46 @@ TEST(MatMulQGpu, TinyLlamaQuantizedAtLoadAgreesWithTheCpu) {
       EXPECT_EQ(gpu.state_fed_executable().report().thunk_histogram.at("matmul_q"), 2 * 7 + 1);
       std::printf("%s %s: worst gap of the GPU's token below the CPU's best logit %.3g\n",
                   std::string(quant_type_name(t)).c_str(), std::string(dtype_name(dt)).c_str(), worst);
+    }
+}
+
+// Quantized matrix-vector chains (matvec_chain.h): the tiny LLaMA quantized
+// at load decodes with its runs of one-row quantized products in one launch
+// each; every step's logits equal those of the products launched one by one,
+// bit for bit (the same tiles in the same order), for each format, f16 and
+// bf16; the logits are not all zero.
+TEST(MatMulQGpu, QuantizedChainEqualsProductsOneByOne) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::FP8})
+    for (DType dt : {DType::F16, DType::BF16}) {
+      const std::string what = std::string(quant_type_name(t)) + " " + std::string(dtype_name(dt));
+      GeneratorOptions o;
+      o.device = Device::Cuda;
+      o.dtype = dt;
+      o.quantize = t;
+      setenv("RLX_MATVEC_CHAIN", "1", 1);
+      LlamaGenerator chained(kTiny, o);
+      setenv("RLX_MATVEC_CHAIN", "0", 1);
+      LlamaGenerator apart(kTiny, o);
+      unsetenv("RLX_MATVEC_CHAIN");
+      std::vector<int32_t> ids = tiny_prompt(apart);
+      const int n = 12;
+      chained.reserve(int64_t(ids.size()) + n);
+      apart.reserve(int64_t(ids.size()) + n);
+      const int64_t before = cuda::matvec_chain_launches();
+      for (int i = 0; i < n; ++i) {
+        const std::vector<float> a = chained.next_logits(ids), b = apart.next_logits(ids);
+        ASSERT_EQ(a.size(), b.size()) << what;
+        EXPECT_TRUE(std::any_of(a.begin(), a.end(), [](float v) { return v != 0.f; })) << what << " step " << i;
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << what << " step " << i;
+        ids.push_back(int32_t(std::max_element(b.begin(), b.end()) - b.begin()));
+      }
+      const auto& exe = dynamic_cast<cuda::CudaExecutable&>(chained.state_fed_executable().backend());
+      const auto& plain = dynamic_cast<cuda::CudaExecutable&>(apart.state_fed_executable().backend());
+      EXPECT_GE(exe.matvec_chains(), 2) << what;
+      EXPECT_EQ(plain.matvec_chains(), 0) << what;
+      EXPECT_GE(cuda::matvec_chain_launches() - before, n - 1) << what;
+      std::printf("%s: %d products in %d chains\n", what.c_str(), exe.chained_products(), exe.matvec_chains());
     }
 }
 

@@ -173,21 +173,30 @@ void CudaExecutable::plan_matvec_chains() {
   chain_at_.resize(thunks_.size());
   chain_labels_.resize(thunks_.size());
   for (size_t i = 0; i < thunks_.size();) {
-    std::vector<MatMulParams> ops;
+    // The longest run from i of one kind (dense, or quantized of one format) and dtype.
+    std::vector<MatMulParams> dense;
+    std::vector<MatMulQParams> quantized;
     size_t j = i;
-    for (; j < thunks_.size() && ops.size() < size_t(kMaxChainOps); ++j) {
-      const MatMulParams* p = thunks_[j]->chainable_product();
-      if (!p || (!ops.empty() && p->dtype != ops.front().dtype)) break;
-      ops.push_back(*p);
+    for (; j < thunks_.size() && j - i < size_t(kMaxChainOps); ++j) {
+      const ChainableProduct c = thunks_[j]->chainable_product();
+      if (c.dense && quantized.empty() && (dense.empty() || c.dense->dtype == dense.front().dtype))
+        dense.push_back(*c.dense);
+      else if (c.quantized && dense.empty() &&
+               (quantized.empty() ||
+                (c.quantized->dtype == quantized.front().dtype && c.quantized->quant == quantized.front().quant)))
+        quantized.push_back(*c.quantized);
+      else
+        break;
     }
-    if (ops.size() < 2) {
+    if (j - i < 2) {
       i = std::max(j, i + 1);
       continue;
     }
-    chain_at_[i] = std::make_unique<MatVecChain>(ops);
-    chain_labels_[i] = "matvec chain of " + std::to_string(ops.size()) + " from " + schedule_.thunks[i].label;
+    chain_at_[i] = dense.empty() ? make_matvec_chain(quantized) : make_matvec_chain(dense);
+    chain_labels_[i] = std::string(dense.empty() ? "quantized " : "") + "matvec chain of " + std::to_string(j - i) +
+                       " from " + schedule_.thunks[i].label;
     ++matvec_chains_;
-    chained_products_ += int(ops.size());
+    chained_products_ += int(j - i);
     i = j;
   }
 }

@@ -33,8 +33,10 @@ class MatMulThunk final : public DeviceThunk {
   MatMulThunk(const MatMulParams& p, const DeviceResources& r, const std::string& label)
       : plan_(r.lt, p, r.arena, r.workspace, r.workspace_bytes, label, r.allow_tf32) {}
   void execute(const LaunchContext& ctx) const override { plan_.execute(ctx); }
-  const MatMulParams* chainable_product() const override {
-    return plan_.uses_gemv() && matvec_chain_accepts(plan_.params()) ? &plan_.params() : nullptr;
+  ChainableProduct chainable_product() const override {
+    ChainableProduct c;
+    if (plan_.uses_gemv() && matvec_chain_accepts(plan_.params())) c.dense = &plan_.params();
+    return c;
   }
 
  private:

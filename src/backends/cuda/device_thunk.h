@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/cuda/launch_context.h"
+#include "backends/cuda/matvec_chain.h"
 #include "thunks/thunk.h"
 
 namespace rlx::cuda {
@@ -19,8 +20,8 @@ class DeviceThunk {
   virtual ~DeviceThunk() = default;
   virtual void execute(const LaunchContext& ctx) const = 0;
   // A one-row matrix-vector product a chain may run in its place
-  // (matvec_chain.h); null for everything else.
-  virtual const MatMulParams* chainable_product() const { return nullptr; }
+  // (matvec_chain.h); empty for everything else.
+  virtual ChainableProduct chainable_product() const { return {}; }
 };
 
 // What initialize may use: the arena (fixed for the executable's life), the

@@ -9,6 +9,7 @@
 
 #include "rlx/dtype.h"
 #include "rlx/error.h"
+#include "rlx/graph.h"  // Activation
 
 namespace rlx::cuda {
 

@@ -6,6 +6,7 @@
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/gemv_quant.h"
 #include "backends/cuda/matmul.h"
+#include "backends/cuda/matvec_chain.h"
 #include "rlx/error.h"
 #include "thunks/quant_math.h"
 
@@ -27,6 +28,11 @@ class MatMulQThunk final : public DeviceThunk {
                              << ") fits no quantized kernel: quants must start 16-byte aligned");
       g_gemv.fetch_add(1);
     }
+  }
+  ChainableProduct chainable_product() const override {
+    ChainableProduct c;
+    if (!plan_ && matvec_chain_accepts(p_)) c.quantized = &p_;
+    return c;
   }
   void execute(const LaunchContext& ctx) const override {
     if (plan_) {

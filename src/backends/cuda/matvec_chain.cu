@@ -7,6 +7,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "backends/cuda/chain_sync.cuh"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dispatch.h"
 #include "backends/cuda/gemv.h"
@@ -17,10 +18,7 @@ namespace rlx::cuda {
 namespace {
 
 using namespace gemv_tiles;
-
-// A wait this long means a block of the grid never ran: stop with an error
-// rather than hang (the grid is sized to be resident at once).
-constexpr uint64_t kSpinLimitNs = 10ull * 1000 * 1000 * 1000;
+using namespace chain_sync;
 
 enum ChainVariant : uint8_t { kSplit = 1, kNorm = 2, kGlu = 4 };
 
@@ -36,45 +34,6 @@ struct ChainParams {
   unsigned long long* counters;
 };
 static_assert(sizeof(ChainParams) <= 4000, "a chain's ops travel as kernel parameters");
-
-__device__ __forceinline__ uint64_t global_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-// Out of line: the message's stack stays out of the tiles' registers.
-__device__ __noinline__ void report_stuck(int op, unsigned long long seen, unsigned long long target) {
-  printf("rlx matvec chain: block %d waited over 10 s for op %d (%llu of %llu arrivals)\n", int(blockIdx.x), op, seen,
-         target);
-  __trap();
-}
-
-// After this block's tiles of an op: its stores, then one arrival.
-__device__ __forceinline__ void arrive(unsigned long long* counter) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(counter, 1ull);
-  }
-}
-
-// Until every block of this launch has arrived after the op before.
-__device__ __forceinline__ void wait_for(const unsigned long long* counter, unsigned long long target, int op) {
-  if (threadIdx.x == 0) {
-    const uint64_t start = global_ns();
-    unsigned long long seen;
-    for (;;) {
-      asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
-      if (seen >= target) break;
-      if (global_ns() - start > kSpinLimitNs) {
-        report_stuck(op, seen, target);
-      }
-    }
-    __threadfence();
-  }
-  __syncthreads();
-}
 
 // This block's tiles of one op; `wait` runs once, before the first tile
 // reads the arena (after its weight loads), or alone if the block has none.
@@ -111,21 +70,13 @@ __device__ __forceinline__ void run_op(const ChainOp& op, uint8_t* arena, Wait w
 template <class T, int Blocks>
 __global__ void __launch_bounds__(kWarps * 32, Blocks)
     matvec_chain_kernel(const __grid_constant__ ChainParams c, uint8_t* arena) {
-  // The launch's index from its ticket: launches of one chain never overlap
-  // (a whole decode step lies between them), so each takes gridDim.x in turn.
-  __shared__ unsigned long long target_shared;
-  if (threadIdx.x == 0)
-    target_shared = (atomicAdd(c.counters + kMaxChainOps, 1ull) / gridDim.x + 1) * gridDim.x;
-  __syncthreads();
-  const unsigned long long target = target_shared;
+  const unsigned long long target = launch_target(c.counters + kMaxChainOps);
   run_op<T, Blocks>(c.op[0], arena, [] { pdl_entry(); });
   for (int i = 1; i < c.ops; ++i) {
     arrive(c.counters + i - 1);
     run_op<T, Blocks>(c.op[i], arena, [&] { wait_for(c.counters + i - 1, target, i); });
   }
 }
-
-std::atomic<int64_t> g_chain_launches{0};
 
 template <class T>
 auto chain_kernel(int blocks) {
@@ -154,6 +105,44 @@ uint8_t variant_of(const MatMulParams& p, const GemvTiles& t) {
                  (p.fused.glu != Activation::None ? kGlu : 0));
 }
 
+std::atomic<int64_t> g_chain_launches{0};
+
+struct Dims {
+  int64_t most_tiles = 0;
+  size_t smem = 0;
+};
+
+class DenseChain final : public MatVecChain {
+ public:
+  DenseChain(const std::vector<MatMulParams>& ops, int blocks, const void* kernel, const Dims& d)
+      : MatVecChain(ops.size(), kernel, kWarps * 32, d.smem, d.most_tiles), blocks_(blocks) {
+    params_.ops = int32_t(ops.size());
+    params_.counters = counters_;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      GemvTiles t;
+      gemv_chain_tiles(ops[i], &t);
+      params_.op[i].p = ops[i];
+      params_.op[i].tiles = t.tiles;
+      params_.op[i].variant = variant_of(ops[i], t);
+    }
+    smem_ = d.smem;
+  }
+  void execute(const LaunchContext& ctx) const override {
+    ChainParams c = params_;
+    for (int i = 0; i < c.ops; ++i) c.op[i].p.weights_evict_first = evict_first_weights(true);
+    dispatch_float(c.op[0].p.dtype, ctx.label, [&]<class T>() {
+      if constexpr (!std::is_same_v<T, float>)
+        launch(chain_kernel<T>(blocks_), dim3(unsigned(grid_)), dim3(kWarps * 32), smem_, ctx, c, 1, cooperative_);
+    });
+    count_matvec_chain_launch();
+  }
+
+ private:
+  ChainParams params_{};
+  int blocks_;
+  size_t smem_ = 0;
+};
+
 }  // namespace
 
 bool matvec_chains_enabled() {
@@ -167,23 +156,11 @@ bool matvec_chain_accepts(const MatMulParams& p) {
   return gemv_chain_tiles(p, &t);
 }
 
-MatVecChain::MatVecChain(const std::vector<MatMulParams>& ops) : ops_(ops), dtype_(ops.at(0).dtype) {
-  RLX_CHECK(ops.size() >= 2 && ops.size() <= size_t(kMaxChainOps), "matvec chain of " << ops.size() << " products");
-  int64_t most_tiles = 0;
-  for (const MatMulParams& p : ops) {
-    GemvTiles t;
-    RLX_CHECK(gemv_chain_tiles(p, &t) && p.dtype == dtype_, "matvec chain: a product it cannot run");
-    most_tiles = std::max(most_tiles, t.tiles);
-    smem_ = std::max(smem_, t.smem);
-  }
-  blocks_ = chain_blocks_per_sm();
-  cooperative_ = chain_cooperative();
+MatVecChain::MatVecChain(size_t size, const void* kernel, int threads, size_t smem, int64_t most_tiles)
+    : size_(size), cooperative_(chain_cooperative()) {
+  RLX_CHECK(size >= 2 && size <= size_t(kMaxChainOps), "matvec chain of " << size << " products");
   int per_sm = 0;
-  dispatch_float(dtype_, "matvec chain", [&]<class T>() {
-    if constexpr (!std::is_same_v<T, float>)
-      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, chain_kernel<T>(blocks_), kWarps * 32, smem_),
-            "matvec chain occupancy");
-  });
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem), "matvec chain occupancy");
   RLX_CHECK(per_sm >= 1, "matvec chain: no block fits an SM");
   grid_ = int(std::min<int64_t>(int64_t(per_sm) * multiprocessor_count(), most_tiles));
   check(cudaMalloc(&counters_, (kMaxChainOps + 1) * sizeof(unsigned long long)), "matvec chain counters");
@@ -194,25 +171,26 @@ MatVecChain::~MatVecChain() {
   if (counters_) cudaFree(counters_);
 }
 
-void MatVecChain::execute(const LaunchContext& ctx) const {
-  ChainParams c{};
-  c.ops = int32_t(ops_.size());
-  c.counters = counters_;
-  for (size_t i = 0; i < ops_.size(); ++i) {
+std::unique_ptr<MatVecChain> make_matvec_chain(const std::vector<MatMulParams>& ops) {
+  RLX_CHECK(!ops.empty(), "matvec chain of no products");
+  const DType dtype = ops[0].dtype;
+  Dims d;
+  for (const MatMulParams& p : ops) {
     GemvTiles t;
-    gemv_chain_tiles(ops_[i], &t);
-    c.op[i].p = ops_[i];
-    c.op[i].p.weights_evict_first = evict_first_weights(true);
-    c.op[i].tiles = t.tiles;
-    c.op[i].variant = variant_of(ops_[i], t);
+    RLX_CHECK(gemv_chain_tiles(p, &t) && p.dtype == dtype, "matvec chain: a product it cannot run");
+    d.most_tiles = std::max(d.most_tiles, t.tiles);
+    d.smem = std::max(d.smem, t.smem);
   }
-  dispatch_float(dtype_, ctx.label, [&]<class T>() {
-    if constexpr (!std::is_same_v<T, float>)
-      launch(chain_kernel<T>(blocks_), dim3(unsigned(grid_)), dim3(kWarps * 32), smem_, ctx, c, 1, cooperative_);
+  const int blocks = chain_blocks_per_sm();
+  const void* kernel = nullptr;
+  dispatch_float(dtype, "matvec chain", [&]<class T>() {
+    if constexpr (!std::is_same_v<T, float>) kernel = reinterpret_cast<const void*>(chain_kernel<T>(blocks));
   });
-  ++g_chain_launches;
+  RLX_CHECK(kernel, "matvec chain: no kernel for " << dtype_name(dtype));
+  return std::make_unique<DenseChain>(ops, blocks, kernel, d);
 }
 
+void count_matvec_chain_launch() { ++g_chain_launches; }
 int64_t matvec_chain_launches() { return g_chain_launches.load(); }
 
 }  // namespace rlx::cuda
