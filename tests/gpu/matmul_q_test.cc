@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "backends/cuda/cuda_executable.h"
@@ -169,6 +171,89 @@ TEST(MatMulQGpu, TinyLlamaQuantizedAtLoadAgreesWithTheCpu) {
       EXPECT_EQ(gpu.state_fed_executable().report().thunk_histogram.at("matmul_q"), 2 * 7 + 1);
       std::printf("%s %s: worst gap of the GPU's token below the CPU's best logit %.3g\n",
                   std::string(quant_type_name(t)).c_str(), std::string(dtype_name(dt)).c_str(), worst);
+    }
+}
+
+// One decode step's quantized products at odd sizes (norm+QKV, output +
+// residual, norm+gate/up with SwiGLU, down + residual, norm+head); the
+// FFN is 8224 wide so the down product stages 37 KB of x (more than the
+// default 32 KB a block may take).
+struct QuantDecodeStep {
+  static constexpr int64_t kHidden = 288, kQkv = 352, kFfn = 8224, kHead = 77;
+  std::map<std::string, QuantWeight> w;
+  Graph g;
+  QuantDecodeStep(QuantType t, DType dt, uint64_t seed) {
+    const ValueId x = g.input("x", {1, kHidden}, dt);
+    auto proj = [&](ValueId in, const std::string& name, int64_t n, int64_t k) {
+      w.emplace(name, test::random_quant_weight(t, n, k, seed += 7));
+      const QuantWeight& q = w.at(name);
+      return g.matmul_q(in, g.param(name + ".quants", q.quants_shape(), DType::I32),
+                        g.param(name + ".scales", q.scales_shape(), DType::F16), t);
+    };
+    auto norm = [&](ValueId in, const std::string& name) { return g.rms_norm(in, g.param(name, {kHidden}, dt), 1e-5f); };
+    const ValueId qkv = proj(norm(x, "attn_norm"), "w_qkv", kQkv, kHidden);
+    const ValueId h1 = g.add(x, proj(qkv, "w_o", kHidden, kQkv));
+    const ValueId n2 = norm(h1, "ffn_norm");
+    const ValueId gu = g.swiglu(proj(n2, "w_gate", kFfn, kHidden), proj(n2, "w_up", kFfn, kHidden));
+    const ValueId h2 = g.add(h1, proj(gu, "w_down", kHidden, kFfn));
+    g.output("logits", proj(norm(h2, "out_norm"), "w_head", kHead, kHidden));
+    g.output("h", h2);
+  }
+  void fill(Executable& e) const {
+    for (const auto& [name, q] : w) {
+      e.set_param(name + ".quants", HostTensor{DType::I32, q.quants_shape(), q.quants});
+      e.set_param(name + ".scales", HostTensor{DType::F16, q.scales_shape(), q.scales});
+    }
+    for (const char* n : {"attn_norm", "ffn_norm", "out_norm"}) {
+      const auto v = test::random_floats(size_t(kHidden), std::hash<std::string>{}(n), 0.8f, 1.2f);
+      e.set_param_f32(n, v.data(), v.size());
+    }
+  }
+};
+
+void poison_outputs(Executable& exe) {
+  for (const Binding& b : exe.schedule().output_bindings) {
+    auto nan = test::nan_bytes(size_t(numel(b.shape)), b.dtype);
+    exe.backend().write_binding(b, nan.data());
+  }
+}
+
+TEST(MatMulQGpu, QuantizedChainOnOddShapesEqualsProductsOneByOne) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device present: GPU tests skipped";
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::FP8})
+    for (DType dt : {DType::F16, DType::BF16}) {
+      const std::string what = std::string(quant_type_name(t)) + " " + std::string(dtype_name(dt));
+      const QuantDecodeStep step(t, dt, 4100);
+      CompileOptions o;
+      o.device = Device::Cuda;
+      o.mode = ExecMode::Graph;
+      setenv("RLX_MATVEC_CHAIN", "1", 1);
+      auto chained = compile(step.g, o);
+      setenv("RLX_MATVEC_CHAIN", "0", 1);
+      auto apart = compile(step.g, o);
+      unsetenv("RLX_MATVEC_CHAIN");
+      auto cpu = compile(step.g, CompileOptions{});
+      for (Executable* e : {chained.get(), apart.get(), cpu.get()}) step.fill(*e);
+      const auto& ce = dynamic_cast<cuda::CudaExecutable&>(chained->backend());
+      EXPECT_EQ(ce.matvec_chains(), 1) << what;
+      EXPECT_GE(ce.chained_products(), 5) << what;
+      std::printf("%s: %d products in %d chains\n", what.c_str(), ce.chained_products(), ce.matvec_chains());
+      for (uint64_t i = 0; i < 3; ++i) {
+        const std::vector<float> x =
+            test::quantize(test::random_floats(size_t(QuantDecodeStep::kHidden), 4200 + i), dt);
+        const std::map<std::string, HostTensor> in{{"x", HostTensor::from_f32({1, QuantDecodeStep::kHidden}, x, dt)}};
+        poison_outputs(*chained);
+        poison_outputs(*apart);
+        const int64_t before = cuda::matvec_chain_launches();
+        const auto a = chained->run(in), b = apart->run(in), ref = cpu->run(in);
+        EXPECT_EQ(cuda::matvec_chain_launches() - before, 1) << what;
+        for (const char* out : {"logits", "h"}) {
+          EXPECT_EQ(a.at(out).bytes, b.at(out).bytes) << what << " step " << i << " " << out;
+          // Relative to max |ref|: f16/bf16 intermediates round differently on each backend.
+          test::expect_close(a.at(out).to_f32(), test::to_double(ref.at(out).to_f32()),
+                             dt == DType::F16 ? 2e-2 : 5e-2, what + " step " + std::to_string(i) + " " + out + " vs cpu");
+        }
+      }
     }
 }
 
