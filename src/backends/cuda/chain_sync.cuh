@@ -44,8 +44,11 @@ __device__ __forceinline__ void arrive(unsigned long long* counter) {
   }
 }
 
-// Until every block of this launch has arrived after the op before.
-__device__ __forceinline__ void wait_for(const unsigned long long* counter, unsigned long long target, int op) {
+// Until every block of this launch has arrived after the op before;
+// backoff_ns > 0 sleeps that long between polls (fewer loads on the
+// counter's line while the last blocks arrive).
+__device__ __forceinline__ void wait_for(const unsigned long long* counter, unsigned long long target, int op,
+                                         unsigned backoff_ns) {
   if (threadIdx.x == 0) {
     const uint64_t start = global_ns();
     unsigned long long seen;
@@ -53,6 +56,7 @@ __device__ __forceinline__ void wait_for(const unsigned long long* counter, unsi
       asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
       if (seen >= target) break;
       if (global_ns() - start > kSpinLimitNs) report_stuck(op, seen, target);
+      if (backoff_ns) __nanosleep(backoff_ns);
     }
     __threadfence();
   }

@@ -32,6 +32,7 @@ struct ChainParams {
   ChainOp op[kMaxChainOps];
   int32_t ops;
   unsigned long long* counters;
+  uint32_t backoff_ns;  // between polls of a wait (RLX_MATVEC_CHAIN_BACKOFF_NS)
 };
 static_assert(sizeof(ChainParams) <= 4000, "a chain's ops travel as kernel parameters");
 
@@ -74,7 +75,7 @@ __global__ void __launch_bounds__(kWarps * 32, Blocks)
   run_op<T, Blocks>(c.op[0], arena, [] { pdl_entry(); });
   for (int i = 1; i < c.ops; ++i) {
     arrive(c.counters + i - 1);
-    run_op<T, Blocks>(c.op[i], arena, [&] { wait_for(c.counters + i - 1, target, i); });
+    run_op<T, Blocks>(c.op[i], arena, [&] { wait_for(c.counters + i - 1, target, i, c.backoff_ns); });
   }
 }
 
@@ -118,6 +119,7 @@ class DenseChain final : public MatVecChain {
       : MatVecChain(ops.size(), kernel, kWarps * 32, d.smem, d.most_tiles), blocks_(blocks) {
     params_.ops = int32_t(ops.size());
     params_.counters = counters_;
+    params_.backoff_ns = backoff_ns_;
     for (size_t i = 0; i < ops.size(); ++i) {
       GemvTiles t;
       gemv_chain_tiles(ops[i], &t);
@@ -158,6 +160,7 @@ bool matvec_chain_accepts(const MatMulParams& p) {
 
 MatVecChain::MatVecChain(size_t size, const void* kernel, int threads, size_t smem, int64_t most_tiles)
     : size_(size), cooperative_(chain_cooperative()) {
+  if (const char* e = std::getenv("RLX_MATVEC_CHAIN_BACKOFF_NS")) backoff_ns_ = uint32_t(std::strtoul(e, nullptr, 10));
   RLX_CHECK(size >= 2 && size <= size_t(kMaxChainOps), "matvec chain of " << size << " products");
   int per_sm = 0;
   check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem), "matvec chain occupancy");

@@ -51,6 +51,7 @@ class MatVecChain {
   unsigned long long* counters_ = nullptr;  // device: kMaxChainOps arrivals, then the entry ticket
   int grid_ = 0;
   bool cooperative_ = true;
+  uint32_t backoff_ns_ = 0;  // RLX_MATVEC_CHAIN_BACKOFF_NS (for measuring)
 };
 
 // ops: 2 to kMaxChainOps products, in schedule order, each accepted, of one

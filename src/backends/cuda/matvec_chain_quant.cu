@@ -19,9 +19,9 @@ namespace {
 using namespace gemv_quant_tiles;
 using namespace chain_sync;
 
-// The whole of x is staged at once: rows up to this many bytes as padded f32
-// (21845 columns) chain, longer ones run on their own.
-constexpr size_t kChainXSmemMax = 96 * 1024;
+// The whole of x is staged at once: rows the one-product kernel also takes
+// in one tile (7264 columns) chain, so both sum in the same order.
+constexpr size_t kChainXSmemMax = kXSmemBytes;
 
 enum QuantChainVariant : uint8_t { kQNorm = 1, kQGlu = 2 };
 
@@ -35,6 +35,7 @@ struct QuantChainParams {
   QuantChainOp op[kMaxChainOps];
   int32_t ops;
   unsigned long long* counters;
+  uint32_t backoff_ns;  // between polls of a wait (RLX_MATVEC_CHAIN_BACKOFF_NS)
 };
 static_assert(sizeof(QuantChainParams) <= 4000, "a chain's ops travel as kernel parameters");
 
@@ -146,7 +147,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32, 3)
   run_quant_variant<T, Q>(c.op[0], arena, xs, [] { pdl_entry(); });
   for (int i = 1; i < c.ops; ++i) {
     arrive(c.counters + i - 1);  // also: every thread is done with xs
-    run_quant_variant<T, Q>(c.op[i], arena, xs, [&] { wait_for(c.counters + i - 1, target, i); });
+    run_quant_variant<T, Q>(c.op[i], arena, xs, [&] { wait_for(c.counters + i - 1, target, i, c.backoff_ns); });
   }
 }
 
@@ -173,6 +174,7 @@ class QuantChain final : public MatVecChain {
         smem_(smem) {
     params_.ops = int32_t(ops.size());
     params_.counters = counters_;
+    params_.backoff_ns = backoff_ns_;
     for (size_t i = 0; i < ops.size(); ++i) {
       params_.op[i].p = ops[i];
       params_.op[i].tiles = tiles_of(ops[i]);
@@ -211,8 +213,6 @@ std::unique_ptr<MatVecChain> make_matvec_chain(const std::vector<MatMulQParams>&
     most_tiles = std::max(most_tiles, tiles_of(p));
   }
   const QuantChainKernel kernel = quant_chain_kernel_for(ops[0].dtype, ops[0].quant);
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-        "quantized matvec chain shared memory");
   return std::make_unique<QuantChain>(ops, kernel, smem, most_tiles);
 }
 
