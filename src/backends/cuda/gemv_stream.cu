@@ -201,6 +201,19 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(const MatMulPa
 
 std::atomic<int64_t> g_launches{0};
 
+// One instantiation's launch; its shared memory limit raised once.
+template <class T, int J, bool Norm, bool Glu>
+void launch_kernel(const MatMulParams& p, const LaunchContext& ctx, unsigned grid, size_t smem) {
+  static const bool sized = [] {
+    check(cudaFuncSetAttribute(gemv_stream_kernel<T, J, Norm, Glu>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(kSmemBudget)),
+          "gemv_stream shared memory");
+    return true;
+  }();
+  (void)sized;
+  launch(gemv_stream_kernel<T, J, Norm, Glu>, dim3(grid), dim3(kThreads), smem, ctx, p);
+}
+
 template <class T, bool Norm, bool Glu>
 void launch_with(const MatMulParams& plan, const LaunchContext& ctx) {
   MatMulParams p = plan;
@@ -209,19 +222,10 @@ void launch_with(const MatMulParams& plan, const LaunchContext& ctx) {
   const int64_t kc = p.k * int64_t(sizeof(T)) / 16, per_thread = (kc + kThreads - 1) / kThreads;
   const unsigned grid = unsigned(std::min<int64_t>(sh.tiles, multiprocessor_count()));
   const size_t smem = size_t(sh.stages * sh.stage_bytes);
-  auto go = [&](auto kernel) {
-    static const bool sized = [&] {
-      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBudget)),
-            "gemv_stream shared memory");
-      return true;
-    }();
-    (void)sized;
-    launch(kernel, dim3(grid), dim3(kThreads), smem, ctx, p);
-  };
-  if (per_thread <= 1) go(gemv_stream_kernel<T, 1, Norm, Glu>);
-  else if (per_thread <= 2) go(gemv_stream_kernel<T, 2, Norm, Glu>);
-  else if (per_thread <= 4) go(gemv_stream_kernel<T, 4, Norm, Glu>);
-  else go(gemv_stream_kernel<T, 8, Norm, Glu>);
+  if (per_thread <= 1) launch_kernel<T, 1, Norm, Glu>(p, ctx, grid, smem);
+  else if (per_thread <= 2) launch_kernel<T, 2, Norm, Glu>(p, ctx, grid, smem);
+  else if (per_thread <= 4) launch_kernel<T, 4, Norm, Glu>(p, ctx, grid, smem);
+  else launch_kernel<T, 8, Norm, Glu>(p, ctx, grid, smem);
   ++g_launches;
 }
 
