@@ -10,6 +10,21 @@
 
 namespace rlx::cuda::chain_sync {
 
+// A chain launch's parameters: its ops (P: a product's params), each with
+// its tile count and variant bits, and the counters.
+template <class P, int MaxOps>
+struct ChainLaunch {
+  struct Op {
+    P p;
+    int64_t tiles;
+    uint8_t variant;
+  };
+  Op op[MaxOps];
+  int32_t ops;
+  unsigned long long* counters;
+  uint32_t backoff_ns;  // between polls of a wait (RLX_MATVEC_CHAIN_BACKOFF_NS)
+};
+
 constexpr uint64_t kSpinLimitNs = 10ull * 1000 * 1000 * 1000;
 
 __device__ __forceinline__ uint64_t global_ns() {

@@ -22,18 +22,8 @@ using namespace chain_sync;
 
 enum ChainVariant : uint8_t { kSplit = 1, kNorm = 2, kGlu = 4 };
 
-struct ChainOp {
-  MatMulParams p;
-  int64_t tiles;
-  uint8_t variant;
-};
-
-struct ChainParams {
-  ChainOp op[kMaxChainOps];
-  int32_t ops;
-  unsigned long long* counters;
-  uint32_t backoff_ns;  // between polls of a wait (RLX_MATVEC_CHAIN_BACKOFF_NS)
-};
+using ChainParams = ChainLaunch<MatMulParams, kMaxChainOps>;
+using ChainOp = ChainParams::Op;
 static_assert(sizeof(ChainParams) <= 4000, "a chain's ops travel as kernel parameters");
 
 // This block's tiles of one op; `wait` runs once, before the first tile

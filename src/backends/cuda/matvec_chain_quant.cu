@@ -25,18 +25,8 @@ constexpr size_t kChainXSmemMax = kXSmemBytes;
 
 enum QuantChainVariant : uint8_t { kQNorm = 1, kQGlu = 2 };
 
-struct QuantChainOp {
-  MatMulQParams p;
-  int64_t tiles;
-  uint8_t variant;
-};
-
-struct QuantChainParams {
-  QuantChainOp op[kMaxChainOps];
-  int32_t ops;
-  unsigned long long* counters;
-  uint32_t backoff_ns;  // between polls of a wait (RLX_MATVEC_CHAIN_BACKOFF_NS)
-};
+using QuantChainParams = ChainLaunch<MatMulQParams, kMaxChainOps>;
+using QuantChainOp = QuantChainParams::Op;
 static_assert(sizeof(QuantChainParams) <= 4000, "a chain's ops travel as kernel parameters");
 
 size_t staged_x_bytes(const MatMulQParams& p) { return size_t(p.k / kQuantBlock) * kXStride * sizeof(float); }
