@@ -139,14 +139,28 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(const MatMulPa
     scale = rsqrtf(t / float(p.k) + p.fused.norm_eps);
   }
   constexpr int kSums = Glu ? 2 * kMaxRows : kMaxRows;
+  const T* bias = p.bias != kNoBuffer ? at<const T>(arena, p.bias) : nullptr;
+  const T* residual = !Glu && p.fused.residual != kNoBuffer ? at<const T>(arena, p.fused.residual) : nullptr;
+  int s = 0;
+  uint32_t phase = 0;
   for (int64_t i = 0;; ++i) {
     const int64_t t = blockIdx.x + i * gridDim.x;
     if (t >= sh.tiles) break;
-    const int s = int(i % sh.stages);
-    mbar_wait(&full[s], uint32_t((i / sh.stages) & 1));
-    const uint8_t* st = stages + s * sh.stage_bytes;
     const int64_t c0 = t * sh.rows;
     const int rows = int(cols - c0 < sh.rows ? cols - c0 : sh.rows);
+    // The epilogue's operands load while the tile's weights arrive: off the
+    // block's critical path (each tile ends in a barrier).
+    float add_gate = 0.f, add_up = 0.f;
+    if (tid < rows) {
+      const int64_t col = c0 + tid;
+      if (bias) {
+        add_gate = to_f32(bias[col]);
+        if constexpr (Glu) add_up = to_f32(bias[cols + col]);
+      }
+      if (residual) add_up = to_f32(residual[col]);
+    }
+    mbar_wait(&full[s], phase);
+    const uint8_t* st = stages + s * sh.stage_bytes;
     float acc[kSums];
 #pragma unroll
     for (int r = 0; r < kSums; ++r) {
@@ -176,25 +190,19 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(const MatMulPa
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // our reads before the copy's writes
       issue(i + sh.stages);
     }
+    if (++s == sh.stages) s = 0, phase ^= 1u;
     if (tid < rows) {
-      const int64_t col = c0 + tid;
       float sum = 0.f, up = 0.f;
 #pragma unroll
       for (int q = 0; q < kWarps; ++q) {
         sum += part[q][tid];
         if constexpr (Glu) up += part[q][kMaxRows + tid];
       }
-      const T* bias = p.bias != kNoBuffer ? at<const T>(arena, p.bias) : nullptr;
-      sum = sum * scale + (bias ? to_f32(bias[col]) : 0.f);
+      sum = sum * scale + add_gate;
       float v;
-      if constexpr (Glu) {
-        up = up * scale + (bias ? to_f32(bias[cols + col]) : 0.f);
-        v = apply_activation(p.fused.glu, sum) * up;
-      } else {
-        v = apply_activation(p.act, sum);
-        if (p.fused.residual != kNoBuffer) v += to_f32(at<const T>(arena, p.fused.residual)[col]);
-      }
-      at<T>(arena, p.out)[col] = from_f32<T>(v);
+      if constexpr (Glu) v = apply_activation(p.fused.glu, sum) * (up * scale + add_up);
+      else v = apply_activation(p.act, sum) + add_up;  // add_up: the residual
+      at<T>(arena, p.out)[c0 + tid] = from_f32<T>(v);
     }
   }
 }
