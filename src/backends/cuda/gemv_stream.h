@@ -15,7 +15,8 @@
 
 namespace rlx::cuda {
 
-// Off until measured faster on a GPU.
+// Off: measured 0.55x of the register kernels at f16 batch 1 on the H100
+// (PERF.md, "Weights streamed through shared memory").
 constexpr bool kGemvStreamByDefault = false;
 
 bool gemv_stream_enabled();

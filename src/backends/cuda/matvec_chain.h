@@ -19,7 +19,8 @@
 namespace rlx::cuda {
 
 constexpr int kMaxChainOps = 8;
-// Off until measured faster on a GPU (docs/PERSISTENT_DECODE.md).
+// Off: measured 0.72x of the products one by one at f16 batch 1 on the
+// H100 (PERF.md, "Matrix-vector chains measured: slower").
 constexpr bool kMatVecChainsByDefault = false;
 
 bool matvec_chains_enabled();
