@@ -16,7 +16,6 @@
 #include "backends/backend.h"
 #include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/cuda_executable.h"
-#include "backends/cuda/gemv_stream.h"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/matvec_chain.h"
 #include "models/encoder_demo.h"
@@ -531,31 +530,6 @@ TEST(GraphPath, MatVecChainEqualsProductsOneByOne) {
     EXPECT_GE(cuda::matvec_chain_launches() - before, cuda_of(*chained.gpu).matvec_chains()) << name;
   }
   unsetenv("RLX_MATMUL");
-}
-
-// The streaming matrix-vector kernel (gemv_stream.h) on the same decode
-// step: every product (norm+QKV, output+residual, norm+gate/up with
-// SwiGLU, down+residual with 353 chunks a row, norm+head with 77 columns)
-// takes it, per op and recorded, on NaN-poisoned outputs, against the CPU.
-TEST(GraphPath, StreamedProductsEqualTheCpu) {
-  RLX_REQUIRE_GPU();
-  for (DType dt : {DType::F16, DType::BF16})
-    for (ExecMode mode : {ExecMode::PerOp, ExecMode::Graph}) {
-      const Graph g = decode_products_graph(dt);
-      setenv("RLX_MATMUL", "gemv", 1);
-      setenv("RLX_GEMV_STREAM", "1", 1);
-      const int64_t before = cuda::gemv_stream_launches();
-      Pair streamed(g, mode, 11);
-      const std::string what = std::string(dtype_name(dt)) + " " + mode_name(mode);
-      for (uint64_t step = 0; step < 3; ++step) {
-        const int64_t at_step = cuda::gemv_stream_launches();
-        streamed.check(decode_products_input(dt, 501 + step), what + " step " + std::to_string(step));
-        if (mode == ExecMode::PerOp) EXPECT_EQ(cuda::gemv_stream_launches() - at_step, 5) << what;
-      }
-      EXPECT_GE(cuda::gemv_stream_launches() - before, 5) << what;
-      unsetenv("RLX_GEMV_STREAM");
-      unsetenv("RLX_MATMUL");
-    }
 }
 
 // Two executables, each with a chain whose grid fills the GPU, replayed at

@@ -151,7 +151,6 @@ TEST(OpCasesGpu, MatVecNormGainInSharedMemoryAndRegisters) {
                                                   "matvec_glu_silu_norm_2x38x5640_bias"};
   int cases = 0;
   setenv("RLX_MATMUL", "gemv", 1);
-  setenv("RLX_GEMV_STREAM", "0", 1);  // the register kernels' variants
   for (const OpCase& oc : op_cases()) {
     if (oc.thunk != "matmul" || oc.name.rfind("matvec_", 0) != 0) continue;
     const bool eligible = std::find(norm_two_rows.begin(), norm_two_rows.end(), oc.name) != norm_two_rows.end();
@@ -167,7 +166,6 @@ TEST(OpCasesGpu, MatVecNormGainInSharedMemoryAndRegisters) {
     }
   }
   unsetenv("RLX_GEMV_GAMMA_SHARED");
-  unsetenv("RLX_GEMV_STREAM");
   unsetenv("RLX_MATMUL");
   EXPECT_EQ(cases, int(norm_two_rows.size()));
 }

@@ -15,7 +15,6 @@
 
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/dispatch.h"
-#include "backends/cuda/gemv_stream.h"
 #include "backends/cuda/gemv_tiles.cuh"
 #include "backends/cuda/launch.cuh"
 
@@ -143,7 +142,6 @@ bool gemv_chain_tiles(const MatMulParams& p, GemvTiles* out) {
 }
 
 void run_gemv(const MatMulParams& p, const LaunchContext& ctx) {
-  if (gemv_stream_enabled() && gemv_stream_accepts(p)) return run_gemv_stream(p, ctx);
   dispatch_float(p.dtype, ctx.label, [&]<class T>() {
     if (p.fused.norm_gamma != kNoBuffer) launch_rows<T, 1, true>(p, ctx);
     else launch_rows<T, 1, false>(p, ctx);
