@@ -8,7 +8,14 @@
 //            thread 0 refills (gemv_stream.cu's shape)
 //   bwarp  - bulk, a producer warp refills a stage once the 8 consumer
 //            warps arrive on its "empty" barrier (no block-wide barrier)
-// Prints GB/s and microseconds a launch per window size.
+// Prints GB/s and microseconds a launch per window size. Then a decode
+// step of TinyLlama-1.1B f16's products (22 layers of QKV 10.5 MB, output
+// 8.4, gate/up 46.1, down 23.1, and a 131 MB head: 2.2 GB) as register-
+// load kernels recorded in a CUDA graph, without and with programmatic
+// dependent launch (the next kernel's blocks start early and request their
+// first weights before waiting), at several blocks an SM, and with two
+// small dependent kernels a layer (like the K/V write and attention):
+// microseconds a step and tokens/s.
 // Build: nvcc -O3 -std=c++17 -arch=sm_90 bench/gpu_stream_probe.cu -o probe
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -93,6 +100,41 @@ __global__ void ldg_kernel(const uint4* w, int64_t n16, float* out) {
     for (int u = 0; u < U; ++u) acc += sum4(v[u]);
   }
   if (acc == 1234.5f) out[0] = acc;
+}
+
+// A product of a decode step: with Pdl, trigger the next kernel at entry,
+// request this thread's first U loads, then wait for the kernel before.
+template <int U, bool Pdl>
+__global__ void step_product_kernel(const uint4* w, int64_t n16, float* out) {
+  if (Pdl) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  const uint64_t pol = evict_first();
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  float acc = 0.f;
+  int64_t base = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  uint4 v[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) v[u] = base + u * stride < n16 ? ldg(w + base + u * stride, pol) : uint4{};
+  if (Pdl) asm volatile("griddepcontrol.wait;" ::: "memory");
+  acc += out[0] * 0.f;  // x, as the kernel before wrote it
+  for (;;) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc += sum4(v[u]);
+    base += stride * U;
+    if (base >= n16) break;
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = base + u * stride < n16 ? ldg(w + base + u * stride, pol) : uint4{};
+  }
+  if (acc == 1234.5f) out[1] = acc;
+}
+
+// A small dependent kernel (like the K/V write or decode attention): one
+// L2 round trip on data the kernel before wrote.
+template <bool Pdl>
+__global__ void step_small_kernel(float* out) {
+  if (Pdl) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (Pdl) asm volatile("griddepcontrol.wait;" ::: "memory");
+  const float v = __ldcg(out + 2 + threadIdx.x);
+  if (v == 1234.5f) out[1] = v;
 }
 
 // Mode 0: copy only; 1: all read, __syncthreads a tile; 2: producer warp + empty barriers.
@@ -186,22 +228,125 @@ Result time_sweep(const uint8_t* buf, int64_t total, int64_t window, Launch laun
   return {double(n * window) * reps / (ms * 1e-3) / 1e9, ms * 1e3 / launches};
 }
 
+template <int U, bool Pdl>
+void launch_product(cudaStream_t st, const uint8_t* w, int64_t bytes, unsigned grid, float* out) {
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(256);
+  cfg.stream = st;
+  cfg.attrs = Pdl ? &attr : nullptr;
+  cfg.numAttrs = Pdl ? 1 : 0;
+  CK(cudaLaunchKernelEx(&cfg, step_product_kernel<U, Pdl>, reinterpret_cast<const uint4*>(w), bytes / 16, out));
+}
+
+template <bool Pdl>
+void launch_small(cudaStream_t st, float* out) {
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.gridDim = dim3(32);
+  cfg.blockDim = dim3(128);
+  cfg.stream = st;
+  cfg.attrs = Pdl ? &attr : nullptr;
+  cfg.numAttrs = Pdl ? 1 : 0;
+  CK(cudaLaunchKernelEx(&cfg, step_small_kernel<Pdl>, out));
+}
+
+// TinyLlama-1.1B f16's decode step as products over distinct weights,
+// recorded once and replayed.
+void step(int sms, float* out) {
+  const int64_t mb = 1 << 20;
+  std::vector<int64_t> sizes;
+  for (int l = 0; l < 22; ++l)
+    for (int64_t b : {2560 * 2048 * 2, 2048 * 2048 * 2, 11264 * 2048 * 2, 2048 * 5632 * 2}) sizes.push_back(b);
+  sizes.push_back(int64_t(32000) * 2048 * 2);
+  int64_t total = 0;
+  for (int64_t b : sizes) total += (b + mb - 1) / mb * mb;
+  uint8_t* w = nullptr;
+  CK(cudaMalloc(&w, total));
+  CK(cudaMemset(w, 0, total));
+  CK(cudaMemset(out, 0, 4096));
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  std::printf("\ndecode step: %zu products, %.2f GB (TinyLlama-1.1B f16), in a CUDA graph\n", sizes.size(),
+              double(total) / 1e9);
+  auto run = [&](const char* name, int bps, bool pdl, bool small, int u) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    int64_t off = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const unsigned grid = unsigned(sms * bps);
+      if (pdl) {
+        if (u == 4) launch_product<4, true>(st, w + off, sizes[i], grid, out);
+        else launch_product<8, true>(st, w + off, sizes[i], grid, out);
+      } else {
+        if (u == 4) launch_product<4, false>(st, w + off, sizes[i], grid, out);
+        else launch_product<8, false>(st, w + off, sizes[i], grid, out);
+      }
+      if (small && i % 4 == 0 && i + 1 < sizes.size()) {  // after QKV: K/V write, attention
+        if (pdl) launch_small<true>(st, out), launch_small<true>(st, out);
+        else launch_small<false>(st, out), launch_small<false>(st, out);
+      }
+      off += (sizes[i] + mb - 1) / mb * mb;
+    }
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    for (int i = 0; i < 5; ++i) CK(cudaGraphLaunch(ge, st));
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    const int reps = 50;
+    CK(cudaEventRecord(a, st));
+    for (int i = 0; i < reps; ++i) CK(cudaGraphLaunch(ge, st));
+    CK(cudaEventRecord(b, st));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    const double us = ms * 1e3 / reps;
+    std::printf("%-52s %7.1f us a step  %6.0f tok/s  %5.0f GB/s\n", name, us, 1e6 / us, double(total) / us / 1e3);
+    std::fflush(stdout);
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+  };
+  char name[128];
+  for (int small : {0, 1})
+    for (int bps : {2, 4, 8})
+      for (int pdl : {0, 1}) {
+        std::snprintf(name, sizeof name, "%s, %d blocks/SM x256, U=4%s", pdl ? "PDL + early loads" : "plain",
+                      bps, small ? ", +2 small kernels a layer" : "");
+        run(name, bps, pdl, small, 4);
+      }
+  run("PDL + early loads, 4 blocks/SM x256, U=8", 4, true, false, 8);
+  run("PDL + early loads, 2 blocks/SM x256, U=8", 2, true, false, 8);
+  CK(cudaFree(w));
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs\n", prop.name, sms);
+  const bool step_only = argc > 1 && std::strcmp(argv[1], "step") == 0;  // `probe step`: the step alone
   const int64_t total = int64_t(1) << 30;
   uint8_t* buf = nullptr;
   float* out = nullptr;
   CK(cudaMalloc(&buf, total));
-  CK(cudaMalloc(&out, 4));
+  CK(cudaMalloc(&out, 4096));
   CK(cudaMemset(buf, 0, total));
   // Decode products at TinyLlama-1.1B f16: QKV 10.5 MB, O 8.4 MB, down 23 MB, gate+up 46 MB; and a long one.
   const std::vector<int64_t> windows = {8 << 20, 10 << 20, 23 << 20, 46 << 20, 256 << 20};
+  if (step_only) {
+    step(sms, out);
+    return 0;
+  }
   std::printf("%-34s", "variant \\ window MiB");
   for (int64_t w : windows) std::printf(" %12lld", (long long)(w >> 20));
   std::printf("   (GB/s, us a launch)\n");
@@ -251,5 +396,7 @@ int main() {
     });
   }
   CK(cudaDeviceSynchronize());
+  CK(cudaFree(buf));
+  step(sms, out);
   return 0;
 }
