@@ -242,8 +242,9 @@ void launch_product(cudaStream_t st, const uint8_t* w, int64_t bytes, unsigned g
   CK(cudaLaunchKernelEx(&cfg, step_product_kernel<U, Pdl>, reinterpret_cast<const uint4*>(w), bytes / 16, out));
 }
 
+// Pdl: the kernel triggers and waits; attr: launched with the attribute.
 template <bool Pdl>
-void launch_small(cudaStream_t st, float* out) {
+void launch_small(cudaStream_t st, float* out, bool attr_on = Pdl) {
   cudaLaunchConfig_t cfg{};
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -251,8 +252,8 @@ void launch_small(cudaStream_t st, float* out) {
   cfg.gridDim = dim3(32);
   cfg.blockDim = dim3(128);
   cfg.stream = st;
-  cfg.attrs = Pdl ? &attr : nullptr;
-  cfg.numAttrs = Pdl ? 1 : 0;
+  cfg.attrs = attr_on ? &attr : nullptr;
+  cfg.numAttrs = attr_on ? 1 : 0;
   CK(cudaLaunchKernelEx(&cfg, step_small_kernel<Pdl>, out));
 }
 
@@ -274,7 +275,8 @@ void step(int sms, float* out) {
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   std::printf("\ndecode step: %zu products, %.2f GB (TinyLlama-1.1B f16), in a CUDA graph\n", sizes.size(),
               double(total) / 1e9);
-  auto run = [&](const char* name, int bps, bool pdl, bool small, int u) {
+  auto run = [&](const char* name, int bps, bool pdl, bool small, int u, int small_pdl = -1) {
+    if (small_pdl < 0) small_pdl = pdl;
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
@@ -289,7 +291,7 @@ void step(int sms, float* out) {
         else launch_product<8, false>(st, w + off, sizes[i], grid, out);
       }
       if (small && i % 4 == 0 && i + 1 < sizes.size()) {  // after QKV: K/V write, attention
-        if (pdl) launch_small<true>(st, out), launch_small<true>(st, out);
+        if (pdl) launch_small<true>(st, out, small_pdl), launch_small<true>(st, out, small_pdl);
         else launch_small<false>(st, out), launch_small<false>(st, out);
       }
       off += (sizes[i] + mb - 1) / mb * mb;
@@ -321,6 +323,10 @@ void step(int sms, float* out) {
                       bps, small ? ", +2 small kernels a layer" : "");
         run(name, bps, pdl, small, 4);
       }
+  for (int bps : {2, 4, 8}) {
+    std::snprintf(name, sizeof name, "PDL products, plain small kernels, %d blocks/SM x256", bps);
+    run(name, bps, true, true, 4, 0);
+  }
   run("PDL + early loads, 4 blocks/SM x256, U=8", 4, true, false, 8);
   run("PDL + early loads, 2 blocks/SM x256, U=8", 2, true, false, 8);
   CK(cudaFree(w));

@@ -8,7 +8,8 @@
 // start while the one before it finishes, and waits inside (pdl_entry in
 // device_types.cuh) before it touches the arena. Every kernel launched here
 // must therefore begin with pdl_entry() (or, like gemv, read only constants
-// before it). RLX_PDL=0 launches without it.
+// before it). RLX_PDL=0 launches without it; RLX_PDL_OFF_FOR=a,b launches
+// the thunks whose label contains a or b without it (for measuring).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -21,6 +22,7 @@
 namespace rlx::cuda {
 
 bool pdl_enabled();         // compute capability >= 9.0 and RLX_PDL != 0; decided once
+bool pdl_off_for(const char* label);  // RLX_PDL_OFF_FOR names part of this label
 bool clusters_available();  // compute capability >= 9.0
 int multiprocessor_count();  // of the current device
 // Whether a matrix-vector launch loads its weights evict-first from L2
@@ -38,7 +40,7 @@ void launch(void (*kernel)(P, uint8_t*), dim3 grid, dim3 block, size_t smem,
             const LaunchContext& ctx, const P& p, unsigned cluster_x = 1, bool cooperative = false) {
   cudaLaunchAttribute attrs[3] = {};
   unsigned n = 0;
-  if (pdl_enabled()) {
+  if (pdl_enabled() && !pdl_off_for(ctx.label)) {
     attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[n++].val.programmaticStreamSerializationAllowed = 1;
   }
