@@ -129,10 +129,12 @@ __global__ void step_product_kernel(const uint4* w, int64_t n16, float* out) {
 
 // A small dependent kernel (like the K/V write or decode attention): one
 // L2 round trip on data the kernel before wrote.
-template <bool Pdl>
+// Late: wait first, then let the next kernel launch.
+template <bool Pdl, bool Late = false>
 __global__ void step_small_kernel(float* out) {
-  if (Pdl) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (Pdl && !Late) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   if (Pdl) asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (Pdl && Late) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   const float v = __ldcg(out + 2 + threadIdx.x);
   if (v == 1234.5f) out[1] = v;
 }
@@ -243,7 +245,7 @@ void launch_product(cudaStream_t st, const uint8_t* w, int64_t bytes, unsigned g
 }
 
 // Pdl: the kernel triggers and waits; attr: launched with the attribute.
-template <bool Pdl>
+template <bool Pdl, bool Late = false>
 void launch_small(cudaStream_t st, float* out, bool attr_on = Pdl) {
   cudaLaunchConfig_t cfg{};
   cudaLaunchAttribute attr{};
@@ -254,7 +256,7 @@ void launch_small(cudaStream_t st, float* out, bool attr_on = Pdl) {
   cfg.stream = st;
   cfg.attrs = attr_on ? &attr : nullptr;
   cfg.numAttrs = attr_on ? 1 : 0;
-  CK(cudaLaunchKernelEx(&cfg, step_small_kernel<Pdl>, out));
+  CK(cudaLaunchKernelEx(&cfg, step_small_kernel<Pdl, Late>, out));
 }
 
 // TinyLlama-1.1B f16's decode step as products over distinct weights,
@@ -275,7 +277,7 @@ void step(int sms, float* out) {
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   std::printf("\ndecode step: %zu products, %.2f GB (TinyLlama-1.1B f16), in a CUDA graph\n", sizes.size(),
               double(total) / 1e9);
-  auto run = [&](const char* name, int bps, bool pdl, bool small, int u, int small_pdl = -1) {
+  auto run = [&](const char* name, int bps, bool pdl, bool small, int u, int small_pdl = -1, bool late = false) {
     if (small_pdl < 0) small_pdl = pdl;
     cudaGraph_t g;
     cudaGraphExec_t ge;
@@ -291,7 +293,8 @@ void step(int sms, float* out) {
         else launch_product<8, false>(st, w + off, sizes[i], grid, out);
       }
       if (small && i % 4 == 0 && i + 1 < sizes.size()) {  // after QKV: K/V write, attention
-        if (pdl) launch_small<true>(st, out, small_pdl), launch_small<true>(st, out, small_pdl);
+        if (pdl && late) launch_small<true, true>(st, out), launch_small<true, true>(st, out);
+        else if (pdl) launch_small<true>(st, out, small_pdl), launch_small<true>(st, out, small_pdl);
         else launch_small<false>(st, out), launch_small<false>(st, out);
       }
       off += (sizes[i] + mb - 1) / mb * mb;
@@ -326,6 +329,8 @@ void step(int sms, float* out) {
   for (int bps : {2, 4, 8}) {
     std::snprintf(name, sizeof name, "PDL products, plain small kernels, %d blocks/SM x256", bps);
     run(name, bps, true, true, 4, 0);
+    std::snprintf(name, sizeof name, "PDL, small kernels trigger after their wait, %d blocks/SM x256", bps);
+    run(name, bps, true, true, 4, 1, true);
   }
   run("PDL + early loads, 4 blocks/SM x256, U=8", 4, true, false, 8);
   run("PDL + early loads, 2 blocks/SM x256, U=8", 2, true, false, 8);
