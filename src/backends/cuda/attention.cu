@@ -761,7 +761,7 @@ const char* attention_variant(const AttentionParams& p) {
 
 void run_attention(const AttentionParams& plan, const LaunchContext& ctx) {
   AttentionParams p = plan;
-  p.pdl_late = pdl_late_for(ctx.label);
+  p.pdl_late = small_kernels_trigger_late();
   RLX_CHECK(p.head_dim >= 1 && p.head_dim <= 256,
             std::string("attention ") + ctx.label + ": head_dim " + std::to_string(p.head_dim) +
                 " is outside 1..256");

@@ -159,7 +159,8 @@ __device__ __forceinline__ void pdl_entry() {
 }
 
 // late: wait first, then let the next kernel launch, so kernels launched
-// ahead of their turn pile up no further than this one (RLX_PDL_LATE_FOR).
+// ahead of their turn pile up no further than this one
+// (small_kernels_trigger_late in launch.cuh).
 __device__ __forceinline__ void pdl_entry(bool late) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (late) {

@@ -88,7 +88,7 @@ __global__ void kv_write_rope_kernel(const KvWriteParams p, uint8_t* arena) {
 
 void run_kv_write(const KvWriteParams& plan, const LaunchContext& ctx) {
   KvWriteParams p = plan;
-  p.pdl_late = pdl_late_for(ctx.label);
+  p.pdl_late = small_kernels_trigger_late();
   const int64_t rows = p.batch * p.n_new;
   if (p.rope_heads > 0) {
     const int64_t per_row = int64_t(p.rope_heads) * (p.n_rot / 2 + p.head_dim - p.n_rot) +

@@ -9,8 +9,7 @@
 // device_types.cuh) before it touches the arena. Every kernel launched here
 // must therefore begin with pdl_entry() (or, like gemv, read only constants
 // before it). RLX_PDL=0 launches without it; RLX_PDL_OFF_FOR=a,b launches
-// the thunks whose label contains a or b without it, RLX_PDL_LATE_FOR=a,b
-// has their kernels wait before letting the next launch (for measuring).
+// the thunks whose label contains a or b without it (for measuring).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -24,7 +23,11 @@ namespace rlx::cuda {
 
 bool pdl_enabled();         // compute capability >= 9.0 and RLX_PDL != 0; decided once
 bool pdl_off_for(const char* label);  // RLX_PDL_OFF_FOR names part of this label
-bool pdl_late_for(const char* label);  // RLX_PDL_LATE_FOR names part of it: the kernel's pdl_entry(true)
+// Whether the small kernels between a decode step's products (the K/V
+// write, decode attention) wait before letting the next kernel launch
+// (pdl_entry(true)): so kernels launched early pile up no further than the
+// one running (PERF.md). RLX_PDL_SMALL_LATE=0 lets them trigger at entry.
+bool small_kernels_trigger_late();
 bool clusters_available();  // compute capability >= 9.0
 int multiprocessor_count();  // of the current device
 // Whether a matrix-vector launch loads its weights evict-first from L2

@@ -63,9 +63,12 @@ bool pdl_off_for(const char* label) {
   return label_listed(parts, label);
 }
 
-bool pdl_late_for(const char* label) {
-  static const std::vector<std::string> parts = env_list("RLX_PDL_LATE_FOR");
-  return label_listed(parts, label);
+bool small_kernels_trigger_late() {
+  static const bool late = [] {
+    const char* e = std::getenv("RLX_PDL_SMALL_LATE");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return late;
 }
 
 bool clusters_available() {
