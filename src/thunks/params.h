@@ -143,7 +143,6 @@ struct AttentionParams {
   // ring: the key at position j is in row j mod skv (AttentionAttrs::ring),
   // so the valid keys end at pos[b] + sq, not at skv.
   uint8_t ring = 0;
-  uint8_t pdl_late = 0;  // the CUDA kernel lets the next one launch only after its wait (pdl_entry)
 };
 
 // Rotary embedding on [batch, seq, heads*head_dim] rows (offset/stride as in
@@ -243,7 +242,6 @@ struct KvWriteParams {
   uint64_t gamma = kNoBuffer;  // the rotated heads normalized first, as RopeParams::gamma
   float norm_eps = 0.f;
   uint8_t ring = 0;  // position t lands in row t mod max_ctx (KvWriteAttrs::ring)
-  uint8_t pdl_late = 0;  // as AttentionParams::pdl_late
 };
 
 // out[r] = the index of the largest of x[r, 0..cols) (i32), the lowest on

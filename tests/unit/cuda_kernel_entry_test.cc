@@ -50,7 +50,7 @@ TEST(CudaKernelEntry, EveryArenaKernelWaitsForItsPredecessor) {
     ss << in.rdbuf();
     for (const auto& [name, body] : arena_kernels(ss.str())) {
       ++kernels;
-      EXPECT_NE(body.find("pdl_entry("), std::string::npos)  // pdl_entry() or pdl_entry(late)
+      EXPECT_NE(body.find("pdl_entry()"), std::string::npos)
           << e.path().filename().string() << ": kernel " << name << " never calls pdl_entry()";
     }
   }

@@ -438,7 +438,7 @@ constexpr int kDecodeKeys = 4;
 
 template <class T, int DMAX>
 __global__ void __launch_bounds__(kDecodeWarps * 32) attention_decode_kernel(const AttentionParams p, uint8_t* arena) {
-  pdl_entry(p.pdl_late);
+  pdl_entry();
   constexpr int DPL = DMAX / 32;  // dims per lane
   __shared__ float w_m[kDecodeWarps], w_l[kDecodeWarps];
   __shared__ float w_acc[kDecodeWarps][DMAX];
@@ -535,7 +535,7 @@ constexpr int decode_warps() {
 template <class T, int DMAX, int SPLIT>
 __global__ void __launch_bounds__(decode_warps<T, DMAX, SPLIT>() * 32)
     attention_decode_rows_kernel(const AttentionParams p, uint8_t* arena) {
-  pdl_entry(p.pdl_late);
+  pdl_entry();
   // C chunks of 16 bytes span a row at DMAX. A key row of more than 16
   // chunks (head_dim 256 in f16) is held by L lanes, CK chunks each, so a
   // tile has KT = 32 / L keys. A value load takes R rows of the tile at
@@ -759,9 +759,7 @@ const char* attention_variant(const AttentionParams& p) {
   return use_short_path(p) ? "short" : "general";
 }
 
-void run_attention(const AttentionParams& plan, const LaunchContext& ctx) {
-  AttentionParams p = plan;
-  p.pdl_late = small_kernels_trigger_late();
+void run_attention(const AttentionParams& p, const LaunchContext& ctx) {
   RLX_CHECK(p.head_dim >= 1 && p.head_dim <= 256,
             std::string("attention ") + ctx.label + ": head_dim " + std::to_string(p.head_dim) +
                 " is outside 1..256");

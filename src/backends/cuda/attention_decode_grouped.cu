@@ -44,7 +44,7 @@ __device__ __forceinline__ void load_words(const void* src, uint32_t (&w)[NW]) {
 template <class T, int DMAX, int G, int SPLIT>
 __global__ void __launch_bounds__(kGroupWarps * 32)
     attention_decode_grouped_kernel(const AttentionParams p, uint8_t* arena) {
-  pdl_entry(p.pdl_late);
+  pdl_entry();
   // C chunks of 16 bytes span a row at DMAX; L lanes hold a key's row, CK
   // chunks each, so a tile has KT keys. A lane holds DL value columns of
   // each row of the tile: NW words. G query heads a block (the last group

@@ -38,7 +38,7 @@ __device__ __forceinline__ int swizzled(int r, int c) {
 
 template <class T, int DMAX, int SPLIT>
 __global__ void __launch_bounds__(kMmaWarps * 32) attention_decode_mma_kernel(const AttentionParams p, uint8_t* arena) {
-  pdl_entry(p.pdl_late);
+  pdl_entry();
   constexpr int CH = DMAX / 8, KS = DMAX / 16;  // 16-byte chunks and 16-wide steps of a row
   __shared__ __align__(16) float q_s[kMmaHeads][DMAX];
   // Each warp's K and V tiles; after the keys, the warps' partial sums.

@@ -158,20 +158,6 @@ __device__ __forceinline__ void pdl_entry() {
 #endif
 }
 
-// late: wait first, then let the next kernel launch, so kernels launched
-// ahead of their turn pile up no further than this one
-// (small_kernels_trigger_late in launch.cuh).
-__device__ __forceinline__ void pdl_entry(bool late) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (late) {
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" :::);
-    return;
-  }
-#endif
-  pdl_entry();
-}
-
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

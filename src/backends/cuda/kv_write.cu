@@ -35,7 +35,7 @@ __device__ inline const int32_t* slots_of(const KvWriteParams& p, uint8_t* arena
 // offset and its stride allow, else 2).
 template <class W>
 __global__ void kv_write_kernel(const KvWriteParams p, uint8_t* arena) {
-  pdl_entry(p.pdl_late);
+  pdl_entry();
   const int32_t* pos = at<const int32_t>(arena, p.pos);
   const int32_t* slots = slots_of(p, arena);
   const int64_t es = p.dtype == DType::F32 ? 4 : 2, ws = int64_t(sizeof(W));
@@ -52,7 +52,7 @@ __global__ void kv_write_kernel(const KvWriteParams p, uint8_t* arena) {
 // With rotation: one thread per rotated pair or copied element of a row.
 template <class T>
 __global__ void kv_write_rope_kernel(const KvWriteParams p, uint8_t* arena) {
-  pdl_entry(p.pdl_late);
+  pdl_entry();
   const int32_t* pos = at<const int32_t>(arena, p.pos);
   const int32_t* slots = slots_of(p, arena);
   const int half = p.n_rot / 2, per_head = half + (p.head_dim - p.n_rot);
@@ -86,9 +86,7 @@ __global__ void kv_write_rope_kernel(const KvWriteParams p, uint8_t* arena) {
   }
 }
 
-void run_kv_write(const KvWriteParams& plan, const LaunchContext& ctx) {
-  KvWriteParams p = plan;
-  p.pdl_late = small_kernels_trigger_late();
+void run_kv_write(const KvWriteParams& p, const LaunchContext& ctx) {
   const int64_t rows = p.batch * p.n_new;
   if (p.rope_heads > 0) {
     const int64_t per_row = int64_t(p.rope_heads) * (p.n_rot / 2 + p.head_dim - p.n_rot) +

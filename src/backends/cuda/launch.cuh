@@ -23,11 +23,6 @@ namespace rlx::cuda {
 
 bool pdl_enabled();         // compute capability >= 9.0 and RLX_PDL != 0; decided once
 bool pdl_off_for(const char* label);  // RLX_PDL_OFF_FOR names part of this label
-// Whether the small kernels between a decode step's products (the K/V
-// write, decode attention) wait before letting the next kernel launch
-// (pdl_entry(true)): so kernels launched early pile up no further than the
-// one running (PERF.md). RLX_PDL_SMALL_LATE=0 lets them trigger at entry.
-bool small_kernels_trigger_late();
 bool clusters_available();  // compute capability >= 9.0
 int multiprocessor_count();  // of the current device
 // Whether a matrix-vector launch loads its weights evict-first from L2

@@ -36,39 +36,20 @@ bool pdl_enabled() {
   return enabled;
 }
 
-namespace {
-
-// The comma-separated parts of environment variable `name`.
-std::vector<std::string> env_list(const char* name) {
-  std::vector<std::string> out;
-  const char* e = std::getenv(name);
-  for (std::string_view v(e ? e : ""); !v.empty();) {
-    const size_t comma = v.find(',');
-    if (comma != 0) out.emplace_back(v.substr(0, comma));
-    v = comma == std::string_view::npos ? std::string_view() : v.substr(comma + 1);
-  }
-  return out;
-}
-
-bool label_listed(const std::vector<std::string>& parts, const char* label) {
+bool pdl_off_for(const char* label) {
+  static const std::vector<std::string> parts = [] {
+    std::vector<std::string> out;
+    const char* e = std::getenv("RLX_PDL_OFF_FOR");
+    for (std::string_view v(e ? e : ""); !v.empty();) {
+      const size_t comma = v.find(',');
+      if (comma != 0) out.emplace_back(v.substr(0, comma));
+      v = comma == std::string_view::npos ? std::string_view() : v.substr(comma + 1);
+    }
+    return out;
+  }();
   for (const std::string& part : parts)
     if (label && std::strstr(label, part.c_str())) return true;
   return false;
-}
-
-}  // namespace
-
-bool pdl_off_for(const char* label) {
-  static const std::vector<std::string> parts = env_list("RLX_PDL_OFF_FOR");
-  return label_listed(parts, label);
-}
-
-bool small_kernels_trigger_late() {
-  static const bool late = [] {
-    const char* e = std::getenv("RLX_PDL_SMALL_LATE");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
-  return late;
 }
 
 bool clusters_available() {
