@@ -63,23 +63,32 @@ std::vector<ThunkTime> thunk_times(const Schedule& s, const std::vector<float>& 
   return times;
 }
 
-std::vector<bool> omitted_thunks(const Schedule& s, const char* value) {
-  if (!value || !*value) return {};
+std::vector<std::string> label_parts(const char* value) {
   std::vector<std::string> parts;
-  for (std::string_view v(value); !v.empty();) {
+  for (std::string_view v(value ? value : ""); !v.empty();) {
     const size_t comma = v.find(',');
     if (comma != 0) parts.emplace_back(v.substr(0, comma));
     v = comma == std::string_view::npos ? std::string_view() : v.substr(comma + 1);
   }
+  return parts;
+}
+
+bool label_has_part(std::string_view label, const std::vector<std::string>& parts) {
+  for (const std::string& part : parts)
+    if (label.find(part) != std::string_view::npos) return true;
+  return false;
+}
+
+std::vector<bool> omitted_thunks(const Schedule& s, const char* value) {
+  const std::vector<std::string> parts = label_parts(value);
+  if (parts.empty()) return {};
   std::vector<bool> omit(s.thunks.size(), false);
   size_t n = 0;
   for (size_t i = 0; i < s.thunks.size(); ++i)
-    for (const std::string& part : parts)
-      if (s.thunks[i].label.find(part) != std::string::npos) {
-        omit[i] = true;
-        ++n;
-        break;
-      }
+    if (label_has_part(s.thunks[i].label, parts)) {
+      omit[i] = true;
+      ++n;
+    }
   if (n > 0)
     std::fprintf(stderr, "rlx: RLX_OMIT=%s leaves out %zu of %zu thunks: results are wrong (for measuring only)\n",
                  value, n, s.thunks.size());

@@ -4,6 +4,7 @@
 // (backends/cuda/tracer.h) measures; this formats.
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "thunks/thunk.h"
@@ -38,5 +39,10 @@ std::vector<ThunkTime> thunk_times(const Schedule& s, const std::vector<float>& 
 // without it. Results are wrong while it is set: a line on stderr says so
 // once per schedule that omits anything. Empty when value is null or empty.
 std::vector<bool> omitted_thunks(const Schedule& s, const char* value);
+
+// The non-empty comma-separated parts of value (null: none), and whether a
+// label contains one of them: RLX_OMIT's and RLX_PDL_OFF_FOR's matching.
+std::vector<std::string> label_parts(const char* value);
+bool label_has_part(std::string_view label, const std::vector<std::string>& parts);
 
 }  // namespace rlx

@@ -73,5 +73,18 @@ TEST(Trace, OmittedThunksByLabel) {
   EXPECT_EQ(std::count(none.begin(), none.end(), true), 0);
 }
 
+// The list both RLX_OMIT and RLX_PDL_OFF_FOR read: empty parts dropped, a
+// label matches on any part it contains.
+TEST(Trace, LabelPartsSplitOnCommas) {
+  EXPECT_TRUE(label_parts(nullptr).empty());
+  EXPECT_TRUE(label_parts(",,").empty());
+  EXPECT_EQ(label_parts("kv_write,,attention,"), (std::vector<std::string>{"kv_write", "attention"}));
+  const auto parts = label_parts("kv_write,attention");
+  EXPECT_TRUE(label_has_part("attention 'blk.3'", parts));
+  EXPECT_TRUE(label_has_part("kv_write", parts));
+  EXPECT_FALSE(label_has_part("matmul 'blk.3.attn_q'", parts));
+  EXPECT_FALSE(label_has_part("attention", {}));
+}
+
 }  // namespace
 }  // namespace rlx

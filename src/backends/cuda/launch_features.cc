@@ -9,10 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "backends/cuda/launch.cuh"
+#include "backends/trace.h"
 
 namespace rlx::cuda {
 
@@ -37,19 +37,8 @@ bool pdl_enabled() {
 }
 
 bool pdl_off_for(const char* label) {
-  static const std::vector<std::string> parts = [] {
-    std::vector<std::string> out;
-    const char* e = std::getenv("RLX_PDL_OFF_FOR");
-    for (std::string_view v(e ? e : ""); !v.empty();) {
-      const size_t comma = v.find(',');
-      if (comma != 0) out.emplace_back(v.substr(0, comma));
-      v = comma == std::string_view::npos ? std::string_view() : v.substr(comma + 1);
-    }
-    return out;
-  }();
-  for (const std::string& part : parts)
-    if (label && std::strstr(label, part.c_str())) return true;
-  return false;
+  static const std::vector<std::string> parts = label_parts(std::getenv("RLX_PDL_OFF_FOR"));
+  return label && label_has_part(label, parts);
 }
 
 bool clusters_available() {
